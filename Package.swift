@@ -1,0 +1,71 @@
+// swift-tools-version:6.1
+import PackageDescription
+
+// Layering (see docs/architecture.md and ../shared/STYLE.md):
+//   pure codecs (no I/O):   BinaryCoding ← CapsCodec, GoProCodec, GattLayout
+//   one wrapper per C lib:  CMosquitto ← Mosquitto,  CDBus ← DBus
+//   thin executable:        gatt2mqtt
+let package = Package(
+    name: "gatt2mqtt",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "gatt2mqtt", targets: ["gatt2mqtt"]),
+        .library(name: "CapsCodec", targets: ["CapsCodec"]),
+        .library(name: "GoProCodec", targets: ["GoProCodec"]),
+        .library(name: "GattLayout", targets: ["GattLayout"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-protobuf", exact: "1.39.0"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/jpsim/Yams", from: "6.2.2"),
+    ],
+    targets: [
+        // MARK: Pure codecs
+        .target(name: "BinaryCoding"),
+        .target(name: "CapsCodec", dependencies: ["BinaryCoding"]),
+        .target(
+            name: "GoProCodec",
+            dependencies: ["BinaryCoding", .product(name: "SwiftProtobuf", package: "swift-protobuf")],
+            exclude: ["Proto"]
+        ),
+        .target(name: "GattLayout", dependencies: ["BinaryCoding"]),
+
+        // MARK: C libraries and their single Swift wrappers
+        .systemLibrary(
+            name: "CMosquitto",
+            pkgConfig: "libmosquitto",
+            providers: [.apt(["libmosquitto-dev"])]
+        ),
+        .target(
+            name: "Mosquitto",
+            dependencies: ["CMosquitto", .product(name: "Logging", package: "swift-log")]
+        ),
+        .systemLibrary(
+            name: "CDBus",
+            pkgConfig: "dbus-1",
+            providers: [.apt(["libdbus-1-dev"])]
+        ),
+        .target(name: "DBus", dependencies: ["CDBus"]),
+
+        // MARK: Executable (thin)
+        .executableTarget(
+            name: "gatt2mqtt",
+            dependencies: [
+                "BinaryCoding", "CapsCodec", "GoProCodec", "GattLayout",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Yams", package: "Yams"),
+            ]
+        ),
+
+        // MARK: Tests
+        .testTarget(name: "BinaryCodingTests", dependencies: ["BinaryCoding"]),
+        .testTarget(name: "CapsCodecTests", dependencies: ["CapsCodec", "BinaryCoding"], exclude: ["Vectors", "Corpus"]),
+        .testTarget(name: "GoProCodecTests", dependencies: ["GoProCodec", "BinaryCoding"], exclude: ["Vectors", "Corpus"]),
+        .testTarget(name: "GattLayoutTests", dependencies: ["GattLayout", "BinaryCoding"], exclude: ["Corpus"]),
+        .testTarget(name: "MosquittoTests", dependencies: ["Mosquitto"], exclude: ["Fixtures"]),
+        .testTarget(name: "DBusTests", dependencies: ["DBus"], exclude: ["Fixtures"]),
+        .testTarget(name: "CLITests", dependencies: ["BinaryCoding"]),
+    ],
+    swiftLanguageModes: [.v6]
+)

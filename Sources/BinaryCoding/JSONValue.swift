@@ -1,0 +1,423 @@
+/// A JSON document as a value. Object members keep their order (so output is
+/// stable and readable); equality of objects ignores order. Integers keep full
+/// 64-bit precision.
+public enum JSONValue: Sendable, Equatable {
+    case null
+    case bool(Bool)
+    /// An integer that fits `Int64`.
+    case int(Int64)
+    /// An integer above `Int64.max`.
+    case uint(UInt64)
+    case double(Double)
+    case string(String)
+    case array([JSONValue])
+    case object(JSONObject)
+}
+
+/// An ordered JSON object.
+public struct JSONObject: Sendable, Equatable, Sequence, ExpressibleByDictionaryLiteral {
+    public private(set) var members: [(key: String, value: JSONValue)]
+
+    public init() { members = [] }
+    public init(_ members: [(key: String, value: JSONValue)]) {
+        self.members = []
+        for m in members { self[m.key] = m.value }
+    }
+    public init(dictionaryLiteral elements: (String, JSONValue)...) {
+        self.members = []
+        for (k, v) in elements { self[k] = v }
+    }
+
+    public var count: Int { members.count }
+    public var isEmpty: Bool { members.isEmpty }
+    public var keys: [String] { members.map(\.key) }
+
+    /// Reads a member; setting `nil` removes it; setting an existing key replaces it in place.
+    public subscript(key: String) -> JSONValue? {
+        get { members.first(where: { $0.key == key })?.value }
+        set {
+            if let i = members.firstIndex(where: { $0.key == key }) {
+                if let newValue { members[i].value = newValue } else { members.remove(at: i) }
+            } else if let newValue {
+                members.append((key, newValue))
+            }
+        }
+    }
+
+    /// Adds or replaces every member of `other` (later wins).
+    public mutating func merge(_ other: JSONObject) {
+        for m in other.members { self[m.key] = m.value }
+    }
+
+    public func makeIterator() -> IndexingIterator<[(key: String, value: JSONValue)]> {
+        members.makeIterator()
+    }
+
+    public static func == (a: JSONObject, b: JSONObject) -> Bool {
+        guard a.members.count == b.members.count else { return false }
+        for m in a.members where b[m.key] != m.value { return false }
+        return true
+    }
+}
+
+// MARK: - Convenience accessors
+
+extension JSONValue {
+    public subscript(key: String) -> JSONValue? {
+        if case let .object(o) = self { return o[key] }
+        return nil
+    }
+    public var objectValue: JSONObject? { if case let .object(o) = self { return o }; return nil }
+    public var arrayValue: [JSONValue]? { if case let .array(a) = self { return a }; return nil }
+    public var stringValue: String? { if case let .string(s) = self { return s }; return nil }
+    public var boolValue: Bool? { if case let .bool(b) = self { return b }; return nil }
+    public var isNull: Bool { if case .null = self { return true }; return false }
+
+    /// The value as an `Int64` when it is an integer, or a double with no fraction in range.
+    public var int64Value: Int64? {
+        switch self {
+        case let .int(i): return i
+        case let .uint(u): return u <= UInt64(Int64.max) ? Int64(u) : nil
+        case let .double(d): return d.rounded() == d && abs(d) < 9.2e18 ? Int64(d) : nil
+        default: return nil
+        }
+    }
+    /// The value as a `UInt64` when it is a non-negative integer.
+    public var uint64Value: UInt64? {
+        switch self {
+        case let .int(i): return i >= 0 ? UInt64(i) : nil
+        case let .uint(u): return u
+        case let .double(d): return d.rounded() == d && d >= 0 && d < 1.8e19 ? UInt64(d) : nil
+        default: return nil
+        }
+    }
+    public var intValue: Int? { int64Value.flatMap { Int(exactly: $0) } }
+    /// Any number as a `Double`.
+    public var doubleValue: Double? {
+        switch self {
+        case let .int(i): return Double(i)
+        case let .uint(u): return Double(u)
+        case let .double(d): return d
+        default: return nil
+        }
+    }
+    /// A short name of the JSON type, for error messages.
+    public var typeName: String {
+        switch self {
+        case .null: return "null"
+        case .bool: return "boolean"
+        case .int, .uint, .double: return "number"
+        case .string: return "string"
+        case .array: return "array"
+        case .object: return "object"
+        }
+    }
+}
+
+extension JSONValue: ExpressibleByNilLiteral, ExpressibleByBooleanLiteral, ExpressibleByIntegerLiteral,
+    ExpressibleByFloatLiteral, ExpressibleByStringLiteral, ExpressibleByArrayLiteral,
+    ExpressibleByDictionaryLiteral
+{
+    public init(nilLiteral: ()) { self = .null }
+    public init(booleanLiteral value: Bool) { self = .bool(value) }
+    public init(integerLiteral value: Int64) { self = .int(value) }
+    public init(floatLiteral value: Double) { self = .double(value) }
+    public init(stringLiteral value: String) { self = .string(value) }
+    public init(arrayLiteral elements: JSONValue...) { self = .array(elements) }
+    public init(dictionaryLiteral elements: (String, JSONValue)...) {
+        var o = JSONObject()
+        for (k, v) in elements { o[k] = v }
+        self = .object(o)
+    }
+}
+
+// MARK: - Parsing
+
+/// A JSON syntax error with the byte offset where it was found.
+public struct JSONParseError: Error, Sendable, Equatable, CustomStringConvertible {
+    public let offset: Int
+    public let reason: String
+    public var description: String { "invalid JSON at byte \(offset): \(reason)" }
+}
+
+extension JSONValue {
+    /// Maximum nesting depth accepted by the parser.
+    public static let maxDepth = 256
+
+    /// Parses RFC 8259 JSON (one value, surrounding white space allowed).
+    public init(parsing text: String) throws(JSONParseError) {
+        try self.init(parsing: Array(text.utf8))
+    }
+
+    public init<C: Collection>(parsing bytes: C) throws(JSONParseError) where C.Element == UInt8 {
+        var p = JSONParser(bytes: Array(bytes))
+        p.skipWhitespace()
+        let v = try p.parseValue(depth: 0)
+        p.skipWhitespace()
+        if p.i < p.b.count { throw p.error("unexpected data after the JSON value") }
+        self = v
+    }
+}
+
+struct JSONParser {
+    let b: [UInt8]
+    var i = 0
+    init(bytes: [UInt8]) { b = bytes }
+
+    func error(_ reason: String) -> JSONParseError { JSONParseError(offset: i, reason: reason) }
+
+    mutating func skipWhitespace() {
+        while i < b.count, b[i] == 0x20 || b[i] == 0x0A || b[i] == 0x0D || b[i] == 0x09 { i += 1 }
+    }
+
+    mutating func expectLiteral(_ lit: String, _ value: JSONValue) throws(JSONParseError) -> JSONValue {
+        let expected = Array(lit.utf8)
+        let n = expected.count
+        guard i + n <= b.count else { throw error("unexpected end of input") }
+        for k in 0..<n where b[i + k] != expected[k] { throw error("invalid literal") }
+        i += n
+        return value
+    }
+
+    mutating func parseValue(depth: Int) throws(JSONParseError) -> JSONValue {
+        guard i < b.count else { throw error("unexpected end of input") }
+        switch b[i] {
+        case UInt8(ascii: "{"):
+            guard depth < JSONValue.maxDepth else { throw error("nesting deeper than \(JSONValue.maxDepth)") }
+            i += 1
+            var obj = JSONObject()
+            skipWhitespace()
+            if i < b.count, b[i] == UInt8(ascii: "}") { i += 1; return .object(obj) }
+            while true {
+                skipWhitespace()
+                guard i < b.count, b[i] == UInt8(ascii: "\"") else { throw error("expected a member name") }
+                let key = try parseString()
+                skipWhitespace()
+                guard i < b.count, b[i] == UInt8(ascii: ":") else { throw error("expected ':'") }
+                i += 1
+                skipWhitespace()
+                obj[key] = try parseValue(depth: depth + 1)
+                skipWhitespace()
+                guard i < b.count else { throw error("unexpected end of input in object") }
+                if b[i] == UInt8(ascii: ",") { i += 1; continue }
+                if b[i] == UInt8(ascii: "}") { i += 1; return .object(obj) }
+                throw error("expected ',' or '}'")
+            }
+        case UInt8(ascii: "["):
+            guard depth < JSONValue.maxDepth else { throw error("nesting deeper than \(JSONValue.maxDepth)") }
+            i += 1
+            var arr = [JSONValue]()
+            skipWhitespace()
+            if i < b.count, b[i] == UInt8(ascii: "]") { i += 1; return .array(arr) }
+            while true {
+                skipWhitespace()
+                arr.append(try parseValue(depth: depth + 1))
+                skipWhitespace()
+                guard i < b.count else { throw error("unexpected end of input in array") }
+                if b[i] == UInt8(ascii: ",") { i += 1; continue }
+                if b[i] == UInt8(ascii: "]") { i += 1; return .array(arr) }
+                throw error("expected ',' or ']'")
+            }
+        case UInt8(ascii: "\""):
+            return .string(try parseString())
+        case UInt8(ascii: "t"): return try expectLiteral("true", .bool(true))
+        case UInt8(ascii: "f"): return try expectLiteral("false", .bool(false))
+        case UInt8(ascii: "n"): return try expectLiteral("null", .null)
+        case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"):
+            return try parseNumber()
+        default:
+            throw error("unexpected character")
+        }
+    }
+
+    mutating func parseNumber() throws(JSONParseError) -> JSONValue {
+        let start = i
+        var isInteger = true
+        if b[i] == UInt8(ascii: "-") { i += 1 }
+        guard i < b.count, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(b[i]) else {
+            throw error("invalid number")
+        }
+        if b[i] == UInt8(ascii: "0") {
+            i += 1
+            if i < b.count, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(b[i]) {
+                throw error("leading zero in number")
+            }
+        } else {
+            while i < b.count, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(b[i]) { i += 1 }
+        }
+        if i < b.count, b[i] == UInt8(ascii: ".") {
+            isInteger = false
+            i += 1
+            let d = i
+            while i < b.count, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(b[i]) { i += 1 }
+            if i == d { throw error("digit expected after '.'") }
+        }
+        if i < b.count, b[i] | 0x20 == UInt8(ascii: "e") {
+            isInteger = false
+            i += 1
+            if i < b.count, b[i] == UInt8(ascii: "+") || b[i] == UInt8(ascii: "-") { i += 1 }
+            let d = i
+            while i < b.count, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(b[i]) { i += 1 }
+            if i == d { throw error("digit expected in exponent") }
+        }
+        let text = String(decoding: b[start..<i], as: UTF8.self)
+        if isInteger {
+            if let v = Int64(text) { return .int(v) }
+            if let v = UInt64(text) { return .uint(v) }
+        }
+        guard let d = Double(text) else { throw JSONParseError(offset: start, reason: "invalid number") }
+        return .double(d)
+    }
+
+    mutating func parseHex4() throws(JSONParseError) -> UInt32 {
+        guard i + 4 <= b.count else { throw error("truncated \\u escape") }
+        var v: UInt32 = 0
+        for _ in 0..<4 {
+            let c = b[i]
+            let d: UInt32
+            switch c {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): d = UInt32(c - UInt8(ascii: "0"))
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): d = UInt32(c - UInt8(ascii: "a") + 10)
+            case UInt8(ascii: "A")...UInt8(ascii: "F"): d = UInt32(c - UInt8(ascii: "A") + 10)
+            default: throw error("invalid \\u escape")
+            }
+            v = v << 4 | d
+            i += 1
+        }
+        return v
+    }
+
+    mutating func parseString() throws(JSONParseError) -> String {
+        i += 1  // opening quote
+        var out = [UInt8]()
+        while true {
+            guard i < b.count else { throw error("unterminated string") }
+            let c = b[i]
+            if c == UInt8(ascii: "\"") { i += 1; break }
+            if c < 0x20 { throw error("control character in string") }
+            if c != UInt8(ascii: "\\") { out.append(c); i += 1; continue }
+            i += 1
+            guard i < b.count else { throw error("unterminated escape") }
+            let e = b[i]
+            i += 1
+            switch e {
+            case UInt8(ascii: "\""): out.append(0x22)
+            case UInt8(ascii: "\\"): out.append(0x5C)
+            case UInt8(ascii: "/"): out.append(0x2F)
+            case UInt8(ascii: "b"): out.append(0x08)
+            case UInt8(ascii: "f"): out.append(0x0C)
+            case UInt8(ascii: "n"): out.append(0x0A)
+            case UInt8(ascii: "r"): out.append(0x0D)
+            case UInt8(ascii: "t"): out.append(0x09)
+            case UInt8(ascii: "u"):
+                var scalar = try parseHex4()
+                if (0xD800..<0xDC00).contains(scalar) {
+                    guard i + 2 <= b.count, b[i] == UInt8(ascii: "\\"), b[i + 1] == UInt8(ascii: "u") else {
+                        throw error("unpaired surrogate in \\u escape")
+                    }
+                    i += 2
+                    let low = try parseHex4()
+                    guard (0xDC00..<0xE000).contains(low) else { throw error("unpaired surrogate in \\u escape") }
+                    scalar = 0x10000 + ((scalar - 0xD800) << 10) + (low - 0xDC00)
+                } else if (0xDC00..<0xE000).contains(scalar) {
+                    throw error("unpaired surrogate in \\u escape")
+                }
+                guard let u = Unicode.Scalar(scalar) else { throw error("invalid \\u escape") }
+                out.append(contentsOf: Array(String(Character(u)).utf8))
+            default:
+                throw error("invalid escape")
+            }
+        }
+        guard let s = String(validating: out, as: UTF8.self) else { throw error("string is not valid UTF-8") }
+        return s
+    }
+}
+
+// MARK: - Serialising
+
+extension JSONValue {
+    /// Compact JSON text. Non-finite doubles (which JSON cannot carry) are written as `null`;
+    /// codecs that must keep them map them to strings first.
+    public var jsonText: String {
+        var out = [UInt8]()
+        write(to: &out, pretty: false, indent: 0)
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// Indented JSON text (two spaces), for people.
+    public var prettyJSONText: String {
+        var out = [UInt8]()
+        write(to: &out, pretty: true, indent: 0)
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    func write(to out: inout [UInt8], pretty: Bool, indent: Int) {
+        switch self {
+        case .null: out.append(contentsOf: "null".utf8)
+        case let .bool(v): out.append(contentsOf: (v ? "true" : "false").utf8)
+        case let .int(v): out.append(contentsOf: String(v).utf8)
+        case let .uint(v): out.append(contentsOf: String(v).utf8)
+        case let .double(v):
+            if !v.isFinite {
+                out.append(contentsOf: "null".utf8)
+            } else if v.rounded() == v, abs(v) < 1e15 {
+                out.append(contentsOf: String(Int64(v)).utf8)
+                if v == 0, v.sign == .minus { out.insert(UInt8(ascii: "-"), at: out.count - 1) }
+            } else {
+                out.append(contentsOf: "\(v)".utf8)
+            }
+        case let .string(s): JSONValue.writeString(s, to: &out)
+        case let .array(a):
+            out.append(UInt8(ascii: "["))
+            for (n, v) in a.enumerated() {
+                if n > 0 { out.append(UInt8(ascii: ",")) }
+                if pretty { JSONValue.newline(&out, indent + 1) }
+                v.write(to: &out, pretty: pretty, indent: indent + 1)
+            }
+            if pretty, !a.isEmpty { JSONValue.newline(&out, indent) }
+            out.append(UInt8(ascii: "]"))
+        case let .object(o):
+            out.append(UInt8(ascii: "{"))
+            for (n, m) in o.members.enumerated() {
+                if n > 0 { out.append(UInt8(ascii: ",")) }
+                if pretty { JSONValue.newline(&out, indent + 1) }
+                JSONValue.writeString(m.key, to: &out)
+                out.append(UInt8(ascii: ":"))
+                if pretty { out.append(UInt8(ascii: " ")) }
+                m.value.write(to: &out, pretty: pretty, indent: indent + 1)
+            }
+            if pretty, !o.isEmpty { JSONValue.newline(&out, indent) }
+            out.append(UInt8(ascii: "}"))
+        }
+    }
+
+    static func newline(_ out: inout [UInt8], _ indent: Int) {
+        out.append(0x0A)
+        for _ in 0..<(indent * 2) { out.append(0x20) }
+    }
+
+    static let hexDigits: [UInt8] = Array("0123456789abcdef".utf8)
+
+    static func writeString(_ s: String, to out: inout [UInt8]) {
+        out.append(0x22)
+        for c in s.utf8 {
+            switch c {
+            case 0x22: out.append(contentsOf: [0x5C, 0x22])
+            case 0x5C: out.append(contentsOf: [0x5C, 0x5C])
+            case 0x0A: out.append(contentsOf: [0x5C, UInt8(ascii: "n")])
+            case 0x0D: out.append(contentsOf: [0x5C, UInt8(ascii: "r")])
+            case 0x09: out.append(contentsOf: [0x5C, UInt8(ascii: "t")])
+            case 0..<0x20:
+                out.append(contentsOf: [0x5C, UInt8(ascii: "u"), 0x30, 0x30])
+                out.append(hexDigits[Int(c >> 4)])
+                out.append(hexDigits[Int(c & 0xF)])
+            default: out.append(c)
+            }
+        }
+        out.append(0x22)
+    }
+}
+
+extension JSONValue: CustomStringConvertible {
+    public var description: String { jsonText }
+}

@@ -1,0 +1,80 @@
+import Testing
+@testable import BinaryCoding
+
+@Suite struct ByteReaderTests {
+    @Test func readsIntegersInBothByteOrders() throws {
+        var r = ByteReader([0x01, 0x02, 0x03, 0x04, 0x05, 0x06])
+        #expect(try r.readInteger(endianness: .big, as: UInt16.self) == 0x0102)
+        #expect(try r.readInteger(endianness: .little, as: UInt32.self) == 0x0605_0403)
+        #expect(r.isAtEnd)
+    }
+
+    @Test func shortReadLeavesReaderUntouched() throws {
+        var r = ByteReader([0xAA, 0xBB, 0xCC])
+        _ = try r.readUInt8()
+        #expect(throws: ByteReaderError.insufficientData(offset: 1, needed: 4, available: 2)) {
+            try r.readInteger(endianness: .big, as: UInt32.self)
+        }
+        #expect(r.offset == 1)
+        #expect(try r.readInteger(endianness: .big, as: UInt16.self) == 0xBBCC)
+    }
+
+    @Test func sliceOffsetsAreRelative() throws {
+        let data: [UInt8] = [9, 9, 1, 2, 3]
+        var r = ByteReader(data[2...])
+        #expect(r.offset == 0)
+        #expect(Array(try r.readBytes(count: 2)) == [1, 2])
+        #expect(r.offset == 2 && r.remaining == 1)
+    }
+
+    @Test func writerRoundTripsSignedValues() throws {
+        var w = ByteWriter()
+        w.writeInteger(Int16(-2), endianness: .little)
+        w.writeInteger(Int64(-5), endianness: .big)
+        #expect(w.bytes == [0xFE, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFB])
+        var r = ByteReader(w.bytes)
+        #expect(try r.readInteger(endianness: .little, as: Int16.self) == -2)
+        #expect(try r.readInteger(endianness: .big, as: Int64.self) == -5)
+    }
+}
+
+@Suite struct HexTests {
+    @Test func encodesLowercase() { #expect(Hex.encode([0x00, 0xAB, 0xFF]) == "00abff") }
+    @Test func decodesWithSeparatorsAndPrefix() throws {
+        #expect(try Hex.decode("0xDE ad:be-EF") == [0xDE, 0xAD, 0xBE, 0xEF])
+    }
+    @Test func rejectsOddAndBadCharacters() {
+        #expect(throws: Hex.DecodeError.self) { try Hex.decode("abc") }
+        #expect(throws: Hex.DecodeError(offset: 2, reason: "unexpected character 'z'")) { try Hex.decode("abzz") }
+    }
+}
+
+@Suite struct JSONValueTests {
+    @Test func parsesAndKeepsOrderAndPrecision() throws {
+        let v = try JSONValue(parsing: #"{"b":1,"a":[true,null,"x\u00e9\ud83d\ude00"],"big":18446744073709551615,"n":-9223372036854775808,"f":1.5e3}"#)
+        #expect(v.objectValue?.keys == ["b", "a", "big", "n", "f"])
+        #expect(v["big"] == .uint(UInt64.max))
+        #expect(v["n"] == .int(Int64.min))
+        #expect(v["f"] == .double(1500))
+        #expect(v["a"]?.arrayValue?[2] == .string("xé😀"))
+        #expect(v.jsonText == #"{"b":1,"a":[true,null,"xé😀"],"big":18446744073709551615,"n":-9223372036854775808,"f":1500}"#)
+    }
+
+    @Test func objectEqualityIgnoresOrder() throws {
+        #expect(try JSONValue(parsing: #"{"a":1,"b":2}"#) == JSONValue(parsing: #"{"b":2,"a":1}"#))
+    }
+
+    @Test(arguments: ["", "{", "[1,]", "{\"a\" 1}", "01", "1.", "\"\\ud800\"", "tru", "[1] x", "\"a\u{01}\""])
+    func rejectsMalformed(_ text: String) {
+        #expect(throws: JSONParseError.self) { try JSONValue(parsing: text) }
+    }
+
+    @Test func rejectsExcessiveNesting() {
+        let deep = String(repeating: "[", count: 10_000) + String(repeating: "]", count: 10_000)
+        #expect(throws: JSONParseError.self) { try JSONValue(parsing: deep) }
+    }
+
+    @Test func escapesControlCharacters() {
+        #expect(JSONValue.string("a\"\\\n\u{01}").jsonText == #""a\"\\\n\u0001""#)
+    }
+}
