@@ -1,6 +1,9 @@
 /// A JSON document as a value. Object members keep their order (so output is
 /// stable and readable); equality of objects ignores order. Integers keep full
 /// 64-bit precision.
+///
+/// Equality compares numbers by value: `.int(5) == .double(5.0)`, since JSON text does not
+/// distinguish them (`5.0` is written back as `5`).
 public enum JSONValue: Sendable, Equatable {
     case null
     case bool(Bool)
@@ -57,6 +60,27 @@ public struct JSONObject: Sendable, Equatable, Sequence, ExpressibleByDictionary
         guard a.members.count == b.members.count else { return false }
         for m in a.members where b[m.key] != m.value { return false }
         return true
+    }
+}
+
+extension JSONValue {
+    public static func == (a: JSONValue, b: JSONValue) -> Bool {
+        switch (a, b) {
+        case (.null, .null): return true
+        case let (.bool(x), .bool(y)): return x == y
+        case let (.string(x), .string(y)): return x == y
+        case let (.array(x), .array(y)): return x == y
+        case let (.object(x), .object(y)): return x == y
+        case let (.int(x), .int(y)): return x == y
+        case let (.uint(x), .uint(y)): return x == y
+        case let (.double(x), .double(y)): return x == y
+        case (.int, .uint), (.uint, .int): return false  // .uint is only used above Int64.max
+        case let (.int(x), .double(y)), let (.double(y), .int(x)):
+            return Double(x) == y && Int64(exactly: y) == x
+        case let (.uint(x), .double(y)), let (.double(y), .uint(x)):
+            return Double(x) == y && UInt64(exactly: y) == x
+        default: return false
+        }
     }
 }
 

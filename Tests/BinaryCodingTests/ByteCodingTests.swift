@@ -78,3 +78,14 @@ import Testing
         #expect(JSONValue.string("a\"\\\n\u{01}").jsonText == #""a\"\\\n\u0001""#)
     }
 }
+
+@Suite struct JSONNumberEqualityTests {
+    /// Found by Fuzz/JSON: an integral double is written without a fraction and reads back as an int.
+    @Test func integralDoubleRoundTrips() throws {
+        let v = try JSONValue(parsing: "[1,-2.5e3]")
+        #expect(try JSONValue(parsing: v.jsonText) == v)
+        #expect(JSONValue.int(5) == .double(5))
+        #expect(JSONValue.int(5) != .double(5.5))
+        #expect(JSONValue.uint(UInt64.max) != .int(-1))
+    }
+}
