@@ -1,0 +1,23 @@
+// swift-tools-version:6.1
+import PackageDescription
+
+// Benchmarks live in their own package so the main build and CI stay lean.
+//   swift run -c release --package-path Benchmarks codec-bench [filter]
+let package = Package(
+    name: "gatt2mqtt-benchmarks",
+    dependencies: [.package(name: "gatt2mqtt", path: "..")],
+    targets: [
+        .target(name: "CMallocCounter"),
+        .executableTarget(
+            name: "codec-bench",
+            dependencies: [
+                "CMallocCounter",
+                .product(name: "CapsCodec", package: "gatt2mqtt"),
+                .product(name: "GoProCodec", package: "gatt2mqtt"),
+                .product(name: "GattLayout", package: "gatt2mqtt"),
+            ],
+            path: "Sources/CodecBench"
+        ),
+    ],
+    swiftLanguageModes: [.v6]
+)

@@ -1,0 +1,2 @@
+/// Caps benchmarks (filled in with the codec).
+func capsBenchmarks() {}

@@ -1,0 +1,2 @@
+/// GoPro benchmarks (filled in with the codec).
+func goproBenchmarks() {}

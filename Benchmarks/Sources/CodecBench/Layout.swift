@@ -1,0 +1,2 @@
+/// Layout benchmarks (filled in with the codec).
+func layoutBenchmarks() {}
