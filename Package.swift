@@ -48,11 +48,14 @@ let package = Package(
         ),
         .target(name: "DBus", dependencies: ["CDBus"]),
 
+        // MARK: The bridge
+        .target(name: "BridgeConfig", dependencies: ["BinaryCoding", .product(name: "Yams", package: "Yams")]),
+
         // MARK: Executable (thin)
         .executableTarget(
             name: "gatt2mqtt",
             dependencies: [
-                "BinaryCoding", "CapsCodec", "GoProCodec", "GattLayout",
+                "BinaryCoding", "CapsCodec", "GoProCodec", "GattLayout", "BridgeConfig",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Yams", package: "Yams"),
             ]
@@ -65,6 +68,7 @@ let package = Package(
         .testTarget(name: "GattLayoutTests", dependencies: ["GattLayout", "BinaryCoding"], exclude: ["Corpus"]),
         .testTarget(name: "MosquittoTests", dependencies: ["Mosquitto"], exclude: ["Fixtures"]),
         .testTarget(name: "DBusTests", dependencies: ["DBus"], exclude: ["Fixtures"]),
+        .testTarget(name: "BridgeConfigTests", dependencies: ["BridgeConfig", "BinaryCoding"]),
         .testTarget(name: "CLITests", dependencies: ["BinaryCoding"]),
     ],
     swiftLanguageModes: [.v6]

@@ -1,0 +1,402 @@
+import BinaryCoding
+import Yams
+
+extension Configuration {
+    /// Parses and validates YAML. Errors name the key path and line; unknown keys are errors.
+    /// `environment` overrides apply after the file (see `applyEnvironment`).
+    public init(yaml: String, environment: [String: String] = [:]) throws(ConfigError) {
+        self.init()
+        let root = try ConfigNode.parse(yaml: yaml)
+        if let root {
+            var top = try MappingReader(root, path: "")
+            if let n = top.take("mqtt") { try mqtt.load(n, path: "mqtt") }
+            if let n = top.take("bluetooth") { try bluetooth.load(n, path: "bluetooth") }
+            if let n = top.take("database") { try database.load(n, path: "database") }
+            if let n = top.take("homeassistant") { try homeAssistant.load(n, path: "homeassistant") }
+            if let n = top.take("devices") {
+                guard case let .sequence(items) = n.kind else {
+                    throw ConfigError(path: "devices", line: n.line, message: "expected a list of devices")
+                }
+                for (i, item) in items.enumerated() {
+                    devices.append(try DeviceConfig(item, path: "devices[\(i)]"))
+                }
+            }
+            try top.finish()
+        }
+        try applyEnvironment(environment)
+        try validate()
+    }
+
+    /// Cross-field checks: unique device ids and addresses, topic-safe ids.
+    func validate() throws(ConfigError) {
+        var ids = Set<String>(), addresses = Set<String>()
+        for (i, d) in devices.enumerated() {
+            if !ids.insert(d.id).inserted {
+                throw ConfigError(path: "devices[\(i)].id", line: nil, message: "duplicate device id '\(d.id)'")
+            }
+            if let a = d.address, !addresses.insert(a).inserted {
+                throw ConfigError(path: "devices[\(i)].address", line: nil, message: "duplicate address \(a)")
+            }
+            if d.id == "bridge" {
+                throw ConfigError(path: "devices[\(i)].id", line: nil, message: "'bridge' is reserved for the bridge's own topics")
+            }
+        }
+    }
+
+    /// Environment overrides, applied after the file: `GATT2MQTT_<SECTION>_<KEY>` for the scalar
+    /// keys of `mqtt`, `bluetooth`, `database` and `homeassistant`, e.g. `GATT2MQTT_MQTT_URL`,
+    /// `GATT2MQTT_MQTT_BASE_TOPIC`, `GATT2MQTT_BLUETOOTH_ADAPTER`, `GATT2MQTT_DATABASE_PATH`.
+    public mutating func applyEnvironment(_ environment: [String: String]) throws(ConfigError) {
+        let sections = ["MQTT": "mqtt", "BLUETOOTH": "bluetooth", "DATABASE": "database", "HOMEASSISTANT": "homeassistant"]
+        for (name, value) in environment.sorted(by: { $0.key < $1.key }) where name.hasPrefix("GATT2MQTT_") {
+            let rest = name.dropFirst("GATT2MQTT_".count)
+            guard let sep = rest.firstIndex(of: "_"), let section = sections[String(rest[..<sep])] else {
+                if name == "GATT2MQTT_CONFIG" { continue }
+                throw ConfigError(path: name, line: nil, message: "unknown environment override (expected GATT2MQTT_<MQTT|BLUETOOTH|DATABASE|HOMEASSISTANT>_<KEY>)")
+            }
+            let key = rest[rest.index(after: sep)...].lowercased()
+            let path = "\(section).\(key) (from \(name))"
+            let node = ConfigNode(kind: .mapping([(key, 0, ConfigNode(kind: .scalar(.init(value)), line: 0))]), line: 0)
+            switch section {
+            case "mqtt": try mqtt.load(node, path: path, partial: true)
+            case "bluetooth": try bluetooth.load(node, path: path, partial: true)
+            case "database": try database.load(node, path: path, partial: true)
+            default: try homeAssistant.load(node, path: path, partial: true)
+            }
+        }
+    }
+}
+
+// MARK: - Reading helpers
+
+/// Reads a mapping key by key; whatever is left at `finish()` is an unknown key.
+struct MappingReader {
+    let path: String
+    let line: Int
+    var members: [(key: String, keyLine: Int, value: ConfigNode)]
+
+    init(_ node: ConfigNode, path: String) throws(ConfigError) {
+        guard case let .mapping(m) = node.kind else {
+            throw ConfigError(path: path, line: node.line, message: "expected a mapping (key: value)")
+        }
+        self.path = path
+        self.line = node.line
+        members = m
+    }
+
+    func child(_ key: String) -> String { path.isEmpty ? key : "\(path).\(key)" }
+
+    mutating func take(_ key: String) -> ConfigNode? {
+        guard let i = members.firstIndex(where: { $0.key == key }) else { return nil }
+        return members.remove(at: i).value
+    }
+
+    /// Rejects unknown keys before any other check, so a typo is reported as the typo.
+    func allowOnly(_ keys: Set<String>) throws(ConfigError) {
+        if let m = members.first(where: { !keys.contains($0.key) }) {
+            throw ConfigError(path: child(m.key), line: m.keyLine, message: "unknown key (expected one of \(keys.sorted().joined(separator: ", ")))")
+        }
+    }
+
+    func finish() throws(ConfigError) {
+        if let m = members.first {
+            throw ConfigError(path: child(m.key), line: m.keyLine, message: "unknown key")
+        }
+    }
+
+    mutating func string(_ key: String) throws(ConfigError) -> String? {
+        guard let n = take(key) else { return nil }
+        guard case let .scalar(s) = n.kind else {
+            throw ConfigError(path: child(key), line: n.line, message: "expected a string")
+        }
+        if Yams.Node.scalar(s).null != nil, s.style == .plain { return nil }
+        return s.string
+    }
+
+    mutating func requiredString(_ key: String) throws(ConfigError) -> String {
+        guard let s = try string(key), !s.isEmpty else {
+            throw ConfigError(path: child(key), line: line, message: "required")
+        }
+        return s
+    }
+
+    mutating func int(_ key: String, in range: ClosedRange<Int>) throws(ConfigError) -> Int? {
+        guard let n = take(key) else { return nil }
+        guard case let .scalar(s) = n.kind, let v = Int(s.string.trimmingCharacters(in: " ")) else {
+            throw ConfigError(path: child(key), line: n.line, message: "expected an integer")
+        }
+        guard range.contains(v) else {
+            throw ConfigError(path: child(key), line: n.line, message: "\(v) is out of range \(range.lowerBound)…\(range.upperBound)")
+        }
+        return v
+    }
+
+    mutating func bool(_ key: String) throws(ConfigError) -> Bool? {
+        guard let n = take(key) else { return nil }
+        guard case let .scalar(s) = n.kind, let b = Yams.Node.scalar(s).bool else {
+            throw ConfigError(path: child(key), line: n.line, message: "expected true or false")
+        }
+        return b
+    }
+
+    mutating func duration(_ key: String) throws(ConfigError) -> Duration? {
+        guard let n = take(key) else { return nil }
+        guard case let .scalar(s) = n.kind, let d = parseDuration(s.string) else {
+            throw ConfigError(path: child(key), line: n.line, message: "expected a duration like 500ms, 5s, 2m, 1h or 7d (a bare number is seconds)")
+        }
+        return d
+    }
+
+    mutating func enumeration<E: RawRepresentable & CaseIterable>(_ key: String, _: E.Type) throws(ConfigError) -> E?
+    where E.RawValue == String {
+        guard let raw = try string(key) else { return nil }
+        guard let v = E(rawValue: raw) else {
+            throw ConfigError(path: child(key), line: line, message: "'\(raw)' is not one of \(E.allCases.map(\.rawValue).joined(separator: ", "))")
+        }
+        return v
+    }
+}
+
+extension String {
+    func trimmingCharacters(in set: Character) -> String {
+        var s = Substring(self)
+        while s.first == set { s.removeFirst() }
+        while s.last == set { s.removeLast() }
+        return String(s)
+    }
+}
+
+/// `500ms`, `5s`, `2m`, `1h`, `7d`, or a bare number of seconds (may be fractional).
+func parseDuration(_ text: String) -> Duration? {
+    let t = text.trimmingCharacters(in: " ")
+    let units: [(String, Double)] = [("ms", 0.001), ("s", 1), ("m", 60), ("h", 3600), ("d", 86400)]
+    for (suffix, scale) in units where t.hasSuffix(suffix) {
+        let number = t.dropLast(suffix.count)
+        guard let v = Double(number), v >= 0, v.isFinite else { return nil }
+        return .milliseconds(Int64((v * scale * 1000).rounded()))
+    }
+    guard let v = Double(t), v >= 0, v.isFinite else { return nil }
+    return .milliseconds(Int64((v * 1000).rounded()))
+}
+
+// MARK: - Sections
+
+extension MQTTSettings {
+    mutating func load(_ node: ConfigNode, path: String, partial: Bool = false) throws(ConfigError) {
+        var r = try MappingReader(node, path: path)
+        if let url = try r.string("url") { try setURL(url, path: r.child("url"), line: node.line) }
+        if let v = try r.string("client_id") { clientID = v }
+        if let v = try r.string("base_topic") {
+            guard !v.isEmpty, !v.contains("#"), !v.contains("+"), !v.hasPrefix("/"), !v.hasSuffix("/") else {
+                throw ConfigError(path: r.child("base_topic"), line: node.line, message: "must be a topic without wildcards or leading/trailing '/'")
+            }
+            baseTopic = v
+        }
+        if let v = try r.enumeration("protocol", ProtocolVersion.self) { protocolVersion = v }
+        if let v = try r.duration("keepalive") { keepAlive = v }
+        if let v = try r.string("username") { username = v }
+        if let v = try r.string("password_file") { passwordFile = v }
+        if let v = try r.string("password_env") { passwordEnvironment = v }
+        if let n = r.take("password") {
+            throw ConfigError(path: r.child("password"), line: n.line, message: "passwords are not kept in the config: use password_file or password_env")
+        }
+        if let v = try r.int("qos", in: 0...2) { qos = v }
+        if let v = try r.bool("retain") { retainState = v }
+        if let v = try r.duration("reconnect_min") { reconnectMin = v }
+        if let v = try r.duration("reconnect_max") { reconnectMax = v }
+        if let n = r.take("tls") {
+            var t = tls ?? TLS()
+            var tr = try MappingReader(n, path: r.child("tls"))
+            if let v = try tr.string("ca_file") { t.caFile = v }
+            if let v = try tr.string("ca_dir") { t.caDirectory = v }
+            if let v = try tr.string("cert_file") { t.certificateFile = v }
+            if let v = try tr.string("key_file") { t.keyFile = v }
+            if let v = try tr.string("version") { t.version = v }
+            if let v = try tr.bool("verify_hostname") { t.verifyHostname = v }
+            try tr.finish()
+            if (t.certificateFile == nil) != (t.keyFile == nil) {
+                throw ConfigError(path: r.child("tls"), line: n.line, message: "cert_file and key_file go together")
+            }
+            tls = t
+            useTLS = true
+        }
+        try r.finish()
+        if reconnectMin > reconnectMax {
+            throw ConfigError(path: path, line: node.line, message: "reconnect_min is above reconnect_max")
+        }
+    }
+
+    /// `mqtt://host[:port]` or `mqtts://host[:port]` (default ports 1883 / 8883).
+    mutating func setURL(_ url: String, path: String, line: Int) throws(ConfigError) {
+        let scheme: String, rest: Substring
+        if url.hasPrefix("mqtt://") { scheme = "mqtt"; rest = url.dropFirst(7) }
+        else if url.hasPrefix("mqtts://") { scheme = "mqtts"; rest = url.dropFirst(8) }
+        else { throw ConfigError(path: path, line: line, message: "expected mqtt://host[:port] or mqtts://host[:port]") }
+        let hostPort = rest.split(separator: "/", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""
+        var h = String(hostPort), p = scheme == "mqtts" ? 8883 : 1883
+        if h.hasPrefix("[") {  // [::1]:1883
+            guard let close = h.firstIndex(of: "]") else { throw ConfigError(path: path, line: line, message: "unterminated IPv6 address") }
+            let after = h[h.index(after: close)...]
+            if after.hasPrefix(":") {
+                guard let v = Int(after.dropFirst()), (1...65535).contains(v) else { throw ConfigError(path: path, line: line, message: "invalid port") }
+                p = v
+            }
+            h = String(h[h.index(after: h.startIndex)..<close])
+        } else if let colon = h.lastIndex(of: ":") {
+            guard let v = Int(h[h.index(after: colon)...]), (1...65535).contains(v) else {
+                throw ConfigError(path: path, line: line, message: "invalid port")
+            }
+            p = v
+            h = String(h[..<colon])
+        }
+        guard !h.isEmpty else { throw ConfigError(path: path, line: line, message: "missing host") }
+        host = h
+        port = p
+        useTLS = scheme == "mqtts" || tls != nil
+    }
+}
+
+extension BluetoothSettings {
+    mutating func load(_ node: ConfigNode, path: String, partial: Bool = false) throws(ConfigError) {
+        var r = try MappingReader(node, path: path)
+        if let v = try r.string("adapter") { adapter = v }
+        if let v = try r.string("bus_address") { busAddress = v }
+        try r.finish()
+    }
+}
+
+extension DatabaseSettings {
+    mutating func load(_ node: ConfigNode, path: String, partial: Bool = false) throws(ConfigError) {
+        var r = try MappingReader(node, path: path)
+        if let v = try r.string("path") { self.path = v }
+        if let v = try r.int("history_max_events", in: 0...10_000_000) { historyMaxEvents = v }
+        if let v = try r.duration("history_max_age") { historyMaxAge = v }
+        try r.finish()
+    }
+}
+
+extension HomeAssistantSettings {
+    mutating func load(_ node: ConfigNode, path: String, partial: Bool = false) throws(ConfigError) {
+        var r = try MappingReader(node, path: path)
+        if let v = try r.bool("enabled") { enabled = v }
+        if let v = try r.string("discovery_prefix") { discoveryPrefix = v }
+        try r.finish()
+    }
+}
+
+extension DeviceConfig {
+    init(_ node: ConfigNode, path: String) throws(ConfigError) {
+        var r = try MappingReader(node, path: path)
+        try r.allowOnly(["id", "name", "address", "name_pattern", "profile", "offline", "command_timeout",
+                         "availability_timeout", "characteristics"])
+        let id = try r.requiredString("id")
+        guard id.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "_" || $0 == "-" }), id.allSatisfy(\.isASCII) else {
+            throw ConfigError(path: r.child("id"), line: node.line, message: "'\(id)' may only contain letters, digits, '_' and '-' (use name for a friendly name)")
+        }
+        guard let profile = try r.enumeration("profile", DeviceProfile.self) else {
+            throw ConfigError(path: r.child("profile"), line: node.line, message: "required (gopro, rokid or custom)")
+        }
+        self.init(id: id, profile: profile)
+        name = try r.string("name")
+        if let a = try r.string("address") {
+            let upper = a.uppercased()
+            let parts = upper.split(separator: ":", omittingEmptySubsequences: false)
+            guard parts.count == 6, parts.allSatisfy({ $0.count == 2 && $0.allSatisfy(\.isHexDigit) }) else {
+                throw ConfigError(path: r.child("address"), line: node.line, message: "'\(a)' is not a Bluetooth address like C0:FF:EE:00:00:01")
+            }
+            address = upper
+        }
+        namePattern = try r.string("name_pattern")
+        if address == nil, namePattern == nil {
+            throw ConfigError(path: path, line: node.line, message: "needs an address or a name_pattern")
+        }
+        if let n = r.take("offline") {
+            var o = try MappingReader(n, path: r.child("offline"))
+            if let v = try o.enumeration("policy", OfflinePolicy.self) { offlinePolicy = v }
+            if let v = try o.duration("deadline") { offlineDeadline = v }
+            try o.finish()
+        }
+        if let v = try r.duration("command_timeout") { commandTimeout = v }
+        if let v = try r.duration("availability_timeout") { availabilityTimeout = v }
+        if let n = r.take("characteristics") {
+            guard case let .sequence(items) = n.kind else {
+                throw ConfigError(path: r.child("characteristics"), line: n.line, message: "expected a list")
+            }
+            for (i, item) in items.enumerated() {
+                characteristics.append(try CharacteristicMapping(item, path: "\(r.child("characteristics"))[\(i)]"))
+            }
+        }
+        try r.finish()
+        if profile == .custom, characteristics.isEmpty {
+            throw ConfigError(path: path, line: node.line, message: "a custom device needs characteristics")
+        }
+        var topics = Set<String>()
+        for (i, c) in characteristics.enumerated() where !topics.insert(c.topic).inserted {
+            throw ConfigError(path: "\(path).characteristics[\(i)].topic", line: nil, message: "duplicate topic '\(c.topic)'")
+        }
+    }
+}
+
+extension CharacteristicMapping {
+    init(_ node: ConfigNode, path: String) throws(ConfigError) {
+        var r = try MappingReader(node, path: path)
+        try r.allowOnly(["uuid", "service", "codec", "layout", "direction", "poll", "topic"])
+        let uuid = try r.requiredString("uuid")
+        guard CharacteristicMapping.isValidUUID(uuid) else {
+            throw ConfigError(path: r.child("uuid"), line: node.line, message: "'\(uuid)' is not a UUID (16-bit like 2A37, 128-bit, or GP-XXXX)")
+        }
+        let codec = try r.enumeration("codec", Codec.self) ?? .raw
+        var directions = Set<Direction>()
+        if let n = r.take("direction") {
+            let items: [ConfigNode]
+            switch n.kind {
+            case .sequence(let s): items = s
+            case .scalar: items = [n]
+            case .mapping: throw ConfigError(path: r.child("direction"), line: n.line, message: "expected read, write, notify or a list of them")
+            }
+            for item in items {
+                guard case let .scalar(s) = item.kind, let d = Direction(rawValue: s.string) else {
+                    throw ConfigError(path: r.child("direction"), line: item.line, message: "expected read, write or notify")
+                }
+                directions.insert(d)
+            }
+        } else {
+            directions = [.notify]
+        }
+        let defaultTopic = uuid.lowercased()
+        self.init(uuid: uuid, codec: codec, directions: directions, topic: try r.string("topic") ?? defaultTopic)
+        guard !topic.isEmpty, !topic.contains("#"), !topic.contains("+"), !topic.hasPrefix("/"), !["set", "get", "response", "availability"].contains(topic) else {
+            throw ConfigError(path: r.child("topic"), line: node.line, message: "'\(topic)' is not usable as a topic name")
+        }
+        service = try r.string("service")
+        if let n = r.take("layout") {
+            guard codec == .layout else {
+                throw ConfigError(path: r.child("layout"), line: n.line, message: "layout is only for codec: layout")
+            }
+            layout = n.jsonValue()
+        }
+        if codec == .layout, layout == nil {
+            throw ConfigError(path: r.child("layout"), line: node.line, message: "required for codec: layout (builtin:NAME or an inline layout)")
+        }
+        pollInterval = try r.duration("poll")
+        if pollInterval != nil { directions.insert(.read) }
+        try r.finish()
+    }
+
+    static func isValidUUID(_ s: String) -> Bool {
+        let u = s.uppercased()
+        if u.hasPrefix("GP-") { return u.count == 7 && u.dropFirst(3).allSatisfy(\.isHexDigit) }
+        if u.hasPrefix("0X") { return isValidUUID(String(u.dropFirst(2))) }
+        if u.count == 4 || u.count == 8 { return u.allSatisfy(\.isHexDigit) }
+        let groups = u.split(separator: "-", omittingEmptySubsequences: false).map(\.count)
+        return groups == [8, 4, 4, 4, 12] && u.replacingOccurrences("-", "").allSatisfy(\.isHexDigit)
+    }
+}
+
+extension String {
+    func replacingOccurrences(_ a: Character, _ b: String) -> String {
+        var out = ""
+        for c in self { if c == a { out += b } else { out.append(c) } }
+        return out
+    }
+}

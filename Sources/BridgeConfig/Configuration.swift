@@ -1,0 +1,129 @@
+import BinaryCoding
+
+/// The bridge's configuration (`config/gatt2mqtt.yaml`). Every field has a default except
+/// `devices[].id` and, per device, an `address` or a `name_pattern`.
+public struct Configuration: Sendable, Equatable {
+    public var mqtt = MQTTSettings()
+    public var bluetooth = BluetoothSettings()
+    public var database = DatabaseSettings()
+    public var homeAssistant = HomeAssistantSettings()
+    public var devices: [DeviceConfig] = []
+
+    public init() {}
+}
+
+public struct MQTTSettings: Sendable, Equatable {
+    public enum ProtocolVersion: String, Sendable, Equatable, CaseIterable { case v311 = "3.1.1", v5 = "5" }
+    public struct TLS: Sendable, Equatable {
+        public var caFile: String?
+        public var caDirectory: String?
+        public var certificateFile: String?
+        public var keyFile: String?
+        /// "tlsv1.2" or "tlsv1.3"; nil lets the library choose.
+        public var version: String?
+        /// Hostname verification; on unless explicitly turned off.
+        public var verifyHostname = true
+        public init() {}
+    }
+
+    public var host = "127.0.0.1"
+    public var port = 1883
+    public var useTLS = false
+    public var clientID = "gatt2mqtt"
+    public var baseTopic = "gatt2mqtt"
+    public var protocolVersion = ProtocolVersion.v5
+    public var keepAlive: Duration = .seconds(30)
+    public var username: String?
+    /// Read the password from this file (first line).
+    public var passwordFile: String?
+    /// Read the password from this environment variable.
+    public var passwordEnvironment: String?
+    public var tls: TLS?
+    public var qos = 1
+    public var retainState = true
+    public var reconnectMin: Duration = .milliseconds(500)
+    public var reconnectMax: Duration = .seconds(30)
+
+    public init() {}
+}
+
+public struct BluetoothSettings: Sendable, Equatable {
+    public var adapter = "hci0"
+    /// D-Bus address of the bus where `org.bluez` lives; nil = the system bus
+    /// (which honours `DBUS_SYSTEM_BUS_ADDRESS`).
+    public var busAddress: String?
+    public init() {}
+}
+
+public struct DatabaseSettings: Sendable, Equatable {
+    /// nil = `$STATE_DIRECTORY/gatt2mqtt.sqlite`, else `~/.local/state/gatt2mqtt/gatt2mqtt.sqlite`.
+    public var path: String?
+    public var historyMaxEvents = 10_000
+    public var historyMaxAge: Duration = .seconds(7 * 24 * 3600)
+    public init() {}
+}
+
+public struct HomeAssistantSettings: Sendable, Equatable {
+    public var enabled = true
+    public var discoveryPrefix = "homeassistant"
+    public init() {}
+}
+
+public enum DeviceProfile: String, Sendable, Equatable, CaseIterable {
+    case gopro, rokid, custom
+}
+
+/// What happens to a command for a device that is away.
+public enum OfflinePolicy: String, Sendable, Equatable, CaseIterable {
+    /// Keep it until the device returns or the deadline passes (then `expired`).
+    case queue
+    /// Answer `error` (device offline) at once.
+    case reject
+    /// Keep only the newest command per attribute, with the deadline.
+    case latest
+}
+
+public struct DeviceConfig: Sendable, Equatable {
+    public var id: String
+    public var name: String?
+    /// `AA:BB:CC:DD:EE:FF`, upper case.
+    public var address: String?
+    /// Regular expression matched against the advertised name when no address is given.
+    public var namePattern: String?
+    public var profile: DeviceProfile
+    public var offlinePolicy = OfflinePolicy.queue
+    public var offlineDeadline: Duration = .seconds(60)
+    public var commandTimeout: Duration = .seconds(5)
+    /// No good exchange for this long (while connected) makes the device `offline`.
+    public var availabilityTimeout: Duration = .seconds(120)
+    public var characteristics: [CharacteristicMapping] = []
+
+    public init(id: String, profile: DeviceProfile) {
+        self.id = id
+        self.profile = profile
+    }
+}
+
+public struct CharacteristicMapping: Sendable, Equatable {
+    public enum Codec: String, Sendable, Equatable, CaseIterable { case layout, caps, gopro, raw }
+    public enum Direction: String, Sendable, Equatable, CaseIterable { case read, write, notify }
+
+    /// The characteristic UUID as written (16-bit `2A37`, 128-bit, or `GP-0072`).
+    public var uuid: String
+    /// Service UUID, when the characteristic UUID is not unique on the device.
+    public var service: String?
+    public var codec: Codec
+    /// For `layout`: `builtin:NAME` or an inline layout object.
+    public var layout: JSONValue?
+    public var directions: Set<Direction>
+    public var pollInterval: Duration?
+    /// Topic name under `<base>/<device>/`.
+    public var topic: String
+
+    public init(uuid: String, codec: Codec, directions: Set<Direction>, topic: String) {
+        self.uuid = uuid
+        self.codec = codec
+        self.directions = directions
+        self.topic = topic
+    }
+}

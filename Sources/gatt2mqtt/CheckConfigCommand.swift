@@ -1,0 +1,37 @@
+import ArgumentParser
+import BridgeConfig
+import Foundation
+
+/// `gatt2mqtt check-config FILE`: validates a configuration without starting anything.
+struct CheckConfigCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "check-config",
+        abstract: "Validate a configuration file (errors name the key path and line)."
+    )
+
+    @Argument(help: "The YAML configuration file.")
+    var file: String
+
+    func run() throws {
+        let config = try loadConfiguration(file)
+        emit("\(file): ok — mqtt \(config.mqtt.useTLS ? "mqtts" : "mqtt")://\(config.mqtt.host):\(config.mqtt.port), base topic '\(config.mqtt.baseTopic)', adapter \(config.bluetooth.adapter), \(config.devices.count) device(s)")
+        for d in config.devices {
+            emit("  \(d.id): \(d.profile.rawValue) at \(d.address ?? "name ~ /\(d.namePattern ?? "")/"), offline policy \(d.offlinePolicy.rawValue)")
+        }
+    }
+}
+
+/// Reads and validates a configuration file, applying `GATT2MQTT_…` environment overrides.
+func loadConfiguration(_ path: String) throws -> Configuration {
+    guard let data = FileManager.default.contents(atPath: path) else {
+        throw CLIError("\(path): cannot read the file")
+    }
+    guard let text = String(data: data, encoding: .utf8) else {
+        throw CLIError("\(path): not UTF-8 text")
+    }
+    do {
+        return try Configuration(yaml: text, environment: ProcessInfo.processInfo.environment)
+    } catch {
+        throw CLIError("\(path): \(error)")
+    }
+}
