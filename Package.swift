@@ -19,6 +19,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-protobuf", exact: "1.39.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/jpsim/Yams", from: "6.2.2"),
+        .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
     ],
     targets: [
         // MARK: Pure codecs
@@ -50,6 +51,7 @@ let package = Package(
 
         // MARK: The bridge
         .target(name: "BridgeConfig", dependencies: ["BinaryCoding", .product(name: "Yams", package: "Yams")]),
+        .target(name: "BridgeStore", dependencies: ["BinaryCoding", .product(name: "GRDB", package: "GRDB.swift")]),
 
         // MARK: Executable (thin)
         .executableTarget(
@@ -69,6 +71,7 @@ let package = Package(
         .testTarget(name: "MosquittoTests", dependencies: ["Mosquitto"], exclude: ["Fixtures"]),
         .testTarget(name: "DBusTests", dependencies: ["DBus"], exclude: ["Fixtures"]),
         .testTarget(name: "BridgeConfigTests", dependencies: ["BridgeConfig", "BinaryCoding"]),
+        .testTarget(name: "BridgeStoreTests", dependencies: ["BridgeStore", "BinaryCoding"]),
         .testTarget(name: "CLITests", dependencies: ["BinaryCoding"]),
     ],
     swiftLanguageModes: [.v6]

@@ -1,0 +1,308 @@
+import BinaryCoding
+import Foundation
+import GRDB
+
+/// What can go wrong with the state database. Every case names the file and says what to do.
+public enum StoreError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// The file (or its directory) cannot be created, opened or written.
+    case cannotOpen(path: String, reason: String)
+    /// The file is not a usable SQLite database (corrupt, or not a database at all).
+    case corrupt(path: String, reason: String)
+    /// A read or write failed while running.
+    case operationFailed(reason: String)
+
+    public var description: String {
+        switch self {
+        case let .cannotOpen(path, reason):
+            return "cannot open the state database \(path): \(reason) (check the directory exists and is writable, or set database.path)"
+        case let .corrupt(path, reason):
+            return "the state database \(path) is damaged: \(reason). Recovery: stop the bridge, move the file aside (mv \(path) \(path).broken), start again; device state and pending commands start empty"
+        case let .operationFailed(reason):
+            return "state database operation failed: \(reason)"
+        }
+    }
+}
+
+/// A known device (the registry).
+public struct DeviceRecord: Codable, Sendable, Equatable, FetchableRecord, PersistableRecord {
+    public static let databaseTableName = "device"
+    public var id: String
+    public var address: String?
+    public var profile: String
+    public var name: String?
+    public var paired: Bool
+    public var lastSeen: Date?
+
+    public init(id: String, address: String?, profile: String, name: String? = nil, paired: Bool = false, lastSeen: Date? = nil) {
+        self.id = id
+        self.address = address
+        self.profile = profile
+        self.name = name
+        self.paired = paired
+        self.lastSeen = lastSeen
+    }
+}
+
+/// A command waiting for (or being written to) a device.
+public struct OutboxEntry: Codable, Sendable, Equatable, FetchableRecord, MutablePersistableRecord {
+    public static let databaseTableName = "outbox"
+    public enum Status: String, Codable, Sendable { case queued, sent }
+
+    public var id: Int64?
+    public var deviceID: String
+    /// The caller's `transaction`, echoed in responses.
+    public var transaction: String?
+    /// The command JSON as received.
+    public var command: String
+    /// For latest-wins: the attribute this command sets.
+    public var attribute: String?
+    public var status: Status
+    public var createdAt: Date
+    public var deadline: Date
+    /// MQTT 5 response topic and correlation data to answer on.
+    public var responseTopic: String?
+    public var correlationData: Data?
+
+    public init(id: Int64? = nil, deviceID: String, transaction: String?, command: String, attribute: String? = nil,
+                status: Status = .queued, createdAt: Date, deadline: Date, responseTopic: String? = nil,
+                correlationData: Data? = nil) {
+        self.id = id
+        self.deviceID = deviceID
+        self.transaction = transaction
+        self.command = command
+        self.attribute = attribute
+        self.status = status
+        self.createdAt = createdAt
+        self.deadline = deadline
+        self.responseTopic = responseTopic
+        self.correlationData = correlationData
+    }
+
+    public mutating func didInsert(_ inserted: InsertionSuccess) { id = inserted.rowID }
+}
+
+/// One entry of the bounded event history.
+public struct EventRecord: Codable, Sendable, Equatable, FetchableRecord, MutablePersistableRecord {
+    public static let databaseTableName = "event"
+    public var id: Int64?
+    public var deviceID: String?
+    public var kind: String
+    public var payload: String
+    public var at: Date
+
+    public init(id: Int64? = nil, deviceID: String?, kind: String, payload: String, at: Date) {
+        self.id = id
+        self.deviceID = deviceID
+        self.kind = kind
+        self.payload = payload
+        self.at = at
+    }
+
+    public mutating func didInsert(_ inserted: InsertionSuccess) { id = inserted.rowID }
+}
+
+/// The bridge's durable state in SQLite (WAL, file mode 0600): device registry, last known state
+/// per device, the command outbox and a bounded event history. Written through as things change.
+public struct BridgeStore: Sendable {
+    let writer: any DatabaseWriter
+
+    /// Opens (creating if needed) the database file, checks it and migrates it.
+    public init(path: String) throws(StoreError) {
+        let fm = FileManager.default
+        let dir = (path as NSString).deletingLastPathComponent
+        if !dir.isEmpty, !fm.fileExists(atPath: dir) {
+            do { try fm.createDirectory(atPath: dir, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700]) }
+            catch { throw .cannotOpen(path: path, reason: "cannot create directory \(dir)") }
+        }
+        if !fm.fileExists(atPath: path) {
+            guard fm.createFile(atPath: path, contents: nil, attributes: [.posixPermissions: 0o600]) else {
+                throw .cannotOpen(path: path, reason: "cannot create the file")
+            }
+        } else {
+            guard fm.isWritableFile(atPath: path) else { throw .cannotOpen(path: path, reason: "the file is not writable") }
+            try? fm.setAttributes([.posixPermissions: 0o600], ofItemAtPath: path)
+        }
+        var config = Configuration()
+        config.busyMode = .timeout(5)
+        do {
+            let pool = try DatabasePool(path: path, configuration: config)
+            let check = try pool.read { db in try String.fetchAll(db, sql: "PRAGMA quick_check") }
+            guard check == ["ok"] else { throw StoreError.corrupt(path: path, reason: check.prefix(3).joined(separator: "; ")) }
+            writer = pool
+        } catch let e as StoreError {
+            throw e
+        } catch let e as DatabaseError where [.SQLITE_NOTADB, .SQLITE_CORRUPT].contains(e.resultCode) {
+            throw .corrupt(path: path, reason: e.message ?? "\(e.resultCode)")
+        } catch let e as DatabaseError {
+            throw .cannotOpen(path: path, reason: e.message ?? "\(e.resultCode)")
+        } catch {
+            throw .cannotOpen(path: path, reason: "\(error)")
+        }
+        try migrate()
+    }
+
+    /// An in-memory store, for tests of the core.
+    public static func inMemory() throws(StoreError) -> BridgeStore {
+        do { return try BridgeStore(writer: DatabaseQueue()) } catch { throw .operationFailed(reason: "\(error)") }
+    }
+
+    init(writer: any DatabaseWriter) throws(StoreError) {
+        self.writer = writer
+        try migrate()
+    }
+
+    private func migrate() throws(StoreError) {
+        var migrator = DatabaseMigrator()
+        migrator.registerMigration("v1") { db in
+            try db.create(table: "device") { t in
+                t.primaryKey("id", .text)
+                t.column("address", .text)
+                t.column("profile", .text).notNull()
+                t.column("name", .text)
+                t.column("paired", .boolean).notNull().defaults(to: false)
+                t.column("lastSeen", .datetime)
+            }
+            try db.create(table: "deviceState") { t in
+                t.primaryKey("deviceID", .text)
+                t.column("state", .text).notNull()
+                t.column("updatedAt", .datetime).notNull()
+            }
+            try db.create(table: "outbox") { t in
+                t.autoIncrementedPrimaryKey("id")
+                t.column("deviceID", .text).notNull().indexed()
+                t.column("transaction", .text)
+                t.column("command", .text).notNull()
+                t.column("attribute", .text)
+                t.column("status", .text).notNull()
+                t.column("createdAt", .datetime).notNull()
+                t.column("deadline", .datetime).notNull()
+                t.column("responseTopic", .text)
+                t.column("correlationData", .blob)
+            }
+            try db.create(table: "event") { t in
+                t.autoIncrementedPrimaryKey("id")
+                t.column("deviceID", .text)
+                t.column("kind", .text).notNull()
+                t.column("payload", .text).notNull()
+                t.column("at", .datetime).notNull().indexed()
+            }
+        }
+        do { try migrator.migrate(writer) } catch { throw .operationFailed(reason: "migration: \(error)") }
+    }
+
+    @discardableResult
+    func write<T>(_ body: (Database) throws -> T) throws(StoreError) -> T {
+        do { return try writer.write(body) } catch { throw .operationFailed(reason: "\(error)") }
+    }
+
+    func read<T>(_ body: (Database) throws -> T) throws(StoreError) -> T {
+        do { return try writer.read(body) } catch { throw .operationFailed(reason: "\(error)") }
+    }
+
+    // MARK: Device registry
+
+    public func upsertDevice(_ device: DeviceRecord) throws(StoreError) {
+        try write { db in try device.upsert(db) }
+    }
+
+    public func devices() throws(StoreError) -> [DeviceRecord] {
+        try read { db in try DeviceRecord.order(Column("id")).fetchAll(db) }
+    }
+
+    public func markSeen(_ deviceID: String, at date: Date) throws(StoreError) {
+        try write { db in
+            try db.execute(sql: "UPDATE device SET lastSeen = ? WHERE id = ?", arguments: [date, deviceID])
+        }
+    }
+
+    // MARK: Last known state
+
+    /// Replaces a device's merged state.
+    public func saveState(_ state: JSONObject, for deviceID: String, at date: Date) throws(StoreError) {
+        let text = JSONValue.object(state).jsonText
+        try write { db in
+            try db.execute(
+                sql: "INSERT INTO deviceState (deviceID, state, updatedAt) VALUES (?, ?, ?) ON CONFLICT(deviceID) DO UPDATE SET state = excluded.state, updatedAt = excluded.updatedAt",
+                arguments: [deviceID, text, date])
+        }
+    }
+
+    /// Every device's last saved state.
+    public func states() throws(StoreError) -> [String: JSONObject] {
+        let rows = try read { db in try Row.fetchAll(db, sql: "SELECT deviceID, state FROM deviceState") }
+        var out: [String: JSONObject] = [:]
+        for row in rows {
+            let id: String = row["deviceID"]
+            let text: String = row["state"]
+            if let o = (try? JSONValue(parsing: text))?.objectValue { out[id] = o }
+        }
+        return out
+    }
+
+    // MARK: Outbox
+
+    /// Adds a command; with `replacingAttribute` (latest-wins) queued commands for the same
+    /// device and attribute are removed first and returned.
+    @discardableResult
+    public func enqueue(_ entry: OutboxEntry, replacingSameAttribute: Bool = false) throws(StoreError) -> (entry: OutboxEntry, replaced: [OutboxEntry]) {
+        try write { db in
+            var replaced: [OutboxEntry] = []
+            if replacingSameAttribute, let attribute = entry.attribute {
+                let request = OutboxEntry.filter(Column("deviceID") == entry.deviceID && Column("attribute") == attribute && Column("status") == OutboxEntry.Status.queued.rawValue)
+                replaced = try request.fetchAll(db)
+                try request.deleteAll(db)
+            }
+            var e = entry
+            try e.insert(db)
+            return (e, replaced)
+        }
+    }
+
+    public func setStatus(_ status: OutboxEntry.Status, for id: Int64) throws(StoreError) {
+        try write { db in
+            try db.execute(sql: "UPDATE outbox SET status = ? WHERE id = ?", arguments: [status.rawValue, id])
+        }
+    }
+
+    /// Removes a command that reached a terminal status.
+    public func removeCommand(_ id: Int64) throws(StoreError) {
+        try write { db in _ = try OutboxEntry.deleteOne(db, key: id) }
+    }
+
+    /// Commands not yet finished, oldest first (optionally for one device).
+    public func pendingCommands(for deviceID: String? = nil) throws(StoreError) -> [OutboxEntry] {
+        try read { db in
+            var request = OutboxEntry.order(Column("id"))
+            if let deviceID { request = request.filter(Column("deviceID") == deviceID) }
+            return try request.fetchAll(db)
+        }
+    }
+
+    /// Removes and returns queued commands whose deadline is at or before `now`.
+    public func takeExpired(now: Date) throws(StoreError) -> [OutboxEntry] {
+        try write { db in
+            let request = OutboxEntry.filter(Column("deadline") <= now && Column("status") == OutboxEntry.Status.queued.rawValue).order(Column("id"))
+            let expired = try request.fetchAll(db)
+            try request.deleteAll(db)
+            return expired
+        }
+    }
+
+    // MARK: Event history
+
+    /// Appends an event and keeps the history within `maxCount` entries and `maxAge`.
+    public func appendEvent(_ event: EventRecord, maxCount: Int, maxAge: Duration) throws(StoreError) {
+        let ageSeconds = Double(maxAge.components.seconds)
+        try write { db in
+            var e = event
+            try e.insert(db)
+            try db.execute(sql: "DELETE FROM event WHERE at < ?", arguments: [event.at.addingTimeInterval(-ageSeconds)])
+            try db.execute(sql: "DELETE FROM event WHERE id <= (SELECT id FROM event ORDER BY id DESC LIMIT 1 OFFSET ?)", arguments: [maxCount])
+        }
+    }
+
+    /// The newest events first.
+    public func recentEvents(limit: Int) throws(StoreError) -> [EventRecord] {
+        try read { db in try EventRecord.order(Column("id").desc).limit(limit).fetchAll(db) }
+    }
+}

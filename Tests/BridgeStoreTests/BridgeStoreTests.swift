@@ -1,0 +1,113 @@
+import BinaryCoding
+import Foundation
+import GRDB
+import Testing
+@testable import BridgeStore
+
+/// Tests on a real SQLite file in a fresh temporary directory.
+@Suite final class BridgeStoreTests {
+    let dir: URL
+    var path: String { dir.appendingPathComponent("state.sqlite").path }
+
+    init() throws {
+        dir = FileManager.default.temporaryDirectory.appendingPathComponent("gatt2mqtt-store-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+    }
+
+    deinit { try? FileManager.default.removeItem(at: dir) }
+
+    @Test func fileIsPrivateAndInWALMode() throws {
+        let store = try BridgeStore(path: path)
+        let mode = try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? NSNumber
+        #expect(mode?.intValue == 0o600)
+        let journal = try store.writer.read { db in try String.fetchOne(db, sql: "PRAGMA journal_mode") }
+        #expect(journal == "wal")
+    }
+
+    @Test func everythingSurvivesReopen() throws {
+        let t0 = Date(timeIntervalSince1970: 1_700_000_000)
+        do {
+            let store = try BridgeStore(path: path)
+            try store.upsertDevice(DeviceRecord(id: "camera", address: "C0:FF:EE:00:00:01", profile: "gopro"))
+            try store.upsertDevice(DeviceRecord(id: "camera", address: "C0:FF:EE:00:00:01", profile: "gopro", paired: true))
+            try store.saveState(["encoding": true, "internal_battery_percentage": 84], for: "camera", at: t0)
+            let (e, _) = try store.enqueue(OutboxEntry(deviceID: "camera", transaction: "t1", command: #"{"command":"set_shutter","value":true}"#,
+                                                   createdAt: t0, deadline: t0.addingTimeInterval(60),
+                                                   responseTopic: "reply/here", correlationData: Data([1, 2, 3])))
+            #expect(e.id != nil)
+            try store.setStatus(.sent, for: e.id!)
+        }
+        let store = try BridgeStore(path: path)
+        #expect(try store.devices() == [DeviceRecord(id: "camera", address: "C0:FF:EE:00:00:01", profile: "gopro", paired: true)])
+        #expect(try store.states()["camera"] == ["encoding": true, "internal_battery_percentage": 84])
+        let pending = try store.pendingCommands()
+        #expect(pending.count == 1)
+        #expect(pending.first?.status == .sent && pending.first?.transaction == "t1")
+        #expect(pending.first?.correlationData == Data([1, 2, 3]) && pending.first?.responseTopic == "reply/here")
+        try store.removeCommand(pending[0].id!)
+        #expect(try store.pendingCommands().isEmpty)
+    }
+
+    @Test func latestWinsReplacesQueuedSameAttribute() throws {
+        let store = try BridgeStore(path: path)
+        let now = Date()
+        func entry(_ attr: String, _ v: Int) -> OutboxEntry {
+            OutboxEntry(deviceID: "glasses", transaction: nil, command: #"{"command":"set_\#(attr)","value":\#(v)}"#, attribute: attr,
+                        createdAt: now, deadline: now.addingTimeInterval(60))
+        }
+        try store.enqueue(entry("brightness", 1), replacingSameAttribute: true)
+        try store.enqueue(entry("volume", 3), replacingSameAttribute: true)
+        let (_, replaced) = try store.enqueue(entry("brightness", 9), replacingSameAttribute: true)
+        #expect(replaced.map(\.command) == [#"{"command":"set_brightness","value":1}"#])
+        #expect(try store.pendingCommands(for: "glasses").map(\.command) == [
+            #"{"command":"set_volume","value":3}"#, #"{"command":"set_brightness","value":9}"#,
+        ])
+    }
+
+    @Test func expiryTakesOnlyQueuedPastDeadline() throws {
+        let store = try BridgeStore(path: path)
+        let t0 = Date(timeIntervalSince1970: 1_000)
+        for (i, offset) in [10.0, 20, 30].enumerated() {
+            try store.enqueue(OutboxEntry(deviceID: "d", transaction: "\(i)", command: "{}", createdAt: t0, deadline: t0.addingTimeInterval(offset)))
+        }
+        let sent = try store.pendingCommands()[0].id!
+        try store.setStatus(.sent, for: sent)
+        let expired = try store.takeExpired(now: t0.addingTimeInterval(25))
+        #expect(expired.map(\.transaction) == ["1"])
+        #expect(try store.pendingCommands().map(\.transaction) == ["0", "2"])
+    }
+
+    @Test func eventHistoryIsBoundedByCountAndAge() throws {
+        let store = try BridgeStore(path: path)
+        let t0 = Date(timeIntervalSince1970: 10_000)
+        for i in 0..<20 {
+            try store.appendEvent(EventRecord(deviceID: "d", kind: "seen", payload: "\(i)", at: t0.addingTimeInterval(Double(i))),
+                                  maxCount: 5, maxAge: .seconds(3600))
+        }
+        #expect(try store.recentEvents(limit: 100).map(\.payload) == ["19", "18", "17", "16", "15"])
+        try store.appendEvent(EventRecord(deviceID: nil, kind: "late", payload: "x", at: t0.addingTimeInterval(7200)),
+                              maxCount: 5, maxAge: .seconds(3600))
+        #expect(try store.recentEvents(limit: 100).map(\.payload) == ["x"])
+    }
+
+    @Test func corruptFileIsAClearError() throws {
+        try Data(repeating: 0x42, count: 8192).write(to: URL(fileURLWithPath: path))
+        #expect {
+            _ = try BridgeStore(path: path)
+        } throws: { error in
+            guard case .corrupt(let p, _)? = error as? StoreError else { return false }
+            return p == path && "\(error)".contains("move the file aside")
+        }
+    }
+
+    @Test func unwritableLocationIsAClearError() throws {
+        let file = dir.appendingPathComponent("a-file")
+        try Data().write(to: file)
+        #expect {
+            _ = try BridgeStore(path: file.appendingPathComponent("state.sqlite").path)
+        } throws: { error in
+            guard case .cannotOpen? = error as? StoreError else { return false }
+            return true
+        }
+    }
+}
