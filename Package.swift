@@ -51,6 +51,7 @@ let package = Package(
 
         // MARK: The bridge
         .target(name: "BridgeConfig", dependencies: ["BinaryCoding", .product(name: "Yams", package: "Yams")]),
+        .target(name: "BridgeCore", dependencies: ["BinaryCoding", "BridgeConfig", "BridgeStore"]),
         .target(name: "BridgeStore", dependencies: ["BinaryCoding", .product(name: "GRDB", package: "GRDB.swift")]),
 
         // MARK: Executable (thin)
@@ -71,6 +72,7 @@ let package = Package(
         .testTarget(name: "MosquittoTests", dependencies: ["Mosquitto"], exclude: ["Fixtures"]),
         .testTarget(name: "DBusTests", dependencies: ["DBus"], exclude: ["Fixtures"]),
         .testTarget(name: "BridgeConfigTests", dependencies: ["BridgeConfig", "BinaryCoding"]),
+        .testTarget(name: "BridgeCoreTests", dependencies: ["BridgeCore", "BinaryCoding"]),
         .testTarget(name: "BridgeStoreTests", dependencies: ["BridgeStore", "BinaryCoding"]),
         .testTarget(name: "CLITests", dependencies: ["BinaryCoding"]),
     ],

@@ -1,0 +1,133 @@
+import BinaryCoding
+
+/// The lifecycle of a command on `<base>/<device>/response` (`shared/spec/bridge.md`).
+public enum CommandStatus: String, Sendable, Equatable {
+    case queued, sent, ok, error, expired
+
+    /// `ok`, `error` and `expired` end a command; they are always published.
+    public var isTerminal: Bool { self == .ok || self == .error || self == .expired }
+}
+
+/// Stable error codes published in `error.code`; hubs can switch on them.
+public enum ErrorCode: String, Sendable, Equatable, CaseIterable {
+    /// The payload is not JSON.
+    case invalidJSON = "invalid_json"
+    /// JSON, but not a command this device understands.
+    case unknownCommand = "unknown_command"
+    /// A known command with a missing, mistyped or out-of-range field.
+    case invalidValue = "invalid_value"
+    /// The device is away and its policy is `reject`.
+    case deviceOffline = "device_offline"
+    /// Written, but no answer within the command timeout.
+    case timeout
+    /// The link or the bridge went away after the command was written: not written again
+    /// (delivery is at most once).
+    case interrupted
+    /// The device answered with a failure status (GoPro status byte, protobuf result, Rokid status).
+    case deviceError = "device_error"
+    /// The device is busy (GoPro busy/encoding gate) and the command could not wait.
+    case deviceBusy = "device_busy"
+    /// BlueZ refused the operation (its error name is in the message).
+    case bluetoothError = "bluetooth_error"
+    /// Superseded by a newer command for the same attribute (latest-wins policy).
+    case superseded
+    /// The configured device does not exist.
+    case unknownDevice = "unknown_device"
+    /// Something inside the bridge failed.
+    case internalError = "internal_error"
+}
+
+/// An error answer for a command: a stable code and a message for people.
+public struct CommandError: Error, Sendable, Equatable, CustomStringConvertible {
+    public var code: ErrorCode
+    public var message: String
+    public init(_ code: ErrorCode, _ message: String) {
+        self.code = code
+        self.message = message
+    }
+    public var description: String { "\(code.rawValue): \(message)" }
+}
+
+/// One lifecycle message: `{"transaction":…,"status":…,"command":…,"data":…,"error":{"code":…,"message":…}}`.
+public struct CommandResponse: Sendable, Equatable {
+    public var transaction: JSONValue?
+    public var status: CommandStatus
+    public var command: JSONValue?
+    public var data: JSONValue?
+    public var error: CommandError?
+
+    public init(transaction: JSONValue?, status: CommandStatus, command: JSONValue? = nil, data: JSONValue? = nil, error: CommandError? = nil) {
+        self.transaction = transaction
+        self.status = status
+        self.command = command
+        self.data = data
+        self.error = error
+    }
+
+    public var json: JSONValue {
+        var o = JSONObject()
+        if let transaction { o["transaction"] = transaction }
+        o["status"] = .string(status.rawValue)
+        if let command { o["command"] = command }
+        if let data { o["data"] = data }
+        if let error { o["error"] = ["code": .string(error.code.rawValue), "message": .string(error.message)] }
+        return .object(o)
+    }
+}
+
+/// A command as received on `/set` (one element of an object-or-array payload).
+public struct InboundCommand: Sendable, Equatable {
+    /// The command without the `transaction` member.
+    public var body: JSONObject
+    public var transaction: JSONValue?
+}
+
+/// Parses a `/set` payload: one JSON object or an array of objects, each with an optional
+/// `transaction` (an array's elements inherit a top-level transaction only if they have none —
+/// there is none at the top of an array, so each carries its own).
+public func parseSetPayload(_ payload: [UInt8]) throws(CommandError) -> [InboundCommand] {
+    let value: JSONValue
+    do { value = try JSONValue(parsing: payload) } catch {
+        throw CommandError(.invalidJSON, "\(error)")
+    }
+    func one(_ v: JSONValue, _ where_: String) throws(CommandError) -> InboundCommand {
+        guard var o = v.objectValue else {
+            throw CommandError(.invalidValue, "\(where_) must be a JSON object, not \(v.typeName)")
+        }
+        let t = o["transaction"]
+        o["transaction"] = nil
+        if o.isEmpty { throw CommandError(.unknownCommand, "\(where_) has no command") }
+        return InboundCommand(body: o, transaction: t)
+    }
+    switch value {
+    case .array(let items):
+        if items.isEmpty { throw CommandError(.invalidValue, "empty command array") }
+        var out: [InboundCommand] = []
+        for (i, item) in items.enumerated() { out.append(try one(item, "element \(i)")) }
+        return out
+    default:
+        return [try one(value, "the payload")]
+    }
+}
+
+/// The plain value of a `/set/<attribute>` shortcut: JSON if it parses (numbers, true/false,
+/// quoted strings, objects), `ON`/`OFF` (any case) as booleans, anything else as a string.
+public func parseShortcutValue(_ payload: [UInt8]) -> JSONValue {
+    let text = String(decoding: payload, as: UTF8.self).trimmedWhitespace()
+    switch text.uppercased() {
+    case "ON", "TRUE": return .bool(true)
+    case "OFF", "FALSE": return .bool(false)
+    default: break
+    }
+    if let v = try? JSONValue(parsing: text) { return v }
+    return .string(text)
+}
+
+extension String {
+    func trimmedWhitespace() -> String {
+        var s = Substring(self)
+        while let f = s.first, f.isWhitespace { s.removeFirst() }
+        while let l = s.last, l.isWhitespace { s.removeLast() }
+        return String(s)
+    }
+}

@@ -1,0 +1,56 @@
+/// The bridge's topic contract (`shared/spec/bridge.md`, "Topics"), for one base topic.
+public struct Topics: Sendable, Equatable {
+    public let base: String
+
+    public init(base: String) { self.base = base }
+
+    /// What an inbound topic asks for.
+    public enum Route: Sendable, Equatable {
+        /// `<base>/<device>/set` — a command object or an array of them.
+        case set(device: String)
+        /// `<base>/<device>/set/<attribute>` — a plain value shortcut.
+        case setAttribute(device: String, attribute: String)
+        /// `<base>/<device>/get` — refresh attributes from the device.
+        case get(device: String)
+        /// `<base>/<device>/<characteristic>/write` — a raw write through that mapping's codec.
+        case write(device: String, characteristic: String)
+        /// `<base>/bridge/request/<op>`.
+        case bridgeRequest(operation: String)
+    }
+
+    /// The filters the bridge subscribes to.
+    public var subscriptions: [String] {
+        ["\(base)/+/set", "\(base)/+/set/+", "\(base)/+/get", "\(base)/+/+/write", "\(base)/bridge/request/+"]
+    }
+
+    /// Routes an inbound topic; nil for topics that are not ours to act on (including our own
+    /// output topics, so the bridge ignores its own publishes).
+    public func route(_ topic: String) -> Route? {
+        guard topic.hasPrefix(base + "/") else { return nil }
+        let parts = topic.dropFirst(base.count + 1).split(separator: "/", omittingEmptySubsequences: false).map(String.init)
+        guard parts.allSatisfy({ !$0.isEmpty }) else { return nil }
+        if parts.first == "bridge" {
+            if parts.count == 3, parts[1] == "request" { return .bridgeRequest(operation: parts[2]) }
+            return nil
+        }
+        switch parts.count {
+        case 2 where parts[1] == "set": return .set(device: parts[0])
+        case 2 where parts[1] == "get": return .get(device: parts[0])
+        case 3 where parts[1] == "set": return .setAttribute(device: parts[0], attribute: parts[2])
+        case 3 where parts[2] == "write": return .write(device: parts[0], characteristic: parts[1])
+        default: return nil
+        }
+    }
+
+    public func state(_ device: String) -> String { "\(base)/\(device)" }
+    public func availability(_ device: String) -> String { "\(base)/\(device)/availability" }
+    public func response(_ device: String) -> String { "\(base)/\(device)/response" }
+    public func event(_ device: String) -> String { "\(base)/\(device)/event" }
+    public func characteristic(_ device: String, _ name: String) -> String { "\(base)/\(device)/\(name)" }
+    public var bridgeState: String { "\(base)/bridge/state" }
+    public var bridgeInfo: String { "\(base)/bridge/info" }
+    public var bridgeDevices: String { "\(base)/bridge/devices" }
+    public var bridgeEvent: String { "\(base)/bridge/event" }
+    public var bridgeHealth: String { "\(base)/bridge/health" }
+    public func bridgeResponse(_ operation: String) -> String { "\(base)/bridge/response/\(operation)" }
+}

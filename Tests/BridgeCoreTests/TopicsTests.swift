@@ -1,0 +1,65 @@
+import BinaryCoding
+import Testing
+@testable import BridgeCore
+
+@Suite struct TopicsTests {
+    let t = Topics(base: "gatt2mqtt")
+
+    @Test func routesInboundTopics() {
+        #expect(t.route("gatt2mqtt/camera/set") == .set(device: "camera"))
+        #expect(t.route("gatt2mqtt/camera/set/shutter") == .setAttribute(device: "camera", attribute: "shutter"))
+        #expect(t.route("gatt2mqtt/camera/get") == .get(device: "camera"))
+        #expect(t.route("gatt2mqtt/hrm/heart_rate/write") == .write(device: "hrm", characteristic: "heart_rate"))
+        #expect(t.route("gatt2mqtt/bridge/request/restart") == .bridgeRequest(operation: "restart"))
+    }
+
+    @Test func ignoresOwnOutputAndForeignTopics() {
+        for topic in ["gatt2mqtt/camera", "gatt2mqtt/camera/response", "gatt2mqtt/camera/availability",
+                      "gatt2mqtt/bridge/state", "gatt2mqtt/bridge/response/x", "other/camera/set",
+                      "gatt2mqtt//set", "gatt2mqtt/camera/set/", "gatt2mqttx/camera/set", "gatt2mqtt/a/b/c/d"] {
+            #expect(t.route(topic) == nil, "\(topic)")
+        }
+    }
+
+    @Test func subscriptionsCoverEveryRoute() {
+        #expect(t.subscriptions == ["gatt2mqtt/+/set", "gatt2mqtt/+/set/+", "gatt2mqtt/+/get", "gatt2mqtt/+/+/write",
+                                    "gatt2mqtt/bridge/request/+"])
+        #expect(Topics(base: "home/ble").route("home/ble/cam/set") == .set(device: "cam"))
+    }
+}
+
+@Suite struct CommandLifecycleTests {
+    @Test func parsesObjectAndArrayPayloadsWithTransactions() throws {
+        let one = try parseSetPayload(Array(#"{"command":"set_shutter","value":true,"transaction":"t-1"}"#.utf8))
+        #expect(one == [InboundCommand(body: ["command": "set_shutter", "value": true], transaction: "t-1")])
+        let many = try parseSetPayload(Array(#"[{"command":"sleep"},{"setting":"video_resolution","value":"4K","transaction":7}]"#.utf8))
+        #expect(many.count == 2 && many[0].transaction == nil && many[1].transaction == 7)
+    }
+
+    @Test func malformedPayloadsGetStableCodes() {
+        func code(_ s: String) -> ErrorCode? {
+            do { _ = try parseSetPayload(Array(s.utf8)); return nil } catch { return error.code }
+        }
+        #expect(code("{nope") == .invalidJSON)
+        #expect(code("42") == .invalidValue)
+        #expect(code("[]") == .invalidValue)
+        #expect(code(#"{"transaction":"x"}"#) == .unknownCommand)
+        #expect(code(#"[{"command":"a"}, 3]"#) == .invalidValue)
+    }
+
+    @Test func shortcutValues() {
+        #expect(parseShortcutValue(Array("ON".utf8)) == true)
+        #expect(parseShortcutValue(Array("off\n".utf8)) == false)
+        #expect(parseShortcutValue(Array("8".utf8)) == 8)
+        #expect(parseShortcutValue(Array("4K".utf8)) == "4K")
+        #expect(parseShortcutValue(Array(#""video""#.utf8)) == "video")
+    }
+
+    @Test func responseJSONShape() {
+        let r = CommandResponse(transaction: "t-1", status: .error, command: ["command": "set_brightness", "value": 99],
+                                error: CommandError(.invalidValue, "value: 99 is out of range 0…15"))
+        #expect(r.json.jsonText == #"{"transaction":"t-1","status":"error","command":{"command":"set_brightness","value":99},"error":{"code":"invalid_value","message":"value: 99 is out of range 0…15"}}"#)
+        #expect(CommandResponse(transaction: nil, status: .ok).json.jsonText == #"{"status":"ok"}"#)
+        #expect(CommandStatus.expired.isTerminal && !CommandStatus.sent.isTerminal)
+    }
+}
