@@ -51,7 +51,10 @@ let package = Package(
 
         // MARK: The bridge
         .target(name: "BridgeConfig", dependencies: ["BinaryCoding", .product(name: "Yams", package: "Yams")]),
-        .target(name: "BridgeCore", dependencies: ["BinaryCoding", "BridgeConfig", "BridgeStore"]),
+        .target(
+            name: "BridgeCore",
+            dependencies: ["BinaryCoding", "BridgeConfig", "BridgeStore", .product(name: "Logging", package: "swift-log")]
+        ),
         .target(name: "BridgeStore", dependencies: ["BinaryCoding", .product(name: "GRDB", package: "GRDB.swift")]),
 
         // MARK: Executable (thin)
@@ -72,7 +75,7 @@ let package = Package(
         .testTarget(name: "MosquittoTests", dependencies: ["Mosquitto"], exclude: ["Fixtures"]),
         .testTarget(name: "DBusTests", dependencies: ["DBus"], exclude: ["Fixtures"]),
         .testTarget(name: "BridgeConfigTests", dependencies: ["BridgeConfig", "BinaryCoding"]),
-        .testTarget(name: "BridgeCoreTests", dependencies: ["BridgeCore", "BinaryCoding"]),
+        .testTarget(name: "BridgeCoreTests", dependencies: ["BridgeCore", "BridgeConfig", "BridgeStore", "BinaryCoding"]),
         .testTarget(name: "BridgeStoreTests", dependencies: ["BridgeStore", "BinaryCoding"]),
         .testTarget(name: "CLITests", dependencies: ["BinaryCoding"]),
     ],

@@ -1,0 +1,186 @@
+import BinaryCoding
+import BridgeConfig
+import BridgeStore
+import Foundation
+import Logging
+
+/// The bridge: routes MQTT commands to device sessions, publishes the bridge's own topics, and
+/// resumes the durable outbox. Transports come in through `MQTTPort` and `BLECentral`.
+public final class Bridge: Sendable {
+    public typealias DriverFactory = @Sendable (DeviceConfig) throws -> any DeviceDriver
+
+    let configuration: Configuration
+    let topics: Topics
+    let store: BridgeStore
+    let mqtt: any MQTTPort
+    let sessions: [String: DeviceSession]
+    let logger: Logger
+    let version: String
+
+    public init(configuration: Configuration, store: BridgeStore, mqtt: any MQTTPort, central: any BLECentral,
+                drivers: DriverFactory, version: String = "0.1.0", logger: Logger = Logger(label: "gatt2mqtt.bridge"),
+                tick: Duration = .milliseconds(50)) throws {
+        self.configuration = configuration
+        self.topics = Topics(base: configuration.mqtt.baseTopic)
+        self.store = store
+        self.mqtt = mqtt
+        self.logger = logger
+        self.version = version
+        let states = (try? store.states()) ?? [:]
+        let output = SessionOutput(topics: topics, mqtt: mqtt, store: store, stateQoS: configuration.mqtt.qos,
+                                   retainState: configuration.mqtt.retainState, logger: logger)
+        var sessions: [String: DeviceSession] = [:]
+        for device in configuration.devices {
+            let driver = try drivers(device)
+            sessions[device.id] = DeviceSession(
+                config: device, driver: driver, central: central, output: output, initialState: states[device.id] ?? [:],
+                reconnect: (configuration.mqtt.reconnectMin, configuration.mqtt.reconnectMax), tick: tick)
+        }
+        self.sessions = sessions
+    }
+
+    /// Runs until cancelled: announces the bridge, resumes the outbox, runs every device session;
+    /// on cancellation publishes `offline` and closes the links.
+    public func run() async {
+        for device in configuration.devices {
+            try? store.upsertDevice(DeviceRecord(id: device.id, address: device.address, profile: device.profile.rawValue, name: device.name))
+        }
+        announce()
+        resumeOutbox()
+        await withDiscardingTaskGroup { group in
+            for session in sessions.values {
+                group.addTask { await session.run() }
+            }
+        }
+        mqtt.send(OutboundMessage(topic: topics.bridgeState, json: ["state": "offline"], qos: 1, retain: true))
+    }
+
+    /// Publishes the bridge's retained topics (at start, and again after the broker came back).
+    public func announce() {
+        mqtt.send(OutboundMessage(topic: topics.bridgeState, json: ["state": "online"], qos: 1, retain: true))
+        var info = JSONObject()
+        info["version"] = .string(version)
+        info["base_topic"] = .string(topics.base)
+        info["adapter"] = .string(configuration.bluetooth.adapter)
+        info["devices"] = .int(Int64(configuration.devices.count))
+        mqtt.send(OutboundMessage(topic: topics.bridgeInfo, json: .object(info), qos: 1, retain: true))
+        let devices: [JSONValue] = configuration.devices.map { d in
+            var o = JSONObject()
+            o["id"] = .string(d.id)
+            if let n = d.name { o["name"] = .string(n) }
+            if let a = d.address { o["address"] = .string(a) }
+            o["profile"] = .string(d.profile.rawValue)
+            return .object(o)
+        }
+        mqtt.send(OutboundMessage(topic: topics.bridgeDevices, json: .array(devices), qos: 1, retain: true))
+    }
+
+    /// The broker came back (the client reconnected): republish retained state.
+    public func brokerReconnected() async {
+        announce()
+        for s in sessions.values { await s.republish() }
+    }
+
+    /// Commands left in the outbox by a previous run: `sent` ones end `error` (interrupted —
+    /// at-most-once), queued ones go back to their device (or expire).
+    func resumeOutbox() {
+        guard let pending = try? store.pendingCommands() else { return }
+        for entry in pending {
+            let body = (try? JSONValue(parsing: entry.command))?.objectValue
+            var cmd = PendingCommand(payload: .command(body ?? [:]), outboxID: entry.id,
+                                     transaction: entry.transaction.flatMap { try? JSONValue(parsing: $0) },
+                                     responseTopic: entry.responseTopic, correlationData: entry.correlationData.map { Array($0) },
+                                     deadline: entry.deadline, attribute: entry.attribute)
+            if let w = body?["write"]?.stringValue, let p = body?["payload"]?.stringValue {
+                cmd.payload = .write(topic: w, payload: Array(p.utf8))
+            }
+            guard let session = sessions[entry.deviceID], body != nil else {
+                if let id = entry.id { try? store.removeCommand(id) }
+                continue
+            }
+            if entry.status == .sent {
+                if let id = entry.id { try? store.removeCommand(id) }
+                SessionOutput(topics: topics, mqtt: mqtt, store: store, stateQoS: 1, retainState: true, logger: logger)
+                    .respond(cmd, device: entry.deviceID, .error,
+                             error: CommandError(.interrupted, "the bridge stopped after the command was written (not repeated)"))
+            } else {
+                session.submit(cmd)
+            }
+        }
+    }
+
+    /// Handles one inbound MQTT message (any thread; returns at once).
+    public func handle(_ message: InboundMessage) {
+        guard let route = topics.route(message.topic) else { return }
+        switch route {
+        case let .set(device):
+            if message.retain { return ignoreRetained(message) }
+            guard let session = session(device, message) else { return }
+            let commands: [InboundCommand]
+            do throws(CommandError) { commands = try parseSetPayload(message.payload) } catch {
+                return reject(device: device, message, transaction: nil, error: error)
+            }
+            for c in commands { session.submit(pending(.command(c.body), c.transaction, message, session)) }
+        case let .setAttribute(device, attribute):
+            if message.retain { return ignoreRetained(message) }
+            guard let session = session(device, message) else { return }
+            let body: JSONObject = [attribute: parseShortcutValue(message.payload)]
+            session.submit(pending(.command(body), nil, message, session))
+        case let .get(device):
+            guard let session = session(device, message) else { return }
+            var attributes: [String] = []
+            if let o = (try? JSONValue(parsing: message.payload))?.objectValue { attributes = o.keys }
+            let body: JSONObject = ["get": .array(attributes.map { .string($0) })]
+            session.submit(pending(.command(body), nil, message, session))
+        case let .write(device, characteristic):
+            if message.retain { return ignoreRetained(message) }
+            guard let session = session(device, message) else { return }
+            session.submit(pending(.write(topic: characteristic, payload: message.payload), nil, message, session))
+        case let .bridgeRequest(operation):
+            handleBridgeRequest(operation, message)
+        }
+    }
+
+    func pending(_ payload: PendingCommand.Payload, _ transaction: JSONValue?, _ m: InboundMessage, _ s: DeviceSession) -> PendingCommand {
+        let deadline = Date().addingTimeInterval(Double(s.config.offlineDeadline.components.seconds))
+        return PendingCommand(payload: payload, transaction: transaction, responseTopic: m.responseTopic,
+                              correlationData: m.correlationData, deadline: deadline)
+    }
+
+    func session(_ device: String, _ m: InboundMessage) -> DeviceSession? {
+        if let s = sessions[device] { return s }
+        reject(device: nil, m, transaction: nil, error: CommandError(.unknownDevice, "no device '\(device)' is configured"))
+        return nil
+    }
+
+    func reject(device: String?, _ m: InboundMessage, transaction: JSONValue?, error: CommandError) {
+        let body = CommandResponse(transaction: transaction, status: .error, error: error).json
+        if let rt = m.responseTopic {
+            mqtt.send(OutboundMessage(topic: rt, json: body, qos: 1, retain: false, correlationData: m.correlationData))
+        } else if let device {
+            mqtt.send(OutboundMessage(topic: topics.response(device), json: body, qos: 1, retain: false))
+        }
+        mqtt.send(OutboundMessage(topic: topics.bridgeEvent, json: ["type": "command_rejected", "topic": .string(m.topic),
+                                                                      "error": .string(error.description)], qos: 0, retain: false))
+    }
+
+    func ignoreRetained(_ m: InboundMessage) {
+        logger.info("ignoring a retained command", metadata: ["topic": "\(m.topic)"])
+    }
+
+    func handleBridgeRequest(_ operation: String, _ m: InboundMessage) {
+        let request = (try? JSONValue(parsing: m.payload))?.objectValue ?? [:]
+        var response: JSONObject = [:]
+        switch operation {
+        case "devices", "info":
+            announce()
+            response["status"] = "ok"
+        default:
+            response["status"] = "error"
+            response["error"] = .string("unknown bridge request '\(operation)'")
+        }
+        if let t = request["transaction"] { response["transaction"] = t }
+        let topic = m.responseTopic ?? topics.bridgeResponse(operation)
+        mqtt.send(OutboundMessage(topic: topic, json: .object(response), qos: 1, retain: false, correlationData: m.correlationData))
+    }
+}

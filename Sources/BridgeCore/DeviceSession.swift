@@ -1,0 +1,412 @@
+import BinaryCoding
+import BridgeConfig
+import BridgeStore
+import Foundation
+import Logging
+
+/// A command waiting in a device session's queue (user command, raw write, or internal request).
+struct PendingCommand: Sendable {
+    enum Payload: Sendable {
+        case command(JSONObject)
+        case write(topic: String, payload: [UInt8])
+        case `internal`(DeviceRequest)
+    }
+    var payload: Payload
+    var outboxID: Int64?
+    var transaction: JSONValue?
+    var responseTopic: String?
+    var correlationData: [UInt8]?
+    var deadline: Date
+    var attribute: String?
+    /// `queued` was published (the command waited), so `sent` carries news too.
+    var announced = false
+
+    var isInternal: Bool { if case .internal = payload { return true }; return false }
+    var commandJSON: JSONValue? {
+        switch payload {
+        case let .command(o): return .object(o)
+        case let .write(topic, payload): return ["write": .string(topic), "payload": .string(String(decoding: payload, as: UTF8.self))]
+        case .internal: return nil
+        }
+    }
+}
+
+/// What the session tells the rest of the bridge (publishing, persistence).
+struct SessionOutput: Sendable {
+    let topics: Topics
+    let mqtt: any MQTTPort
+    let store: BridgeStore
+    let stateQoS: Int
+    let retainState: Bool
+    let logger: Logger
+
+    func respond(_ cmd: PendingCommand, device: String, _ status: CommandStatus, data: JSONValue? = nil, error: CommandError? = nil) {
+        guard !cmd.isInternal else { return }
+        let body = CommandResponse(transaction: cmd.transaction, status: status, command: cmd.commandJSON, data: data, error: error)
+        let topic = cmd.responseTopic ?? topics.response(device)
+        mqtt.send(OutboundMessage(topic: topic, json: body.json, qos: 1, retain: false, correlationData: cmd.correlationData))
+    }
+}
+
+/// One device: its link, its driver, its command queue. One GATT operation in flight; one
+/// device's trouble never blocks another (each session runs in its own task).
+actor DeviceSession {
+    enum Event: Sendable {
+        case command(PendingCommand)
+        case linkUp(any BLELink)
+        case linkDown(String)
+        case connectFailed(BLEError)
+        case notification(GATTNotification)
+        case tick
+    }
+
+    struct InFlight {
+        var command: PendingCommand
+        var expect: String
+        var timeoutAt: ContinuousClock.Instant
+    }
+
+    let config: DeviceConfig
+    let central: any BLECentral
+    let output: SessionOutput
+    nonisolated let events: AsyncStream<Event>
+    nonisolated let sink: AsyncStream<Event>.Continuation
+    let reconnectMin: Duration
+    let reconnectMax: Duration
+    let tickInterval: Duration
+
+    var driver: any DeviceDriver
+    var link: (any BLELink)?
+    var queue: [PendingCommand] = []
+    var startupQueue: [DeviceRequest] = []
+    var inFlight: InFlight?
+    var state: JSONObject
+    var available = false
+    var lastGoodExchange = ContinuousClock.now
+    var nextKeepAlive: ContinuousClock.Instant?
+
+    init(config: DeviceConfig, driver: any DeviceDriver, central: any BLECentral, output: SessionOutput,
+         initialState: JSONObject, reconnect: (min: Duration, max: Duration), tick: Duration = .milliseconds(50)) {
+        self.config = config
+        self.driver = driver
+        self.central = central
+        self.output = output
+        self.state = initialState
+        reconnectMin = reconnect.min
+        reconnectMax = reconnect.max
+        tickInterval = tick
+        driverNotifyCharacteristics = driver.notifyCharacteristics
+        (events, sink) = AsyncStream.makeStream(of: Event.self, bufferingPolicy: .unbounded)
+    }
+
+    var id: String { config.id }
+
+    /// Hands a command to the session (any thread).
+    nonisolated func submit(_ command: PendingCommand) { sink.yield(.command(command)) }
+
+    /// Runs until cancelled: keeps the link, processes commands and notifications.
+    func run() async {
+        await withDiscardingTaskGroup { group in
+            group.addTask { await self.maintainLink() }
+            group.addTask { [sink, tickInterval] in
+                while !Task.isCancelled {
+                    try? await Task.sleep(for: tickInterval)
+                    sink.yield(.tick)
+                }
+            }
+            for await event in events {
+                await handle(event)
+                if Task.isCancelled { break }
+            }
+            group.cancelAll()
+        }
+        await shutdown()
+    }
+
+    /// Connect → services resolved → subscribed; on loss, jittered exponential backoff.
+    nonisolated func maintainLink() async {
+        var backoff = reconnectMin
+        let notify = driverNotifyCharacteristics
+        while !Task.isCancelled {
+            do throws(BLEError) {
+                let link = try await central.connect(address: config.address ?? "", notify: notify, timeout: .seconds(30))
+                backoff = reconnectMin
+                sink.yield(.linkUp(link))
+                for await n in link.notifications { sink.yield(.notification(n)) }
+                sink.yield(.linkDown("link lost"))
+            } catch {
+                sink.yield(.connectFailed(error))
+            }
+            if Task.isCancelled { break }
+            let jitter = Double.random(in: 0.5...1.0)
+            try? await Task.sleep(for: backoff * jitter)
+            backoff = min(backoff * 2, reconnectMax)
+        }
+    }
+
+    nonisolated let driverNotifyCharacteristics: [CharacteristicID]
+
+    // MARK: Events
+
+    func handle(_ event: Event) async {
+        switch event {
+        case let .command(cmd): accept(cmd)
+        case let .linkUp(l): linkUp(l)
+        case let .linkDown(reason): linkDown(reason)
+        case let .connectFailed(error):
+            output.logger.debug("connect failed", metadata: ["device": "\(id)", "error": "\(error)"])
+        case let .notification(n): process(driver.receive(n), from: n)
+        case .tick: tick()
+        }
+        await dispatch()
+    }
+
+    func accept(_ cmd: PendingCommand) {
+        var cmd = cmd
+        // Validate now, so a bad command is answered at once even while the device is away.
+        if case let .command(body) = cmd.payload {
+            do throws(CommandError) {
+                var probe = driver
+                cmd.attribute = try probe.encode(body, mtu: link?.mtu ?? 23).attribute
+            } catch {
+                finish(cmd, .error, error: error)
+                return
+            }
+        }
+        if link == nil, !cmd.isInternal {
+            switch config.offlinePolicy {
+            case .reject:
+                finish(cmd, .error, error: CommandError(.deviceOffline, "\(id) is not connected"))
+                return
+            case .queue, .latest:
+                break
+            }
+        }
+        if cmd.outboxID == nil, !cmd.isInternal {
+            let entry = OutboxEntry(deviceID: id, transaction: cmd.transaction?.jsonText, command: cmd.commandJSON?.jsonText ?? "{}",
+                                    attribute: cmd.attribute, createdAt: Date(), deadline: cmd.deadline,
+                                    responseTopic: cmd.responseTopic, correlationData: cmd.correlationData.map { Data($0) })
+            do throws(StoreError) {
+                let latest = config.offlinePolicy == .latest && cmd.attribute != nil
+                let (saved, replaced) = try output.store.enqueue(entry, replacingSameAttribute: latest)
+                cmd.outboxID = saved.id
+                if !replaced.isEmpty {
+                    let ids = Set(replaced.compactMap(\.id))
+                    for old in queue where old.outboxID.map(ids.contains) == true {
+                        output.respond(old, device: id, .error, error: CommandError(.superseded, "replaced by a newer \(cmd.attribute ?? "") command"))
+                    }
+                    queue.removeAll { $0.outboxID.map(ids.contains) == true }
+                }
+            } catch {
+                output.logger.error("outbox write failed", metadata: ["device": "\(id)", "error": "\(error)"])
+            }
+        }
+        if link == nil || (inFlight != nil && driver.isBusy) {
+            if !cmd.announced, !cmd.isInternal {
+                cmd.announced = true
+                output.respond(cmd, device: id, .queued)
+            }
+        }
+        queue.append(cmd)
+    }
+
+    func linkUp(_ l: any BLELink) {
+        link = l
+        lastGoodExchange = .now
+        do throws(CommandError) {
+            startupQueue = try driver.startupRequests()
+        } catch {
+            output.logger.error("profile start-up failed", metadata: ["device": "\(id)", "error": "\(error)"])
+        }
+        if let k = driver.keepAlive { nextKeepAlive = .now + k.interval }
+        setAvailable(true)
+        output.mqtt.send(OutboundMessage(topic: output.topics.bridgeEvent,
+                                         json: ["type": "device_connected", "device": .string(id)], qos: 0, retain: false))
+    }
+
+    func linkDown(_ reason: String) {
+        link = nil
+        driver.linkLost()
+        startupQueue = []
+        nextKeepAlive = nil
+        if let f = inFlight {
+            inFlight = nil
+            finish(f.command, .error, error: CommandError(.interrupted, "the link to \(id) was lost after the command was written (not repeated)"))
+        }
+        setAvailable(false)
+        output.mqtt.send(OutboundMessage(topic: output.topics.bridgeEvent,
+                                         json: ["type": "device_disconnected", "device": .string(id), "reason": .string(reason)], qos: 0, retain: false))
+    }
+
+    func tick() {
+        let now = Date()
+        // Queue deadlines.
+        var kept: [PendingCommand] = []
+        for cmd in queue {
+            if cmd.deadline <= now, !cmd.isInternal {
+                finish(cmd, .expired, error: CommandError(.deviceOffline, "\(id) did not become ready before the deadline"))
+            } else {
+                kept.append(cmd)
+            }
+        }
+        queue = kept
+        // In-flight timeout.
+        if let f = inFlight, ContinuousClock.now >= f.timeoutAt {
+            inFlight = nil
+            finish(f.command, .error, error: CommandError(.timeout, "no answer from \(id) within \(config.commandTimeout)"))
+        }
+        // Availability from the last good exchange.
+        if link != nil, available, ContinuousClock.now - lastGoodExchange > config.availabilityTimeout {
+            setAvailable(false)
+        }
+        // Keep-alive.
+        if let k = driver.keepAlive, let next = nextKeepAlive, link != nil, ContinuousClock.now >= next {
+            nextKeepAlive = .now + k.interval
+            queue.insert(PendingCommand(payload: .internal(k.request), deadline: now + 10), at: 0)
+        }
+    }
+
+    // MARK: Dispatch (one GATT operation in flight)
+
+    func dispatch() async {
+        while inFlight == nil, let link {
+            let request: DeviceRequest
+            var cmd: PendingCommand
+            if !startupQueue.isEmpty {
+                request = startupQueue.removeFirst()
+                cmd = PendingCommand(payload: .internal(request), deadline: Date() + 30)
+            } else {
+                guard let index = queue.firstIndex(where: { !driver.isBusy || $0.mayPassBusyGate(driver) }) else {
+                    for i in queue.indices where !queue[i].announced && !queue[i].isInternal {
+                        queue[i].announced = true
+                        output.respond(queue[i], device: id, .queued)
+                    }
+                    return
+                }
+                cmd = queue.remove(at: index)
+                do throws(CommandError) {
+                    switch cmd.payload {
+                    case let .command(body): request = try driver.encode(body, mtu: link.mtu)
+                    case let .write(topic, payload): request = try driver.encodeWrite(topic: topic, payload: payload, mtu: link.mtu)
+                    case let .internal(r): request = r
+                    }
+                } catch {
+                    finish(cmd, .error, error: error)
+                    continue
+                }
+            }
+            if let oid = cmd.outboxID { try? output.store.setStatus(.sent, for: oid) }
+            if cmd.announced { output.respond(cmd, device: id, .sent) }
+            do throws(BLEError) {
+                for w in request.writes {
+                    try await link.write(w.value, to: w.characteristic, withResponse: w.withResponse)
+                }
+                lastGoodExchange = .now
+                if self.link == nil { return }  // lost while writing: linkDown already answered
+                if let r = request.read {
+                    let value = try await link.read(r)
+                    let outputs = driver.decodeRead(r, value)
+                    var data: JSONObject = [:]
+                    for o in outputs {
+                        if case let .state(s) = o { data.merge(s) }
+                        if case let .characteristic(_, v) = o, let s = v.objectValue { data.merge(s) }
+                    }
+                    process(outputs, from: nil)
+                    finish(cmd, .ok, data: data.isEmpty ? nil : .object(data))
+                } else if let key = request.expect {
+                    inFlight = InFlight(command: cmd, expect: key, timeoutAt: .now + config.commandTimeout)
+                } else {
+                    finish(cmd, .ok)
+                }
+            } catch {
+                if error.kind == .notConnected, !cmd.isInternal {
+                    // Not written: keep it for when the link is back.
+                    if let oid = cmd.outboxID { try? output.store.setStatus(.queued, for: oid) }
+                    queue.insert(cmd, at: 0)
+                    return
+                }
+                finish(cmd, .error, error: CommandError(.bluetoothError, error.description))
+            }
+        }
+    }
+
+    func process(_ outputs: [DriverOutput], from notification: GATTNotification?) {
+        if notification != nil { lastGoodExchange = .now; if !available, link != nil { setAvailable(true) } }
+        var changed = JSONObject()
+        for o in outputs {
+            switch o {
+            case let .state(s):
+                changed.merge(s)
+            case let .response(key, result):
+                guard let f = inFlight, f.expect == key else {
+                    output.logger.debug("unmatched response", metadata: ["device": "\(id)", "key": "\(key)"])
+                    continue
+                }
+                inFlight = nil
+                switch result {
+                case let .success(data): finish(f.command, .ok, data: data)
+                case let .failure(error): finish(f.command, .error, error: error)
+                }
+            case let .event(e):
+                output.mqtt.send(OutboundMessage(topic: output.topics.event(id), json: e, qos: 0, retain: false))
+            case let .characteristic(topic, value):
+                output.mqtt.send(OutboundMessage(topic: output.topics.characteristic(id, topic), json: value, qos: output.stateQoS, retain: false))
+            case let .malformed(reason):
+                output.mqtt.send(OutboundMessage(topic: output.topics.bridgeEvent,
+                                                 json: ["type": "device_error", "device": .string(id), "message": .string(reason)], qos: 0, retain: false))
+            }
+        }
+        if !changed.isEmpty {
+            var newState = state
+            newState.merge(changed)
+            if newState != state {
+                state = newState
+                do throws(StoreError) { try output.store.saveState(state, for: id, at: Date()) } catch {
+                    output.logger.error("state write failed", metadata: ["device": "\(id)", "error": "\(error)"])
+                }
+                publishState()
+            }
+        }
+    }
+
+    func finish(_ cmd: PendingCommand, _ status: CommandStatus, data: JSONValue? = nil, error: CommandError? = nil) {
+        if let oid = cmd.outboxID { try? output.store.removeCommand(oid) }
+        output.respond(cmd, device: id, status, data: data, error: error)
+    }
+
+    func setAvailable(_ on: Bool) {
+        available = on
+        output.mqtt.send(OutboundMessage(topic: output.topics.availability(id), json: ["state": on ? "online" : "offline"], qos: 1, retain: true))
+    }
+
+    func publishState() {
+        output.mqtt.send(OutboundMessage(topic: output.topics.state(id), json: .object(state), qos: output.stateQoS, retain: output.retainState))
+    }
+
+    /// Republishes retained topics (after the broker came back).
+    func republish() {
+        setAvailable(available)
+        if !state.isEmpty { publishState() }
+    }
+
+    func shutdown() async {
+        if let link { await link.disconnect() }
+        link = nil
+    }
+}
+
+extension PendingCommand {
+    func mayPassBusyGate(_ driver: any DeviceDriver) -> Bool {
+        switch payload {
+        case let .command(body):
+            var probe = driver
+            return (try? probe.encode(body, mtu: 23).bypassesBusyGate) ?? true
+        case let .internal(r): return r.bypassesBusyGate
+        case .write: return false
+        }
+    }
+}
+
+extension Date {
+    static func + (d: Date, seconds: Double) -> Date { d.addingTimeInterval(seconds) }
+}

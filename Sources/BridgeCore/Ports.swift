@@ -1,0 +1,113 @@
+import BinaryCoding
+
+// The bridge core sees its transports only through these protocols (STYLE.md: "the bridge core
+// depends on protocols"). The real adapters wrap the Mosquitto client and the BlueZ client;
+// the core's tests use in-process fakes.
+
+/// A message the bridge publishes.
+public struct OutboundMessage: Sendable, Equatable {
+    public var topic: String
+    public var payload: [UInt8]
+    public var qos: Int
+    public var retain: Bool
+    /// MQTT 5 correlation data, echoed on responses sent to a request's response topic.
+    public var correlationData: [UInt8]?
+
+    public init(topic: String, payload: [UInt8], qos: Int, retain: Bool, correlationData: [UInt8]? = nil) {
+        self.topic = topic
+        self.payload = payload
+        self.qos = qos
+        self.retain = retain
+        self.correlationData = correlationData
+    }
+
+    public init(topic: String, json: JSONValue, qos: Int, retain: Bool, correlationData: [UInt8]? = nil) {
+        self.init(topic: topic, payload: Array(json.jsonText.utf8), qos: qos, retain: retain, correlationData: correlationData)
+    }
+
+    public var text: String { String(decoding: payload, as: UTF8.self) }
+}
+
+/// A message the bridge received on one of its subscriptions.
+public struct InboundMessage: Sendable, Equatable {
+    public var topic: String
+    public var payload: [UInt8]
+    public var retain: Bool
+    public var responseTopic: String?
+    public var correlationData: [UInt8]?
+
+    public init(topic: String, payload: [UInt8], retain: Bool = false, responseTopic: String? = nil, correlationData: [UInt8]? = nil) {
+        self.topic = topic
+        self.payload = payload
+        self.retain = retain
+        self.responseTopic = responseTopic
+        self.correlationData = correlationData
+    }
+}
+
+/// The MQTT side as the core needs it. `send` hands a message over and returns at once (the
+/// client queues it and retries through reconnects); the core never waits for broker acks.
+public protocol MQTTPort: Sendable {
+    func send(_ message: OutboundMessage)
+}
+
+/// Identifies a characteristic on a device: its UUID as configured (`2A37`, 128-bit, `GP-0072`)
+/// and optionally the service UUID.
+public struct CharacteristicID: Sendable, Hashable, CustomStringConvertible {
+    public var uuid: String
+    public var service: String?
+    public init(_ uuid: String, service: String? = nil) {
+        self.uuid = uuid
+        self.service = service
+    }
+    public var description: String { uuid }
+}
+
+/// A value notified by a device.
+public struct GATTNotification: Sendable, Equatable {
+    public var characteristic: CharacteristicID
+    public var value: [UInt8]
+    public init(characteristic: CharacteristicID, value: [UInt8]) {
+        self.characteristic = characteristic
+        self.value = value
+    }
+}
+
+/// A Bluetooth failure as the core sees it; `name` is BlueZ's error name when there is one.
+public struct BLEError: Error, Sendable, Equatable, CustomStringConvertible {
+    public enum Kind: String, Sendable, Equatable {
+        case notConnected = "not_connected"
+        case notFound = "not_found"
+        case inProgress = "in_progress"
+        case notPermitted = "not_permitted"
+        case notSupported = "not_supported"
+        case timeout
+        case failed
+    }
+    public var kind: Kind
+    public var message: String
+    public init(_ kind: Kind, _ message: String) {
+        self.kind = kind
+        self.message = message
+    }
+    public var description: String { "\(kind.rawValue): \(message)" }
+}
+
+/// The Bluetooth central (one adapter) as the core needs it.
+public protocol BLECentral: Sendable {
+    /// Connects to `address` (adopting a link BlueZ already has), waits for services to be
+    /// resolved, and subscribes to `notify`. The link's `notifications` stream ends when the link
+    /// is lost.
+    func connect(address: String, notify: [CharacteristicID], timeout: Duration) async throws(BLEError) -> any BLELink
+}
+
+/// One connected device.
+public protocol BLELink: Sendable {
+    /// Notifications of the subscribed characteristics, in arrival order; finishes on link loss.
+    var notifications: AsyncStream<GATTNotification> { get }
+    /// The ATT MTU negotiated for this link (payload per write is MTU − 3).
+    var mtu: Int { get }
+    func write(_ value: [UInt8], to characteristic: CharacteristicID, withResponse: Bool) async throws(BLEError)
+    func read(_ characteristic: CharacteristicID) async throws(BLEError) -> [UInt8]
+    func disconnect() async
+}

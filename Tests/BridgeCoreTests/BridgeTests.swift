@@ -1,0 +1,248 @@
+import BinaryCoding
+import BridgeConfig
+import BridgeStore
+import Foundation
+import Testing
+@testable import BridgeCore
+
+/// The whole core over fakes: exact topics, payloads, QoS and retain.
+@Suite struct BridgeTests {
+    struct Harness {
+        let mqtt = FakeMQTT()
+        let device = FakeDevice()
+        let store: BridgeStore
+        let bridge: Bridge
+
+        init(policy: OfflinePolicy = .queue, deadline: Duration = .seconds(60), timeout: Duration = .seconds(5),
+             present: Bool = true, store: BridgeStore? = nil) throws {
+            var config = Configuration()
+            config.mqtt.reconnectMin = .milliseconds(20)
+            config.mqtt.reconnectMax = .milliseconds(40)
+            var d = DeviceConfig(id: "dev", profile: .custom)
+            d.address = "C0:FF:EE:00:00:09"
+            d.offlinePolicy = policy
+            d.offlineDeadline = deadline
+            d.commandTimeout = timeout
+            config.devices = [d]
+            device.setPresent(present)
+            self.store = try store ?? BridgeStore.inMemory()
+            bridge = try Bridge(configuration: config, store: self.store, mqtt: mqtt,
+                                central: FakeCentral(["C0:FF:EE:00:00:09": device]),
+                                drivers: { _ in TestDriver() }, tick: .milliseconds(10))
+        }
+
+        func set(_ json: String, retain: Bool = false, responseTopic: String? = nil, correlation: [UInt8]? = nil) {
+            bridge.handle(InboundMessage(topic: "gatt2mqtt/dev/set", payload: Array(json.utf8), retain: retain,
+                                         responseTopic: responseTopic, correlationData: correlation))
+        }
+
+        func responses(_ n: Int) async throws -> [JSONValue] {
+            try await mqtt.wait(for: "gatt2mqtt/dev/response", count: n).map { try JSONValue(parsing: $0.payload) }
+        }
+
+        /// Waits until a response satisfying `predicate` was published; returns all responses so far.
+        func responses(until predicate: @escaping (JSONValue) -> Bool) async throws -> [JSONValue] {
+            for n in 1...20 {
+                let r = try await responses(n)
+                if r.contains(where: predicate) { return r }
+            }
+            return try await responses(21)
+        }
+
+        /// Runs the bridge for the duration of `body`, then stops it.
+        func running(_ body: () async throws -> Void) async throws {
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { await bridge.run() }
+                defer { group.cancelAll() }
+                try await body()
+            }
+        }
+    }
+
+    @Test func announcesBridgeAndAvailability() async throws {
+        let h = try Harness()
+        try await h.running {
+            let state = try await h.mqtt.wait(for: "gatt2mqtt/bridge/state")
+            #expect(state[0] == OutboundMessage(topic: "gatt2mqtt/bridge/state", payload: Array(#"{"state":"online"}"#.utf8), qos: 1, retain: true))
+            let avail = try await h.mqtt.wait(for: "gatt2mqtt/dev/availability")
+            #expect(avail[0].text == #"{"state":"online"}"# && avail[0].qos == 1 && avail[0].retain)
+            let devices = try await h.mqtt.wait(for: "gatt2mqtt/bridge/devices")
+            #expect(devices[0].text == #"[{"id":"dev","address":"C0:FF:EE:00:00:09","profile":"custom"}]"# && devices[0].retain)
+        }
+        #expect(h.mqtt.messages("gatt2mqtt/bridge/state").last?.text == #"{"state":"offline"}"#)
+    }
+
+    @Test func commandToReadyDeviceAnswersOkOnly() async throws {
+        let h = try Harness()
+        try await h.running {
+            _ = try await h.mqtt.wait(for: "gatt2mqtt/dev/availability")
+            h.set(#"{"command":"ping","value":7,"transaction":"t1"}"#)
+            let r = try await h.responses(1)
+            #expect(r == [["transaction": "t1", "status": "ok", "command": ["command": "ping", "value": 7], "data": ["echo": 7]]])
+            let state = try await h.mqtt.wait(for: "gatt2mqtt/dev")
+            #expect(state[0].text == #"{"last_ping":7}"# && state[0].retain && state[0].qos == 1)
+            #expect(h.device.writes == [[1, 7]])
+            #expect(try h.store.pendingCommands().isEmpty)
+            #expect(try h.store.states()["dev"] == ["last_ping": 7])
+        }
+    }
+
+    @Test func offlineCommandIsQueuedThenDelivered() async throws {
+        let h = try Harness(present: false)
+        try await h.running {
+            h.set(#"{"command":"ping","value":1,"transaction":"q"}"#)
+            let queued = try await h.responses(1)
+            #expect(queued[0]["status"] == "queued" && queued[0]["transaction"] == "q")
+            #expect(try h.store.pendingCommands().count == 1)
+            h.device.setPresent(true)
+            let all = try await h.responses(3)
+            #expect(all.map { $0["status"] } == ["queued", "sent", "ok"])
+            #expect(h.device.writes == [[1, 1]])
+        }
+    }
+
+    @Test func deadlinePassedEndsExpired() async throws {
+        let h = try Harness(deadline: .milliseconds(100), present: false)
+        try await h.running {
+            h.set(#"{"command":"ping","value":1}"#)
+            let r = try await h.responses(2)
+            #expect(r.map { $0["status"] } == ["queued", "expired"])
+            #expect(try h.store.pendingCommands().isEmpty)
+        }
+    }
+
+    @Test func rejectPolicyAnswersAtOnce() async throws {
+        let h = try Harness(policy: .reject, present: false)
+        try await h.running {
+            h.set(#"{"command":"ping","value":1}"#)
+            let r = try await h.responses(1)
+            #expect(r[0]["status"] == "error" && r[0]["error"]?["code"] == "device_offline")
+        }
+    }
+
+    @Test func latestWinsSupersedesOlderSameAttribute() async throws {
+        let h = try Harness(policy: .latest, present: false)
+        try await h.running {
+            h.set(#"{"command":"set_level","value":1,"transaction":"a"}"#)
+            h.set(#"{"command":"set_level","value":2,"transaction":"b"}"#)
+            let r = try await h.responses(3)
+            #expect(r[0]["status"] == "queued" && r[0]["transaction"] == "a")
+            #expect(r.contains { $0["transaction"] == "a" && $0["error"]?["code"] == "superseded" })
+            h.device.setPresent(true)
+            _ = try await h.responses(5)
+            #expect(h.device.writes == [[3, 2]])
+        }
+    }
+
+    @Test func badInputGetsErrorsAndBridgeKeepsWorking() async throws {
+        let h = try Harness()
+        try await h.running {
+            _ = try await h.mqtt.wait(for: "gatt2mqtt/dev/availability")
+            h.set("{not json")
+            h.set(#"{"command":"explode","value":1}"#)
+            h.set(#"{"command":"ping","value":999}"#)
+            h.bridge.handle(InboundMessage(topic: "gatt2mqtt/ghost/set", payload: Array(#"{"command":"ping"}"#.utf8)))
+            h.device.notify([0xde, 0xad, 0xbe, 0xef])
+            h.set(#"{"command":"ping","value":3}"#)
+            let r = try await h.responses(4)
+            #expect(r[0]["error"]?["code"] == "invalid_json")
+            #expect(r[1]["error"]?["code"] == "unknown_command")
+            #expect(r[2]["error"]?["code"] == "invalid_value")
+            #expect(r[3]["status"] == "ok")
+            let events = h.mqtt.messages("gatt2mqtt/bridge/event").map(\.text)
+            #expect(events.contains { $0.contains("no device 'ghost'") })
+            #expect(events.contains { $0.contains("deadbeef") })
+            #expect(h.mqtt.messages("gatt2mqtt/ghost/response").isEmpty)
+        }
+    }
+
+    @Test func retainedSetIsIgnored() async throws {
+        let h = try Harness()
+        try await h.running {
+            _ = try await h.mqtt.wait(for: "gatt2mqtt/dev/availability")
+            h.set(#"{"command":"ping","value":1}"#, retain: true)
+            h.set(#"{"command":"ping","value":2}"#)
+            _ = try await h.responses(1)
+            #expect(h.device.writes == [[1, 2]])
+        }
+    }
+
+    @Test func mqtt5ResponseTopicAndCorrelationData() async throws {
+        let h = try Harness()
+        try await h.running {
+            _ = try await h.mqtt.wait(for: "gatt2mqtt/dev/availability")
+            h.set(#"{"command":"ping","value":5}"#, responseTopic: "app/replies", correlation: [9, 9])
+            let r = try await h.mqtt.wait(for: "app/replies")
+            #expect(r[0].correlationData == [9, 9] && r[0].qos == 1 && !r[0].retain)
+            #expect(try JSONValue(parsing: r[0].payload)["status"] == "ok")
+        }
+    }
+
+    @Test func silentDeviceTimesOut() async throws {
+        let h = try Harness(timeout: .milliseconds(100))
+        h.device.setAnswering(false)
+        try await h.running {
+            _ = try await h.mqtt.wait(for: "gatt2mqtt/dev/availability")
+            h.set(#"{"command":"ping","value":5}"#)
+            let r = try await h.responses(1)
+            #expect(r[0]["status"] == "error" && r[0]["error"]?["code"] == "timeout")
+        }
+    }
+
+    @Test func linkDropMidCommandIsInterruptedThenRecovers() async throws {
+        let h = try Harness()
+        h.device.setAnswering(false)
+        try await h.running {
+            _ = try await h.mqtt.wait(for: "gatt2mqtt/dev/availability")
+            h.set(#"{"command":"ping","value":5}"#)
+            while h.device.writes.isEmpty { try await Task.sleep(for: .milliseconds(5)) }
+            h.device.dropLink()
+            let r = try await h.responses(1)
+            #expect(r[0]["error"]?["code"] == "interrupted")
+            let avail = try await h.mqtt.wait(for: "gatt2mqtt/dev/availability", count: 3)
+            #expect(avail.map(\.text) == [#"{"state":"online"}"#, #"{"state":"offline"}"#, #"{"state":"online"}"#])
+            h.device.setAnswering(true)
+            h.set(#"{"command":"ping","value":6}"#)
+            let r2 = try await h.responses(2)
+            #expect(r2[1]["status"] == "ok")
+            #expect(h.device.writes == [[1, 5], [1, 6]], "the interrupted command is not written again")
+        }
+    }
+
+    @Test func statePushesMergeAndGetReads() async throws {
+        let h = try Harness()
+        try await h.running {
+            _ = try await h.mqtt.wait(for: "gatt2mqtt/dev/availability")
+            h.device.notify([2, 84])
+            let s = try await h.mqtt.wait(for: "gatt2mqtt/dev")
+            #expect(s[0].text == #"{"battery":84}"#)
+            h.bridge.handle(InboundMessage(topic: "gatt2mqtt/dev/get", payload: Array(#"{"battery":""}"#.utf8)))
+            let r = try await h.responses(1)
+            #expect(r[0]["status"] == "ok" && r[0]["data"] == ["battery": 42])
+            let s2 = try await h.mqtt.wait(for: "gatt2mqtt/dev", count: 2)
+            #expect(s2[1].text == #"{"battery":42}"#)
+        }
+    }
+
+    @Test func outboxSurvivesRestartAtMostOnce() async throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("gatt2mqtt-core-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let path = dir.appendingPathComponent("s.sqlite").path
+        do {
+            let store = try BridgeStore(path: path)
+            let now = Date()
+            try store.enqueue(OutboxEntry(deviceID: "dev", transaction: #""was-sent""#, command: #"{"command":"ping","value":1}"#,
+                                          status: .sent, createdAt: now, deadline: now.addingTimeInterval(60)))
+            try store.enqueue(OutboxEntry(deviceID: "dev", transaction: #""was-queued""#, command: #"{"command":"ping","value":2}"#,
+                                          createdAt: now, deadline: now.addingTimeInterval(60)))
+        }
+        let h = try Harness(store: try BridgeStore(path: path))
+        try await h.running {
+            let r = try await h.responses(until: { $0["transaction"] == "was-queued" && $0["status"] == "ok" })
+            #expect(r.contains { $0["transaction"] == "was-sent" && $0["error"]?["code"] == "interrupted" })
+            #expect(r.contains { $0["transaction"] == "was-queued" && $0["status"] == "ok" })
+            #expect(h.device.writes == [[1, 2]])
+            #expect(try h.store.pendingCommands().isEmpty)
+        }
+    }
+}
