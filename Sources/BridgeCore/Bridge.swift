@@ -16,6 +16,12 @@ public final class Bridge: Sendable {
     let sessions: [String: DeviceSession]
     let logger: Logger
     let version: String
+    let discovery: HomeAssistantDiscovery?
+
+    /// Every filter the bridge needs to subscribe to.
+    public var subscriptions: [String] {
+        topics.subscriptions + (discovery.map { [$0.statusTopic] } ?? [])
+    }
 
     public init(configuration: Configuration, store: BridgeStore, mqtt: any MQTTPort, central: any BLECentral,
                 drivers: DriverFactory, version: String = "0.1.0", logger: Logger = Logger(label: "gatt2mqtt.bridge"),
@@ -26,6 +32,8 @@ public final class Bridge: Sendable {
         self.mqtt = mqtt
         self.logger = logger
         self.version = version
+        discovery = configuration.homeAssistant.enabled
+            ? HomeAssistantDiscovery(prefix: configuration.homeAssistant.discoveryPrefix, topics: topics, version: version) : nil
         let states = (try? store.states()) ?? [:]
         let output = SessionOutput(topics: topics, mqtt: mqtt, store: store, stateQoS: configuration.mqtt.qos,
                                    retainState: configuration.mqtt.retainState, logger: logger)
@@ -42,6 +50,18 @@ public final class Bridge: Sendable {
     /// Runs until cancelled: announces the bridge, resumes the outbox, runs every device session;
     /// on cancellation publishes `offline` and closes the links.
     public func run() async {
+        let configured = Set(configuration.devices.map(\.id))
+        let gone = ((try? store.devices()) ?? []).filter { !configured.contains($0.id) }
+        if let discovery, !gone.isEmpty {
+            let previous = gone.compactMap { r -> DeviceConfig? in
+                guard let p = DeviceProfile(rawValue: r.profile) else { return nil }
+                var d = DeviceConfig(id: r.id, profile: p)
+                d.address = r.address
+                return d
+            }
+            for m in discovery.removals(previous: previous, current: configuration.devices) { mqtt.send(m) }
+        }
+        for r in gone { try? store.removeDevice(r.id) }
         for device in configuration.devices {
             try? store.upsertDevice(DeviceRecord(id: device.id, address: device.address, profile: device.profile.rawValue, name: device.name))
         }
@@ -73,6 +93,12 @@ public final class Bridge: Sendable {
             return .object(o)
         }
         mqtt.send(OutboundMessage(topic: topics.bridgeDevices, json: .array(devices), qos: 1, retain: true))
+        publishDiscovery()
+    }
+
+    func publishDiscovery() {
+        guard let discovery else { return }
+        for m in discovery.messages(for: configuration.devices) { mqtt.send(m) }
     }
 
     /// The broker came back (the client reconnected): republish retained state.
@@ -111,6 +137,10 @@ public final class Bridge: Sendable {
 
     /// Handles one inbound MQTT message (any thread; returns at once).
     public func handle(_ message: InboundMessage) {
+        if let discovery, message.topic == discovery.statusTopic {
+            if String(decoding: message.payload, as: UTF8.self) == "online" { publishDiscovery() }
+            return
+        }
         guard let route = topics.route(message.topic) else { return }
         switch route {
         case let .set(device):

@@ -209,6 +209,13 @@ public struct BridgeStore: Sendable {
         try read { db in try DeviceRecord.order(Column("id")).fetchAll(db) }
     }
 
+    public func removeDevice(_ id: String) throws(StoreError) {
+        try write { db in
+            _ = try DeviceRecord.deleteOne(db, key: id)
+            try db.execute(sql: "DELETE FROM deviceState WHERE deviceID = ?", arguments: [id])
+        }
+    }
+
     public func markSeen(_ deviceID: String, at date: Date) throws(StoreError) {
         try write { db in
             try db.execute(sql: "UPDATE device SET lastSeen = ? WHERE id = ?", arguments: [date, deviceID])

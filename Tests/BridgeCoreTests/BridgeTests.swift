@@ -23,6 +23,7 @@ import Testing
             d.offlinePolicy = policy
             d.offlineDeadline = deadline
             d.commandTimeout = timeout
+            d.characteristics = [CharacteristicMapping(uuid: "FFF2", codec: .raw, directions: [.notify], topic: "reading")]
             config.devices = [d]
             device.setPresent(present)
             self.store = try store ?? BridgeStore.inMemory()
@@ -243,6 +244,20 @@ import Testing
             #expect(r.contains { $0["transaction"] == "was-queued" && $0["status"] == "ok" })
             #expect(h.device.writes == [[1, 2]])
             #expect(try h.store.pendingCommands().isEmpty)
+        }
+    }
+
+    @Test func homeAssistantRestartResendsDiscovery() async throws {
+        let h = try Harness()
+        #expect(h.bridge.subscriptions.contains("homeassistant/status"))
+        try await h.running {
+            let config = try await h.mqtt.wait(for: "homeassistant/sensor/gatt2mqtt_dev/reading/config")
+            #expect(config[0].retain && config[0].qos == 1)
+            let before = h.mqtt.sent.withLock { $0.filter { $0.topic.hasPrefix("homeassistant/") }.count }
+            h.bridge.handle(InboundMessage(topic: "homeassistant/status", payload: Array("offline".utf8)))
+            h.bridge.handle(InboundMessage(topic: "homeassistant/status", payload: Array("online".utf8)))
+            let after = h.mqtt.sent.withLock { $0.filter { $0.topic.hasPrefix("homeassistant/") }.count }
+            #expect(before == 1 && after == 2)
         }
     }
 }

@@ -1,0 +1,45 @@
+import BinaryCoding
+import BridgeConfig
+import Testing
+@testable import BridgeCore
+
+@Suite struct DiscoveryTests {
+    let ha = HomeAssistantDiscovery(prefix: "homeassistant", topics: Topics(base: "gatt2mqtt"), version: "0.1.0")
+
+    func device(_ id: String, _ p: DeviceProfile, _ addr: String) -> DeviceConfig {
+        var d = DeviceConfig(id: id, profile: p)
+        d.address = addr
+        return d
+    }
+
+    @Test func goproBatteryEntityIsExact() throws {
+        let msgs = ha.messages(for: [device("camera", .gopro, "C0:FF:EE:00:00:01")])
+        let battery = try #require(msgs.first { $0.topic == "homeassistant/sensor/gatt2mqtt_camera/battery/config" })
+        #expect(battery.qos == 1 && battery.retain)
+        let j = try JSONValue(parsing: battery.payload)
+        #expect(j["unique_id"] == "gatt2mqtt_c0ffee000001_battery")
+        #expect(j["state_topic"] == "gatt2mqtt/camera")
+        #expect(j["value_template"] == "{{ value_json.internal_battery_percentage }}")
+        #expect(j["availability_mode"] == "all")
+        #expect(j["availability"] == [["topic": "gatt2mqtt/bridge/state", "value_template": "{{ value_json.state }}"],
+                                      ["topic": "gatt2mqtt/camera/availability", "value_template": "{{ value_json.state }}"]])
+        #expect(j["device"]?["identifiers"] == ["gatt2mqtt_c0ffee000001"])
+        #expect(j["origin"]?["name"] == "gatt2mqtt")
+        let shutter = try #require(msgs.first { $0.topic == "homeassistant/switch/gatt2mqtt_camera/shutter/config" })
+        #expect(try JSONValue(parsing: shutter.payload)["command_topic"] == "gatt2mqtt/camera/set/shutter")
+    }
+
+    @Test func rokidNumbersHaveRanges() throws {
+        let msgs = ha.messages(for: [device("glasses", .rokid, "C0:FF:EE:00:00:02")])
+        let b = try #require(msgs.first { $0.topic == "homeassistant/number/gatt2mqtt_glasses/brightness/config" })
+        let j = try JSONValue(parsing: b.payload)
+        #expect(j["min"] == 0 && j["max"] == 15 && j["command_topic"] == "gatt2mqtt/glasses/set/brightness")
+    }
+
+    @Test func removedDevicesAreClearedWithEmptyRetained() {
+        let old = [device("camera", .gopro, "C0:FF:EE:00:00:01"), device("glasses", .rokid, "C0:FF:EE:00:00:02")]
+        let removals = ha.removals(previous: old, current: [old[0]])
+        #expect(removals.count == 3)
+        #expect(removals.allSatisfy { $0.payload.isEmpty && $0.retain && $0.topic.contains("gatt2mqtt_glasses") })
+    }
+}
