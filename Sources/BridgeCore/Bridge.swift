@@ -35,7 +35,9 @@ public final class Bridge: Sendable {
         discovery = configuration.homeAssistant.enabled
             ? HomeAssistantDiscovery(prefix: configuration.homeAssistant.discoveryPrefix, topics: topics, version: version) : nil
         let states = (try? store.states()) ?? [:]
-        let output = SessionOutput(topics: topics, mqtt: mqtt, store: store, stateQoS: configuration.mqtt.qos,
+        let output = SessionOutput(topics: topics, gate: ConnectGate(),
+                                   history: (configuration.database.historyMaxEvents, configuration.database.historyMaxAge),
+                                   mqtt: mqtt, store: store, stateQoS: configuration.mqtt.qos,
                                    retainState: configuration.mqtt.retainState, logger: logger)
         var sessions: [String: DeviceSession] = [:]
         for device in configuration.devices {
@@ -126,7 +128,8 @@ public final class Bridge: Sendable {
             }
             if entry.status == .sent {
                 if let id = entry.id { try? store.removeCommand(id) }
-                SessionOutput(topics: topics, mqtt: mqtt, store: store, stateQoS: 1, retainState: true, logger: logger)
+                SessionOutput(topics: topics, gate: ConnectGate(), history: (0, .zero), mqtt: mqtt, store: store, stateQoS: 1,
+                              retainState: true, logger: logger)
                     .respond(cmd, device: entry.deviceID, .error,
                              error: CommandError(.interrupted, "the bridge stopped after the command was written (not repeated)"))
             } else {

@@ -34,11 +34,22 @@ struct PendingCommand: Sendable {
 /// What the session tells the rest of the bridge (publishing, persistence).
 struct SessionOutput: Sendable {
     let topics: Topics
+    let gate: ConnectGate
+    let history: (maxEvents: Int, maxAge: Duration)
     let mqtt: any MQTTPort
     let store: BridgeStore
     let stateQoS: Int
     let retainState: Bool
     let logger: Logger
+
+    /// Publishes a bridge event and keeps it in the bounded history.
+    func event(_ kind: String, device: String, _ extra: JSONObject = [:]) {
+        var o: JSONObject = ["type": .string(kind), "device": .string(device)]
+        o.merge(extra)
+        mqtt.send(OutboundMessage(topic: topics.bridgeEvent, json: .object(o), qos: 0, retain: false))
+        try? store.appendEvent(EventRecord(deviceID: device, kind: kind, payload: JSONValue.object(o).jsonText, at: Date()),
+                               maxCount: history.maxEvents, maxAge: history.maxAge)
+    }
 
     func respond(_ cmd: PendingCommand, device: String, _ status: CommandStatus, data: JSONValue? = nil, error: CommandError? = nil) {
         guard !cmd.isInternal else { return }
@@ -129,7 +140,9 @@ actor DeviceSession {
         let notify = driverNotifyCharacteristics
         while !Task.isCancelled {
             do throws(BLEError) {
-                let link = try await central.connect(address: config.address ?? "", notify: notify, timeout: .seconds(30))
+                let link = try await output.gate.withPermit { () async throws(BLEError) -> any BLELink in
+                    try await central.connect(address: config.address ?? "", notify: notify, timeout: .seconds(30))
+                }
                 backoff = reconnectMin
                 sink.yield(.linkUp(link))
                 for await n in link.notifications { sink.yield(.notification(n)) }
@@ -220,8 +233,8 @@ actor DeviceSession {
         }
         if let k = driver.keepAlive { nextKeepAlive = .now + k.interval }
         setAvailable(true)
-        output.mqtt.send(OutboundMessage(topic: output.topics.bridgeEvent,
-                                         json: ["type": "device_connected", "device": .string(id)], qos: 0, retain: false))
+        try? output.store.markSeen(id, at: Date())
+        output.event("device_connected", device: id)
     }
 
     func linkDown(_ reason: String) {
@@ -234,8 +247,7 @@ actor DeviceSession {
             finish(f.command, .error, error: CommandError(.interrupted, "the link to \(id) was lost after the command was written (not repeated)"))
         }
         setAvailable(false)
-        output.mqtt.send(OutboundMessage(topic: output.topics.bridgeEvent,
-                                         json: ["type": "device_disconnected", "device": .string(id), "reason": .string(reason)], qos: 0, retain: false))
+        output.event("device_disconnected", device: id, ["reason": .string(reason)])
     }
 
     func tick() {
@@ -352,8 +364,7 @@ actor DeviceSession {
             case let .characteristic(topic, value):
                 output.mqtt.send(OutboundMessage(topic: output.topics.characteristic(id, topic), json: value, qos: output.stateQoS, retain: false))
             case let .malformed(reason):
-                output.mqtt.send(OutboundMessage(topic: output.topics.bridgeEvent,
-                                                 json: ["type": "device_error", "device": .string(id), "message": .string(reason)], qos: 0, retain: false))
+                output.event("device_error", device: id, ["message": .string(reason)])
             }
         }
         if !changed.isEmpty {

@@ -260,4 +260,28 @@ import Testing
             #expect(before == 1 && after == 2)
         }
     }
+
+    @Test func connectsAreSerialisedPerAdapterAndEventsKept() async throws {
+        var config = Configuration()
+        let addresses = ["C0:FF:EE:00:00:0A", "C0:FF:EE:00:00:0B", "C0:FF:EE:00:00:0C"]
+        config.devices = addresses.enumerated().map { i, a in
+            var d = DeviceConfig(id: "d\(i)", profile: .custom)
+            d.address = a
+            return d
+        }
+        let devices = Dictionary(uniqueKeysWithValues: addresses.map { ($0, FakeDevice()) })
+        let central = FakeCentral(devices, connectDelay: .milliseconds(30))
+        let mqtt = FakeMQTT()
+        let store = try BridgeStore.inMemory()
+        let bridge = try Bridge(configuration: config, store: store, mqtt: mqtt, central: central, drivers: { _ in TestDriver() })
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { await bridge.run() }
+            defer { group.cancelAll() }
+            for i in 0..<3 { _ = try await mqtt.wait(for: "gatt2mqtt/d\(i)/availability") }
+        }
+        #expect(central.concurrency.withLock { $0.max } == 1)
+        let events = try store.recentEvents(limit: 10)
+        #expect(events.filter { $0.kind == "device_connected" }.count == 3)
+        #expect(try store.devices().allSatisfy { $0.lastSeen != nil })
+    }
 }

@@ -66,9 +66,18 @@ final class FakeLink: BLELink {
 
 final class FakeCentral: BLECentral {
     let devices: [String: FakeDevice]
-    init(_ devices: [String: FakeDevice]) { self.devices = devices }
+    let connectDelay: Duration
+    /// (now, maximum) connects in progress at once.
+    let concurrency = Mutex((now: 0, max: 0))
+    init(_ devices: [String: FakeDevice], connectDelay: Duration = .zero) {
+        self.devices = devices
+        self.connectDelay = connectDelay
+    }
 
     func connect(address: String, notify: [CharacteristicID], timeout: Duration) async throws(BLEError) -> any BLELink {
+        concurrency.withLock { $0.now += 1; $0.max = max($0.max, $0.now) }
+        defer { concurrency.withLock { $0.now -= 1 } }
+        if connectDelay > .zero { try? await Task.sleep(for: connectDelay) }
         guard let d = devices[address], d.state.withLock({ $0.present }) else {
             try? await Task.sleep(for: .milliseconds(20))
             throw BLEError(.notFound, "le-connection-abort-by-local")
