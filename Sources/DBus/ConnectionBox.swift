@@ -94,8 +94,18 @@ final class ConnectionBox: @unchecked Sendable {
         if wakeWrite >= 0 { close(wakeWrite) }
     }
 
-    /// Opens, registers and starts a connection (blocking; runs on a connect thread).
-    static func open(_ bus: DBusBus) -> Result<DBusConnection, DBusError> {
+    /// A started connection; `uniqueName` is `nil` until `Hello` has been answered.
+    struct Opened: Sendable {
+        let box: ConnectionBox
+        let uniqueName: String?
+    }
+
+    /// Opens and starts a connection (blocking; runs on a connect thread).
+    ///
+    /// For an address, `Hello` is left to the caller (sent through the dispatch thread with a
+    /// timeout) rather than `dbus_bus_register`, which holds a process-wide libdbus lock while it
+    /// blocks: one mute server would stall every other connect in the process.
+    static func open(_ bus: DBusBus) -> Result<Opened, DBusError> {
         var err = CDBus.DBusError()
         dbus_error_init(&err)
         let raw: OpaquePointer?
@@ -106,18 +116,11 @@ final class ConnectionBox: @unchecked Sendable {
         case let .address(address):
             guard !address.utf8.contains(0) else { return .failure(.invalidArgument("address contains NUL")) }
             raw = address.withCString { dbus_connection_open_private($0, &err) }
-            guard let raw else { return .failure(LibDBus.take(&err)) }
-            dbus_connection_set_exit_on_disconnect(raw, 0)
-            if dbus_bus_register(raw, &err) == 0 {
-                let e = LibDBus.take(&err)
-                dbus_connection_close(raw)
-                dbus_connection_unref(raw)
-                return .failure(e)
-            }
+            if raw == nil { return .failure(LibDBus.take(&err)) }
         }
         guard let raw else { return .failure(.connectionFailed(name: "", message: "no connection")) }
         dbus_connection_set_exit_on_disconnect(raw, 0)
-        let unique = dbus_bus_get_unique_name(raw).map { String(cString: $0) } ?? ""
+        let unique = dbus_bus_get_unique_name(raw).map { String(cString: $0) }
         let box = ConnectionBox(raw: raw)
         guard box.wakeRead >= 0, box.install() else {
             dbus_connection_close(raw)
@@ -127,7 +130,7 @@ final class ConnectionBox: @unchecked Sendable {
         let thread = Thread { box.runLoop() }
         thread.name = "dbus-dispatch"
         thread.start()
-        return .success(DBusConnection(box: box, uniqueName: unique))
+        return .success(Opened(box: box, uniqueName: unique))
     }
 
     // MARK: libdbus integration

@@ -16,33 +16,8 @@ extension DBusConnection {
         destination: String?, path: DBusObjectPath, interface: String?, method: String,
         arguments: [DBusValue] = [], timeout: Duration = DBusConnection.defaultTimeout
     ) async throws(DBusError) -> DBusMessage {
-        let msg = try MessageBuilder.methodCall(destination: destination, path: path, interface: interface,
-                                                member: method, arguments: arguments)
-        let ms = Int(max(1, min(timeout.milliseconds, Int64(Int32.max - 1))))
-        let name = (interface.map { $0 + "." } ?? "") + method
-        let b = box
-        let pending = b.state.withLock { s -> PendingBox? in
-            guard !s.closed else { return nil }
-            let p = PendingBox(id: s.makeID(), method: name, timeoutMs: ms, connection: b)
-            s.pendingBoxes[p.id] = p
-            return p
-        }
-        guard let pending else {
-            dbus_message_unref(msg)
-            throw .disconnected
-        }
-        guard b.enqueue(.call(ConnectionBox.Handle(msg), timeoutMs: Int32(ms), pending)) else {
-            dbus_message_unref(msg)
-            b.state.withLock { _ = $0.pendingBoxes.removeValue(forKey: pending.id) }
-            throw .disconnected
-        }
-        let result = await withTaskCancellationHandler {
-            await withCheckedContinuation { pending.attach($0) }
-        } onCancel: {
-            pending.resolve(.failure(.cancelled))
-            _ = b.enqueue(.cancel(pending.id))
-        }
-        return try result.get()
+        try await box.call(destination: destination, path: path, interface: interface, method: method,
+                           arguments: arguments, timeout: timeout)
     }
 
     /// Sends a method call without waiting for (or wanting) a reply.
@@ -120,4 +95,44 @@ extension DBusConnection {
         try await call(destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
                        interface: "org.freedesktop.DBus", method: method, arguments: args, timeout: timeout)
     }
+}
+
+extension ConnectionBox {
+    func call(
+        destination: String?, path: DBusObjectPath, interface: String?, method: String,
+        arguments: [DBusValue], timeout: Duration
+    ) async throws(DBusError) -> DBusMessage {
+        let msg = try MessageBuilder.methodCall(destination: destination, path: path, interface: interface,
+                                                member: method, arguments: arguments)
+        if dbus_message_contains_unix_fds(msg) != 0, dbus_connection_can_send_type(raw, TypeCode.unixFD) == 0 {
+            dbus_message_unref(msg)
+            throw .invalidArgument("this connection cannot pass unix fds")
+        }
+        let ms = Int(max(1, min(timeout.milliseconds, Int64(Int32.max - 1))))
+        let name = (interface.map { $0 + "." } ?? "") + method
+        let b = self
+        let pending = b.state.withLock { s -> PendingBox? in
+            guard !s.closed else { return nil }
+            let p = PendingBox(id: s.makeID(), method: name, timeoutMs: ms, connection: b)
+            s.pendingBoxes[p.id] = p
+            return p
+        }
+        guard let pending else {
+            dbus_message_unref(msg)
+            throw .disconnected
+        }
+        guard b.enqueue(.call(ConnectionBox.Handle(msg), timeoutMs: Int32(ms), pending)) else {
+            dbus_message_unref(msg)
+            b.state.withLock { _ = $0.pendingBoxes.removeValue(forKey: pending.id) }
+            throw .disconnected
+        }
+        let result = await withTaskCancellationHandler {
+            await withCheckedContinuation { pending.attach($0) }
+        } onCancel: {
+            pending.resolve(.failure(.cancelled))
+            _ = b.enqueue(.cancel(pending.id))
+        }
+        return try result.get()
+    }
+
 }

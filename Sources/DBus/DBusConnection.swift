@@ -35,13 +35,14 @@ public final class DBusConnection: Sendable {
     deinit { box.requestStop() }
 
     /// Opens a private connection to `bus`, registers with it (`Hello`) and starts the dispatch
-    /// thread. The blocking libdbus connect runs on its own thread; if it takes longer than
-    /// `timeout` the caller gets ``DBusError/timeout(method:milliseconds:)`` (and a late
+    /// thread. The blocking libdbus connect runs on its own thread; if it (or `Hello`) takes longer
+    /// than `timeout` the caller gets ``DBusError/timeout(method:milliseconds:)`` (and a late
     /// connection is closed).
     public static func connect(_ bus: DBusBus, timeout: Duration = .seconds(25)) async throws(DBusError)
         -> DBusConnection
     {
         LibDBus.initialiseThreads()
+        let started = ContinuousClock.now
         let once = ConnectOnce()
         let ms = Int(timeout.milliseconds)
         let timer = Task {
@@ -53,13 +54,24 @@ public final class DBusConnection: Sendable {
             let outcome = ConnectionBox.open(bus)
             if !once.resume(with: outcome) {
                 // The caller gave up (timeout): this connection is not wanted.
-                if case let .success(connection) = outcome { connection.close() }
+                if case let .success(opened) = outcome { opened.box.requestStop() }
             }
         }
         thread.name = "dbus-connect"
         thread.start()
-        let result: Result<DBusConnection, DBusError> = await withCheckedContinuation { once.set($0) }
-        return try result.get()
+        let result: Result<ConnectionBox.Opened, DBusError> = await withCheckedContinuation { once.set($0) }
+        let opened = try result.get()
+        if let unique = opened.uniqueName { return DBusConnection(box: opened.box, uniqueName: unique) }
+        do {
+            let left = timeout - (ContinuousClock.now - started)
+            let hello = try await opened.box.call(
+                destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus",
+                method: "Hello", arguments: [], timeout: max(left, .milliseconds(1)))
+            return DBusConnection(box: opened.box, uniqueName: try hello.decode(0))
+        } catch {
+            opened.box.requestStop()
+            throw error
+        }
     }
 
     /// Runs `body` with a new connection and closes it afterwards, also when `body` throws.
@@ -83,14 +95,14 @@ public final class DBusConnection: Sendable {
 /// One-shot bridge for `connect`: whichever of result and timeout comes first wins.
 private final class ConnectOnce: Sendable {
     private struct State {
-        var continuation: CheckedContinuation<Result<DBusConnection, DBusError>, Never>?
-        var result: Result<DBusConnection, DBusError>?
+        var continuation: CheckedContinuation<Result<ConnectionBox.Opened, DBusError>, Never>?
+        var result: Result<ConnectionBox.Opened, DBusError>?
         var done = false
     }
     private let state = Mutex(State())
 
-    func set(_ c: CheckedContinuation<Result<DBusConnection, DBusError>, Never>) {
-        let ready: Result<DBusConnection, DBusError>? = state.withLock { s in
+    func set(_ c: CheckedContinuation<Result<ConnectionBox.Opened, DBusError>, Never>) {
+        let ready: Result<ConnectionBox.Opened, DBusError>? = state.withLock { s in
             if let r = s.result { s.result = nil; return r }
             s.continuation = c
             return nil
@@ -99,8 +111,8 @@ private final class ConnectOnce: Sendable {
     }
 
     /// Returns whether `r` is the outcome the caller gets.
-    func resume(with r: Result<DBusConnection, DBusError>) -> Bool {
-        let (won, c): (Bool, CheckedContinuation<Result<DBusConnection, DBusError>, Never>?) = state.withLock { s in
+    func resume(with r: Result<ConnectionBox.Opened, DBusError>) -> Bool {
+        let (won, c): (Bool, CheckedContinuation<Result<ConnectionBox.Opened, DBusError>, Never>?) = state.withLock { s in
             guard !s.done else { return (false, nil) }
             s.done = true
             if let c = s.continuation { s.continuation = nil; return (true, c) }

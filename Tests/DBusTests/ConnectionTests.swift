@@ -326,3 +326,37 @@ import Testing
         }
     }
 }
+
+@Suite(.timeLimit(.minutes(1))) struct ConnectTimeoutTests {
+    /// A socket that accepts connections but never speaks: connect must give up at its timeout.
+    @Test func unresponsiveServerTimesOut() async throws {
+        let path = "/tmp/gatt2mqtt-dbus-mute-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        #expect(fd >= 0)
+        defer {
+            close(fd)
+            unlink(path)
+        }
+        var addr = sockaddr_un()
+        addr.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &addr.sun_path) { buf in
+            for (i, b) in path.utf8.enumerated() { buf[i] = b }
+        }
+        let bound = withUnsafePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        #expect(bound == 0)
+        #expect(listen(fd, 4) == 0)
+        let start = ContinuousClock.now
+        do {
+            _ = try await DBusConnection.connect(.address("unix:path=\(path)"), timeout: .milliseconds(300))
+            Issue.record("connected to a mute server")
+        } catch {
+            guard case .timeout = error else {
+                Issue.record("\(error)")
+                return
+            }
+        }
+        #expect(ContinuousClock.now - start < .seconds(3))
+    }
+}
