@@ -193,15 +193,20 @@ extension ConnectionBox {
             }
             if let objects { reply(m, [objects]) } else { unknownMethod(m) }
         default:
-            let found = state.withLock { s -> (method: DBusMethod?, objectExists: Bool) in
-                guard let list = s.registry.objects[path] else { return (nil, false) }
+            let found = state.withLock { s -> (method: DBusMethod?, objectExists: Bool, interfaces: [String]) in
+                guard let list = s.registry.objects[path] else { return (nil, false, []) }
                 let ifaces = list.filter { m.interface == nil || $0.name == m.interface }
-                return (ifaces.lazy.compactMap { $0.methods.first { $0.name == member } }.first, true)
+                return (ifaces.lazy.compactMap { $0.methods.first { $0.name == member } }.first, true, list.map(\.name))
             }
             guard found.objectExists else {
                 return replyError(m, DBusErrorName.unknownObject, "No such object path '\(path)'")
             }
-            guard let method = found.method else { return unknownMethod(m) }
+            guard let method = found.method else {
+                if let name = m.interface, !found.interfaces.contains(name) {
+                    return replyError(m, DBusErrorName.unknownInterface, "No such interface '\(name)' at object path '\(path)'")
+                }
+                return unknownMethod(m)
+            }
             let expected = method.inArguments.map(\.type.signature).joined()
             guard m.signature == expected else {
                 return replyError(m, DBusErrorName.invalidArgs,
@@ -210,7 +215,7 @@ extension ConnectionBox {
             let outSignature = method.outArguments.map(\.type.signature).joined()
             let call = DBusMethodCall(message: m)
             let handler = method.handler
-            Task {
+            runInOrder(on: path) {
                 do {
                     let values = try await handler(call)
                     let got = values.map(\.signature).joined()
@@ -223,6 +228,24 @@ extension ConnectionBox {
                     self.replyError(m, error)
                 }
             }
+        }
+    }
+
+    /// Runs a handler after every earlier handler for the same object path has finished, so one
+    /// object sees its calls one at a time in arrival order (as bluetoothd serves them); calls
+    /// to different paths run concurrently. Built-in Get/GetAll/Introspect answer at once.
+    private func runInOrder(on path: DBusObjectPath, _ body: @escaping @Sendable () async -> Void) {
+        state.withLock { s in
+            let previous = s.handlerChains[path]?.task
+            let id = s.makeID()
+            let task = Task {
+                await previous?.value
+                await body()
+                self.state.withLock { s in
+                    if s.handlerChains[path]?.id == id { s.handlerChains[path] = nil }
+                }
+            }
+            s.handlerChains[path] = (id, task)
         }
     }
 
@@ -268,7 +291,7 @@ extension ConnectionBox {
             }
             let onSet = p.onSet
             let ifaceName = iface.name
-            Task {
+            runInOrder(on: path) {
                 do {
                     let stored = try await onSet?(newValue) ?? newValue
                     guard stored.type == p.type else {

@@ -50,10 +50,7 @@ extension DBusConnection {
     }
 }
 
-func ownerRule(_ name: String) -> String {
-    DBusMatchRule(sender: "org.freedesktop.DBus", interface: "org.freedesktop.DBus", member: "NameOwnerChanged",
-                  path: "/org/freedesktop/DBus", arguments: [0: name]).ruleString
-}
+func ownerRule(_ name: String) -> String { DBusMatchRule.nameOwnerChanged(name).ruleString }
 
 extension ConnectionBox {
     /// Removes a subscription (idempotent): ends its stream and sends `RemoveMatch`.

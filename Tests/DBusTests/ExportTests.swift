@@ -226,3 +226,60 @@ import Testing
         }
     }
 }
+
+@Suite(.timeLimit(.minutes(1))) struct ClientHelperTests {
+    @Test func standardInterfaceHelpers() async throws {
+        try await withBus { bus in
+            let server = try await EchoServer.start(bus)
+            defer { server.close() }
+            try server.addObjectManager(at: .root)
+            let client = try await bus.connect()
+            defer { client.close() }
+            #expect(try await client.getProperty(destination: EchoServer.name, path: EchoServer.path,
+                                                 interface: EchoServer.interface, name: "Name") == .string("echo"))
+            try await client.setProperty(destination: EchoServer.name, path: EchoServer.path,
+                                         interface: EchoServer.interface, name: "Count", value: .uint32(9))
+            let all = try await client.getAllProperties(destination: EchoServer.name, path: EchoServer.path,
+                                                        interface: EchoServer.interface)
+            #expect(all["Count"] == .uint32(9))
+            let objects = try await client.managedObjects(destination: EchoServer.name)
+            #expect(objects[EchoServer.path]?[EchoServer.interface]?["Count"] == .uint32(9))
+            #expect(try await client.introspect(destination: EchoServer.name, path: "/").contains("<node name=\"org\"/>"))
+            do {
+                _ = try await client.call(destination: EchoServer.name, path: EchoServer.path,
+                                          interface: "org.example.Missing", method: "Echo")
+                Issue.record("no error")
+            } catch {
+                #expect((error as? DBusError)?.remoteName == DBusErrorName.unknownInterface)
+            }
+        }
+    }
+
+    /// Calls to one object are handled one at a time in arrival order, as bluetoothd does.
+    @Test func handlersForOnePathRunInArrivalOrder() async throws {
+        try await withBus { bus in
+            let server = try await EchoServer.start(bus)
+            defer { server.close() }
+            let client = try await bus.connect()
+            defer { client.close() }
+            let order = OrderLog()
+            async let slow: Void = {
+                _ = try? await client.echo("Sleep", [.uint32(300)])
+                order.append("sleep")
+            }()
+            try await Task.sleep(for: .milliseconds(50))
+            _ = try await client.echo("Upper", [.string("a"), .int32(1)])
+            order.append("upper")
+            await slow
+            #expect(order.entries == ["sleep", "upper"])
+        }
+    }
+}
+
+import Synchronization
+
+final class OrderLog: Sendable {
+    private let log = Mutex<[String]>([])
+    func append(_ s: String) { log.withLock { $0.append(s) } }
+    var entries: [String] { log.withLock { $0 } }
+}
