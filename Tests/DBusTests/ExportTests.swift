@@ -192,9 +192,9 @@ import Testing
         }
     }
 
-    /// gdbus (GLib) as a second independent client: typed call, introspection, error names.
-    @Test(.enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/gdbus")))
-    func crossCheckWithGDBus() async throws {
+    /// gdbus (GLib, Debian package libglib2.0-bin from scripts/setup) as a second independent
+    /// client: typed call, introspection, error names.
+    @Test func crossCheckWithGDBus() async throws {
         try await withBus { bus in
             let server = try await EchoServer.start(bus)
             defer { server.close() }
