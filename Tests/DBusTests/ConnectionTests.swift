@@ -360,3 +360,43 @@ import Testing
         #expect(ContinuousClock.now - start < .seconds(3))
     }
 }
+
+@Suite(.timeLimit(.minutes(1))) struct LifetimeTests {
+    /// After close, libdbus' free function releases the filter's retain of the box exactly once:
+    /// the box is freed (a missing release would leak it, a double one would crash).
+    @Test func closedConnectionReleasesItsBox() async throws {
+        try await withBus { bus in
+            weak var weakBox: ConnectionBox?
+            do {
+                let c = try await bus.connect()
+                weakBox = c.box
+                _ = try await c.nameOwner("org.freedesktop.DBus")
+                let s = try await c.signals(matching: DBusMatchRule(member: "Nothing"))
+                _ = s
+                c.close()
+            }
+            let deadline = ContinuousClock.now + .seconds(3)
+            while weakBox != nil, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
+            #expect(weakBox == nil)
+        }
+    }
+
+    /// Dropping the last reference closes the connection: the bus sees its name go.
+    @Test func droppedConnectionCloses() async throws {
+        try await withBus { bus in
+            let watcher = try await bus.connect()
+            defer { watcher.close() }
+            do {
+                let c = try await bus.connect()
+                #expect(try await c.requestName("org.example.Dropped") == .primaryOwner)
+            }
+            var owner: String? = "?"
+            let deadline = ContinuousClock.now + .seconds(3)
+            while owner != nil, ContinuousClock.now < deadline {
+                owner = try await watcher.nameOwner("org.example.Dropped")
+                if owner != nil { try await Task.sleep(for: .milliseconds(20)) }
+            }
+            #expect(owner == nil)
+        }
+    }
+}
