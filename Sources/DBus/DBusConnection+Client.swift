@@ -58,3 +58,71 @@ extension DBusMatchRule {
                       path: "/org/freedesktop/DBus", arguments: [0: name])
     }
 }
+
+/// One object of a remote service (destination + path), e.g. a BlueZ characteristic: method
+/// calls, properties and its `PropertiesChanged` signals without repeating the addressing
+/// (spec/bluez.md, "Objects a client sees").
+public struct DBusRemoteObject: Sendable {
+    public let connection: DBusConnection
+    public let destination: String
+    public let path: DBusObjectPath
+
+    public init(connection: DBusConnection, destination: String, path: DBusObjectPath) {
+        self.connection = connection
+        self.destination = destination
+        self.path = path
+    }
+
+    /// Calls `interface.method` on this object (see ``DBusConnection/call(destination:path:interface:method:arguments:timeout:)``).
+    public func call(_ interface: String, _ method: String, _ arguments: [DBusValue] = [],
+                     timeout: Duration = DBusConnection.defaultTimeout) async throws(DBusError) -> DBusMessage
+    {
+        try await connection.call(destination: destination, path: path, interface: interface, method: method,
+                                  arguments: arguments, timeout: timeout)
+    }
+
+    /// Calls and decodes the first reply argument as `T`.
+    public func call<T: DBusRepresentable>(_ interface: String, _ method: String, _ arguments: [DBusValue] = [],
+                                           returning: T.Type, timeout: Duration = DBusConnection.defaultTimeout)
+        async throws(DBusError) -> T
+    {
+        try await call(interface, method, arguments, timeout: timeout).decode(0, as: T.self)
+    }
+
+    /// One property (variant unwrapped).
+    public func property(_ interface: String, _ name: String,
+                         timeout: Duration = DBusConnection.defaultTimeout) async throws(DBusError) -> DBusValue
+    {
+        try await connection.getProperty(destination: destination, path: path, interface: interface, name: name,
+                                         timeout: timeout)
+    }
+
+    /// All readable properties of `interface`.
+    public func properties(_ interface: String,
+                           timeout: Duration = DBusConnection.defaultTimeout) async throws(DBusError) -> [String: DBusValue]
+    {
+        try await connection.getAllProperties(destination: destination, path: path, interface: interface,
+                                              timeout: timeout)
+    }
+
+    /// Sets a property.
+    public func setProperty(_ interface: String, _ name: String, _ value: DBusValue,
+                            timeout: Duration = DBusConnection.defaultTimeout) async throws(DBusError)
+    {
+        try await connection.setProperty(destination: destination, path: path, interface: interface, name: name,
+                                         value: value, timeout: timeout)
+    }
+
+    /// `PropertiesChanged` of this object (for `interface` only, if given), subscribed before
+    /// this returns.
+    public func propertiesChanged(interface: String? = nil) async throws(DBusError) -> DBusSignalStream {
+        try await connection.signals(matching: .propertiesChanged(sender: destination, path: path, interface: interface))
+    }
+}
+
+extension DBusConnection {
+    /// A handle on `path` at `destination`.
+    public func object(_ destination: String, _ path: DBusObjectPath) -> DBusRemoteObject {
+        DBusRemoteObject(connection: self, destination: destination, path: path)
+    }
+}

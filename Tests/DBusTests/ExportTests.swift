@@ -255,6 +255,23 @@ import Testing
         }
     }
 
+    @Test func remoteObjectHandle() async throws {
+        try await withBus { bus in
+            let server = try await EchoServer.start(bus)
+            defer { server.close() }
+            let client = try await bus.connect()
+            defer { client.close() }
+            let echo = client.object(EchoServer.name, EchoServer.path)
+            let changes = SignalCollector(try await echo.propertiesChanged(interface: EchoServer.interface))
+            #expect(try await echo.call(EchoServer.interface, "Upper", [.string("ab"), .int32(2)], returning: String.self) == "AB")
+            #expect(try await echo.property(EchoServer.interface, "Name") == .string("echo"))
+            try await echo.setProperty(EchoServer.interface, "Powered", .boolean(true))
+            #expect(try await echo.properties(EchoServer.interface)["Powered"] == .boolean(true))
+            let got = await changes.wait(count: 1)
+            #expect(try got.first?.decode(1, as: [String: DBusValue].self) == ["Powered": .boolean(true)])
+        }
+    }
+
     /// Calls to one object are handled one at a time in arrival order, as bluetoothd does.
     @Test func handlersForOnePathRunInArrivalOrder() async throws {
         try await withBus { bus in
