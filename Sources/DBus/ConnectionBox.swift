@@ -406,6 +406,13 @@ final class ConnectionBox: @unchecked Sendable {
 
     private func teardown() {
         markClosed()
+        // Let what was already sent (signals, replies) leave before closing, for at most 500 ms.
+        let flushDeadline = ContinuousClock.now + .milliseconds(500)
+        while dbus_connection_get_is_connected(raw) != 0, dbus_connection_has_messages_to_send(raw) != 0,
+              ContinuousClock.now < flushDeadline
+        {
+            _ = dbus_connection_read_write(raw, 50)
+        }
         dbus_connection_close(raw)
         while dbus_connection_dispatch(raw) == DBUS_DISPATCH_DATA_REMAINS {}
         let (queue, boxes, calls) = state.withLock { s in

@@ -400,3 +400,22 @@ import Testing
         }
     }
 }
+
+@Suite(.timeLimit(.minutes(1))) struct FlushTests {
+    /// Signals emitted just before close() still reach subscribers.
+    @Test func signalsEmittedBeforeCloseAreDelivered() async throws {
+        try await withBus { bus in
+            let client = try await bus.connect()
+            defer { client.close() }
+            let server = try await bus.connect()
+            let got = SignalCollector(try await client.signals(matching: DBusMatchRule(sender: server.uniqueName,
+                                                                                         interface: "org.example.Last")))
+            for i in 0..<50 {
+                try server.emitSignal(path: "/", interface: "org.example.Last", member: "Bye",
+                                      arguments: [.bytes([UInt8](repeating: UInt8(i), count: 4096))])
+            }
+            server.close()
+            #expect(await got.wait(count: 50).count == 50)
+        }
+    }
+}
