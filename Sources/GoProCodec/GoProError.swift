@@ -26,7 +26,7 @@ public enum GoProError: Error, Sendable, Equatable, CustomStringConvertible {
 
     // MARK: Messages (§4)
 
-    /// The message ends before a field it announces: `needed` more bytes at `offset`.
+    /// The message ends before a field it announces; `offset` is where the missing bytes were due.
     case truncated(reason: String, offset: Int)
     /// The bytes at `offset` cannot be what the spec allows.
     case malformed(reason: String, offset: Int)

@@ -96,7 +96,7 @@ extension GoProResponse {
         let ssid = try lengthPrefixed(&r)
         let mac = try lengthPrefixed(&r)
         var o = JSONObject()
-        o["model_number"] = GoProValueDecoding.unsigned(number).map { .uint($0) } ?? .string(Hex.encode(number))
+        o["model_number"] = GoProValueDecoding.unsigned(number).map { GoProValue.integer($0).json } ?? .string(Hex.encode(number))
         o["model_name"] = .string(String(decoding: name, as: UTF8.self))
         o["firmware_version"] = .string(String(decoding: firmware, as: UTF8.self))
         o["serial_number"] = .string(String(decoding: serial, as: UTF8.self))

@@ -24,21 +24,21 @@ func goproBenchmarks() {
     bench("GoPro reassemble+decode status 391B/20 packets") {
         var assembler = GoProAssembler()
         for p in packets {
-            if let m = try assembler.append(p) { blackHole(try GoProResponse(decoding: m, on: .queryResponse)) }
+            if let m = try! assembler.append(p) { blackHole(try! GoProResponse(decoding: m, on: .queryResponse)) }
         }
     }
     bench("GoPro reassemble+decode+named values (JSON)") {
         var assembler = GoProAssembler()
         for p in packets {
-            if let m = try assembler.append(p) { blackHole(try GoProResponse(decoding: m, on: .queryResponse).json) }
+            if let m = try! assembler.append(p) { blackHole(try! GoProResponse(decoding: m, on: .queryResponse).json) }
         }
     }
     let thousand = (0..<1000).map { UInt8(truncatingIfNeeded: $0) }
     bench("GoPro packetize 1000 bytes") {
-        blackHole(try GoProPacketizer.packetize(thousand))
+        blackHole(try! GoProPacketizer.packetize(thousand))
     }
     let shutter = GoProRequest.command(.setShutter, parameters: [[1]])
     bench("GoPro encode set_shutter request + packets") {
-        blackHole(try shutter.packets())
+        blackHole(try! shutter.packets())
     }
 }
