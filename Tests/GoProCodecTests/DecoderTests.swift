@@ -180,3 +180,24 @@ import Testing
         #expect(throws: GoProError.self) { try request(#"{"query":"status_value_push"}"#) }
     }
 }
+
+@Suite struct OutcomeTests {
+    func outcome(_ hex: String, _ c: GoProCharacteristic) throws -> GoProOutcome? {
+        try GoProResponse(decoding: Hex.decode(hex), on: c).outcome
+    }
+
+    @Test func statusBytesAndResultsMapToStableCodes() throws {
+        #expect(try outcome("0100", .commandResponse) == .success)
+        #expect(try outcome("0101", .commandResponse) == .failure(code: "error"))
+        #expect(try outcome("0202", .settingsResponse) == .failure(code: "invalid_parameter"))
+        #expect(try outcome("0207", .settingsResponse) == .failure(code: "reserved_status_7"))
+        #expect(try outcome("13000a0101", .queryResponse) == .success)
+        #expect(try outcome("93000a0101", .queryResponse) == nil)
+        #expect(try outcome("f1e90801", .commandResponse) == .success)
+        #expect(try outcome("f1eb0803", .commandResponse) == .failure(code: "not_supported"))
+        #expect(try outcome("f1e90802", .commandResponse) == .failure(code: "ill_formed"))
+        #expect(try outcome("f502", .queryResponse) == .failure(code: "unsupported_protobuf"))
+        #expect(try outcome("f5f20a00", .queryResponse) == .success)
+        #expect(try outcome("f5f30a00", .queryResponse) == nil)
+    }
+}
