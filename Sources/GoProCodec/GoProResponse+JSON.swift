@@ -120,12 +120,17 @@ extension GoProValue {
 }
 
 extension GoProQueryResponse {
-    /// The element values keyed by status/setting name (§11, appendix), in first-seen order.
-    /// Capability lists (0x32, 0x62, 0xA2) give an array per setting. Ids the tables lack are
-    /// kept as `status_<id>` / `setting_<id>` with the value in hex.
-    public var namedValues: JSONObject {
-        guard let q = query else { return JSONObject() }
-        var o = JSONObject()
+    /// The element values keyed by status/setting name (§11, appendix), in first-seen order,
+    /// without building a `JSONObject` (linear; what the bridge merges into device state).
+    /// Capability lists (0x32, 0x62, 0xA2) give an array per setting; a repeated id in other
+    /// queries keeps the last value. Ids the tables lack are kept as `status_<id>` /
+    /// `setting_<id>` with the value in hex.
+    public var namedEntries: [(name: String, value: JSONValue)] {
+        guard let q = query else { return [] }
+        var out = [(name: String, value: JSONValue)]()
+        out.reserveCapacity(entries.count)
+        // The key is a function of the element id, so the id indexes the first occurrence.
+        var index = [Int](repeating: -1, count: 256)
         for entry in entries {
             let key: String
             if q.carriesStatuses {
@@ -134,25 +139,37 @@ extension GoProQueryResponse {
                 key = GoProSetting.setting(id: entry.id)?.name ?? "setting_\(entry.id)"
             }
             let value = decodedValue(of: entry)?.json ?? .string(Hex.encode(self.value(of: entry)))
-            if q.carriesCapabilities {
-                var list = o[key]?.arrayValue ?? []
-                list.append(value)
-                o[key] = .array(list)
+            let i = index[Int(entry.id)]
+            if i >= 0 {
+                if q.carriesCapabilities, case var .array(list) = out[i].value {
+                    list.append(value)
+                    out[i].value = .array(list)
+                } else {
+                    out[i].value = value
+                }
             } else {
-                o[key] = value
+                index[Int(entry.id)] = out.count
+                out.append((key, q.carriesCapabilities ? .array([value]) : value))
             }
         }
-        return o
+        return out
     }
+
+    /// `namedEntries` as a JSON object.
+    public var namedValues: JSONObject { JSONObject(namedEntries.map { (key: $0.name, value: $0.value) }) }
 
     /// The JSON form: `id`, `status`, `name`, `entries` and the named values.
     public var json: JSONObject {
-        var o: JSONObject = ["id": .int(Int64(queryID)), "status": .int(Int64(status))]
-        o["name"] = .string(query?.name ?? "query_\(queryID)")
-        o["entries"] = .array(entries.map { e in
-            .object(["id": .int(Int64(e.id)), "value": .string(Hex.encode(value(of: e)))])
-        })
-        for (k, v) in namedValues where o[k] == nil { o[k] = v }
-        return o
+        var members: [(key: String, value: JSONValue)] = [
+            ("id", .int(Int64(queryID))), ("status", .int(Int64(status))),
+            ("name", .string(query?.name ?? "query_\(queryID)")),
+            ("entries", .array(entries.map { e in
+                .object(["id": .int(Int64(e.id)), "value": .string(Hex.encode(value(of: e)))])
+            })),
+        ]
+        for (k, v) in namedEntries where k != "id" && k != "status" && k != "name" && k != "entries" {
+            members.append((k, v))
+        }
+        return JSONObject(members)
     }
 }

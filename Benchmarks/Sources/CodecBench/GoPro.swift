@@ -33,6 +33,14 @@ func goproBenchmarks() {
             if let m = try! assembler.append(p) { blackHole(try! GoProResponse(decoding: m, on: .queryResponse).json) }
         }
     }
+    bench("GoPro reassemble+decode+namedEntries") {
+        var assembler = GoProAssembler()
+        for p in packets {
+            if let m = try! assembler.append(p), case let .query(q) = try! GoProResponse(decoding: m, on: .queryResponse) {
+                blackHole(q.namedEntries)
+            }
+        }
+    }
     let thousand = (0..<1000).map { UInt8(truncatingIfNeeded: $0) }
     bench("GoPro packetize 1000 bytes") {
         blackHole(try! GoProPacketizer.packetize(thousand))
