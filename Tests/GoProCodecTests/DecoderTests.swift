@@ -201,3 +201,22 @@ import Testing
         #expect(try outcome("f5f30a00", .queryResponse) == nil)
     }
 }
+
+@Suite struct NamedEntriesTests {
+    @Test func repeatedIdsKeepTheLastValueOrCollectCapabilities() throws {
+        guard case let .query(q) = try GoProResponse(decoding: Hex.decode("120002010102010402fa0100"), on: .queryResponse) else {
+            Issue.record("not a query"); return
+        }
+        let named = q.namedEntries
+        #expect(named.map(\.name) == ["video_resolution", "setting_250"])
+        #expect(named[0].value == "2.7K")
+        #expect(named[1].value == "00")
+        guard case let .query(c) = try GoProResponse(decoding: Hex.decode("a20002010102010403010a"), on: .queryResponse) else {
+            Issue.record("not a query"); return
+        }
+        #expect(c.namedEntries.map(\.name) == ["video_resolution", "frames_per_second"])
+        #expect(c.namedEntries[0].value == ["4K", "2.7K"])
+        #expect(c.namedEntries[1].value == ["24.0"])
+        #expect(c.namedValues["frames_per_second"] == ["24.0"])
+    }
+}
