@@ -204,7 +204,7 @@ import Testing
 
 @Suite struct NamedEntriesTests {
     @Test func repeatedIdsKeepTheLastValueOrCollectCapabilities() throws {
-        guard case let .query(q) = try GoProResponse(decoding: Hex.decode("120002010102010402fa0100"), on: .queryResponse) else {
+        guard case let .query(q) = try GoProResponse(decoding: Hex.decode("1200020101020104fa0100"), on: .queryResponse) else {
             Issue.record("not a query"); return
         }
         let named = q.namedEntries
