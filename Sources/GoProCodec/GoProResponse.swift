@@ -125,7 +125,9 @@ public enum GoProResponse: Sendable {
             throw .truncated(reason: "need a status or action byte after id 0x\(GoProError.hex(message[0]))", offset: 1)
         }
         let b0 = message[0], b1 = message[1]
-        if let name = GoProProtobufOperation.receivedMessage(feature: b0, action: b1, on: characteristic) {
+        // Only the §7 feature ids can start a protobuf message; skip the table lookup otherwise.
+        let knownFeature = b0 == 0x02 || b0 == 0x03 || b0 == 0xF1 || b0 == 0xF3 || b0 == 0xF5
+        if knownFeature, let name = GoProProtobufOperation.receivedMessage(feature: b0, action: b1, on: characteristic) {
             self = .protobuf(try Self.decodeProtobuf(message, name: name))
             return
         }
