@@ -41,12 +41,12 @@ struct LayoutDecoder {
                     let v = (raw >> UInt64(bit.bit)) & mask
                     if let p = bit.presenceIndex {
                         presence[p] = v != 0
-                    } else if let name = bit.enumeration.first(where: { $0.value == Int64(v) })?.name {
+                    } else if let name = bit.enumeration.first(where: { Int64(exactly: v) == $0.value })?.name {
                         out[bit.name] = .string(name)
                     } else if bit.width == 1 && bit.enumeration.isEmpty {
                         out[bit.name] = .bool(v != 0)
                     } else {
-                        out[bit.name] = .int(Int64(v))
+                        out[bit.name] = Int64(exactly: v).map(JSONValue.int) ?? .uint(v)
                     }
                 }
             case let .pad(length):

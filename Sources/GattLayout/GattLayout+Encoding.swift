@@ -62,7 +62,15 @@ extension GattLayout {
             presence[condition.presenceIndex] = condition.whenSet
             setBy[condition.presenceIndex] = field.name
         }
-        return presence.map { $0 ?? false }
+        // Bits no given field decides: make the absent fields absent when they agree on how.
+        var wanted = [Bool?](repeating: nil, count: presenceBitCount)
+        var disagree = [Bool](repeating: false, count: presenceBitCount)
+        for field in fields {
+            guard let c = field.condition, presence[c.presenceIndex] == nil, object[field.name] == nil else { continue }
+            if let w = wanted[c.presenceIndex], w != !c.whenSet { disagree[c.presenceIndex] = true }
+            wanted[c.presenceIndex] = !c.whenSet
+        }
+        return (0..<presenceBitCount).map { i in presence[i] ?? (disagree[i] ? false : wanted[i] ?? false) }
     }
 
     func checkKnownKeys(_ object: JSONObject, fields: [Field], prefix: String) throws(GattLayoutError) {
@@ -236,7 +244,7 @@ struct LayoutEncoder {
         _ format: GattLayout.IntegerFormat, _ numeric: GattLayout.Numeric, _ value: JSONValue, path: String
     ) throws(GattLayoutError) -> UInt64 {
         let bits = format.byteCount * 8
-        let minSigned: Int64 = -(Int64(1) << Int64(bits - 1))  // bits == 64: Int64.min
+        let minSigned: Int64 = bits == 64 ? .min : -(Int64(1) << Int64(bits - 1))
         let maxSigned: Int64 = bits == 64 ? .max : (Int64(1) << Int64(bits - 1)) - 1
         let maxUnsigned: UInt64 = bits == 64 ? .max : (UInt64(1) << UInt64(bits)) - 1
         let rangeText = format.isSigned ? "\(minSigned)…\(maxSigned)" : "0…\(maxUnsigned)"

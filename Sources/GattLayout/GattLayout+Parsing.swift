@@ -121,6 +121,9 @@ struct LayoutParser {
         for (i, f) in list.enumerated() {
             let fieldPath = "\(path)[\(i)]"
             let field = try self.field(f, path: fieldPath, topLevel: topLevel)
+            if !topLevel, field.consumesRest {
+                throw error(fieldPath, "only a top-level field can take the rest of the value (give a length or a count)")
+            }
             if let last = fields.last, last.consumesRest {
                 throw error(fieldPath, "no field may follow '\(last.name)', which takes the rest of the value")
             }
@@ -265,9 +268,10 @@ struct LayoutParser {
         }
         if let e = o["enum"], let integer {
             guard !n.isScaled else { throw error(join(path, "enum"), "'enum' cannot be combined with scale/offset") }
-            let range = integer.isSigned
-                ? -(Int64(1) << (integer.byteCount * 8 - 1))...((Int64(1) << (integer.byteCount * 8 - 1)) - 1)
-                : 0...(integer.byteCount >= 8 ? Int64.max : (Int64(1) << (integer.byteCount * 8)) - 1)
+            let bits = integer.byteCount * 8
+            let range: ClosedRange<Int64> = integer.isSigned
+                ? (bits == 64 ? Int64.min...Int64.max : -(Int64(1) << (bits - 1))...((Int64(1) << (bits - 1)) - 1))
+                : 0...(bits == 64 ? Int64.max : (Int64(1) << bits) - 1)
             n.enumeration = try enumeration(e, path: join(path, "enum"), range: range)
         }
         return n

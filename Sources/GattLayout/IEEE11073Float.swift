@@ -71,15 +71,19 @@ public enum IEEE11073Float {
                 guard fits(mantissa: m, exponent: e, format: format) else { continue }
                 var exponent = e
                 if m == 0 { return 0 }
-                let exact = Self.value(mantissa: m, exponent: exponent)
+                // Among the equal forms m×10^e = (m/10)×10^(e+1) = …, take the one with the largest
+                // exponent whose double is exactly `v` (or the first when none is).
+                var best = (m, e)
+                var bestExact = Self.value(mantissa: m, exponent: e) == v
                 while m % 10 == 0, exponent < format.exponentRange.upperBound,
-                    fits(mantissa: m / 10, exponent: exponent + 1, format: format),
-                    Self.value(mantissa: m / 10, exponent: exponent + 1) == exact
+                    fits(mantissa: m / 10, exponent: exponent + 1, format: format)
                 {
                     m /= 10
                     exponent += 1
+                    let exact = Self.value(mantissa: m, exponent: exponent) == v
+                    if exact || !bestExact { best = (m, exponent); bestExact = exact }
                 }
-                return pack(mantissa: m, exponent: exponent, format: format)
+                return pack(mantissa: best.0, exponent: best.1, format: format)
             }
             throw EncodeFailure(reason: "\(v) is outside the range of an IEEE-11073 \(format == .sfloat ? "SFLOAT" : "FLOAT")")
         }
