@@ -184,10 +184,13 @@ struct LayoutEncoder {
         case let .ieee754(byteCount, endianness, numeric):
             let d = try floatValue(numeric, value, path: path)
             if byteCount == 4 {
-                guard d.isNaN || d.isInfinite || abs(d) <= Double(Float.greatestFiniteMagnitude) else {
+                // Rounds to the nearest binary32; the shortest decimal of Float.greatestFiniteMagnitude
+                // (3.4028235e38) lies just above it as a double and must still fit (found by fuzzing).
+                let f = Float(d)
+                guard f.isFinite || !d.isFinite else {
                     throw .invalidValue(path: path, reason: "\(numeric.unscaledText(d)) is too large for a float32")
                 }
-                writeUnsigned(UInt64(Float(d).bitPattern), byteCount: 4, endianness: endianness)
+                writeUnsigned(UInt64(f.bitPattern), byteCount: 4, endianness: endianness)
             } else {
                 writeUnsigned(d.bitPattern, byteCount: 8, endianness: endianness)
             }

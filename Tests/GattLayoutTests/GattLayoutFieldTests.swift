@@ -63,6 +63,9 @@ import Testing
         try roundTrip(#"{"name":"v","type":"float32","endian":"big"}"#, "bf800000", "-1")
         try roundTrip(#"{"name":"v","type":"float64"}"#, "9a9999999999b93f", "0.1")
         try roundTrip(#"{"name":"v","type":"float64","endian":"big"}"#, "7fefffffffffffff", "1.7976931348623157e308")
+        // The largest binary32 (shortest decimal 3.4028235e38 is above it as a double; found by fuzzing).
+        try roundTrip(#"{"name":"v","type":"float32"}"#, "ffff7fff", "-3.4028235e38")
+        try roundTrip(#"{"name":"v","type":"float32"}"#, "01000000", "1e-45")
         try roundTrip(#"{"name":"v","type":"float32"}"#, "0000c07f", #""NaN""#)
         try roundTrip(#"{"name":"v","type":"float32"}"#, "000080ff", #""-INFINITY""#)
         try roundTrip(#"{"name":"v","type":"float64"}"#, "000000000000f07f", #""+INFINITY""#)
