@@ -32,7 +32,7 @@ struct LayoutDecoder {
     mutating func decodeFields(_ fields: [GattLayout.Field], into out: inout JSONObject, prefix: String) throws(GattLayoutError) {
         for field in fields {
             if let c = field.condition, presence[c.presenceIndex] != c.whenSet { continue }
-            let path = prefix + field.name
+            let path = FieldPath(prefix: prefix, name: field.name)
             switch field.type {
             case let .flags(flags):
                 let raw = try readUnsigned(byteCount: flags.byteCount, endianness: flags.endianness, path: path)
@@ -58,29 +58,30 @@ struct LayoutDecoder {
                 case let .count(n):
                     var items: [JSONValue] = []
                     items.reserveCapacity(n)
-                    for i in 0..<n { items.append(try decodeValue(field.type, path: "\(path)[\(i)]")) }
+                    for i in 0..<n { items.append(try decodeValue(field.type, path: path.element(i))) }
                     out[field.name] = .array(items)
                 case .rest:
                     var items: [JSONValue] = []
-                    while !reader.isAtEnd { items.append(try decodeValue(field.type, path: "\(path)[\(items.count)]")) }
+                    if let size = field.type.fixedSize { items.reserveCapacity(reader.remaining / size) }
+                    while !reader.isAtEnd { items.append(try decodeValue(field.type, path: path.element(items.count))) }
                     out[field.name] = .array(items)
                 }
             }
         }
     }
 
-    func needMore(_ e: ByteReaderError, _ path: String) -> GattLayoutError {
+    func needMore(_ e: ByteReaderError, _ path: FieldPath) -> GattLayoutError {
         switch e {
         case let .insufficientData(offset, needed, available):
-            return .needMoreData(field: path, offset: offset, needed: needed, available: available)
+            return .needMoreData(field: path.text, offset: offset, needed: needed, available: available)
         }
     }
 
-    mutating func read(_ count: Int, path: String) throws(GattLayoutError) -> ArraySlice<UInt8> {
+    mutating func read(_ count: Int, path: FieldPath) throws(GattLayoutError) -> ArraySlice<UInt8> {
         do { return try reader.readBytes(count: count) } catch { throw needMore(error, path) }
     }
 
-    mutating func readUnsigned(byteCount: Int, endianness: Endianness, path: String) throws(GattLayoutError) -> UInt64 {
+    mutating func readUnsigned(byteCount: Int, endianness: Endianness, path: FieldPath) throws(GattLayoutError) -> UInt64 {
         let bytes = try read(byteCount, path: path)
         var v: UInt64 = 0
         if endianness == .big {
@@ -91,7 +92,7 @@ struct LayoutDecoder {
         return v
     }
 
-    mutating func decodeValue(_ type: GattLayout.FieldType, path: String) throws(GattLayoutError) -> JSONValue {
+    mutating func decodeValue(_ type: GattLayout.FieldType, path: FieldPath) throws(GattLayoutError) -> JSONValue {
         let start = reader.offset
         switch type {
         case let .integer(format, numeric):
@@ -137,7 +138,7 @@ struct LayoutDecoder {
                 bytes = reader.readRemaining()
             }
             guard let s = String(validating: bytes, as: UTF8.self) else {
-                throw .malformed(field: path, offset: start, reason: "not valid UTF-8")
+                throw .malformed(field: path.text, offset: start, reason: "not valid UTF-8")
             }
             return .string(s)
         case let .bytes(length):
@@ -145,10 +146,10 @@ struct LayoutDecoder {
             return .string(Hex.encode(bytes))
         case let .structure(members):
             var out = JSONObject()
-            try decodeFields(members, into: &out, prefix: path + ".")
+            try decodeFields(members, into: &out, prefix: path.text + ".")
             return .object(out)
         case .flags, .pad:
-            throw .malformed(field: path, offset: start, reason: "flags and pad fields have no value")
+            throw .malformed(field: path.text, offset: start, reason: "flags and pad fields have no value")
         }
     }
 }
@@ -156,14 +157,14 @@ struct LayoutDecoder {
 extension GattLayout.Numeric {
     /// Applies scale and offset to a raw number and checks `min`/`max`. `exact` is the JSON for an
     /// unscaled integer (kept exact to 64 bits).
-    func decoded(exact: JSONValue?, _ raw: Double, path: String, offset at: Int) throws(GattLayoutError) -> JSONValue {
+    func decoded(exact: JSONValue?, _ raw: Double, path: FieldPath, offset at: Int) throws(GattLayoutError) -> JSONValue {
         var value = raw
         if isScaled { value = scaled(raw) }
         if let minimum, value < minimum {
-            throw .malformed(field: path, offset: at, reason: "value \(Self.text(value)) is below the minimum \(Self.text(minimum))")
+            throw .malformed(field: path.text, offset: at, reason: "value \(Self.text(value)) is below the minimum \(Self.text(minimum))")
         }
         if let maximum, value > maximum {
-            throw .malformed(field: path, offset: at, reason: "value \(Self.text(value)) is above the maximum \(Self.text(maximum))")
+            throw .malformed(field: path.text, offset: at, reason: "value \(Self.text(value)) is above the maximum \(Self.text(maximum))")
         }
         if !isScaled, let exact { return exact }
         return .double(value)
@@ -190,4 +191,39 @@ extension GattLayout.Numeric {
     }
 
     static func text(_ d: Double) -> String { JSONValue.double(d).jsonText }
+}
+
+/// Where a value sits (`name`, `name[3]`, `time_stamp.year`), spelled out only when an error is thrown.
+struct FieldPath {
+    var prefix: String
+    var name: String
+    var index: Int? = nil
+
+    var text: String { index.map { "\(prefix)\(name)[\($0)]" } ?? prefix + name }
+    func element(_ i: Int) -> FieldPath { FieldPath(prefix: prefix, name: name, index: i) }
+}
+
+extension GattLayout.FieldType {
+    /// The byte size of one value when it does not depend on the data.
+    var fixedSize: Int? {
+        switch self {
+        case let .integer(format, _): return format.byteCount
+        case let .ieee754(byteCount, _, _): return byteCount
+        case let .medfloat(format, _, _): return format.byteCount
+        case let .utf8(length), let .bytes(length): return length
+        case let .pad(length): return length
+        case let .flags(flags): return flags.byteCount
+        case let .structure(members):
+            var total = 0
+            for m in members {
+                guard let size = m.type.fixedSize else { return nil }
+                switch m.repetition {
+                case .once: total += size
+                case let .count(n): total += size * n
+                case .rest: return nil
+                }
+            }
+            return total
+        }
+    }
 }

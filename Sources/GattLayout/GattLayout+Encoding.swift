@@ -22,7 +22,6 @@ extension GattLayout {
     /// Decides every presence bit from the keys present in `object`.
     func resolvePresence(_ object: JSONObject) throws(GattLayoutError) -> [Bool] {
         var presence = [Bool?](repeating: nil, count: presenceBitCount)
-        var setBy = [String](repeating: "", count: presenceBitCount)
         var i = 0
         while i < fields.count {
             let field = fields[i]
@@ -32,49 +31,59 @@ extension GattLayout {
             if let alt = fields[i...].first(where: { $0.name == field.name && $0.condition != nil }),
                 let altCondition = alt.condition
             {
-                var lastError: GattLayoutError? = nil
-                var chosen: Bool? = nil
-                for candidate in [field, alt] {
-                    let c = candidate.condition!
-                    if let fixed = presence[c.presenceIndex], fixed != c.whenSet { continue }
-                    var trial = LayoutEncoder(presence: [])
-                    do {
-                        try trial.encodeRepeated(candidate, value, path: candidate.name)
-                        chosen = c.whenSet
-                        break
+                // Does the candidate hold the value? (nil: yes; otherwise why not)
+                func refusal(_ candidate: Field) -> GattLayoutError? {
+                    var trial = LayoutEncoder(presence: [], writer: ByteWriter())
+                    let path = FieldPath(prefix: "", name: candidate.name)
+                    do throws(GattLayoutError) {
+                        if case let .integer(format, numeric) = candidate.type, candidate.repetition == .once {
+                            _ = try trial.integerBits(format, numeric, value, path: path)  // a range check, no bytes
+                        } else {
+                            try trial.encodeRepeated(candidate, value, path: path)
+                        }
+                        return nil
                     } catch {
-                        lastError = error
+                        return error
                     }
+                }
+                let fixed = presence[condition.presenceIndex]
+                var chosen: Bool? = nil
+                var lastError: GattLayoutError? = nil
+                if fixed == nil || fixed == condition.whenSet {
+                    lastError = refusal(field)
+                    if lastError == nil { chosen = condition.whenSet }
+                }
+                if chosen == nil, fixed == nil || fixed == altCondition.whenSet {
+                    lastError = refusal(alt)
+                    if lastError == nil { chosen = altCondition.whenSet }
                 }
                 guard let chosen else {
                     throw lastError ?? .invalidValue(path: field.name, reason: "no alternative of '\(field.name)' fits")
                 }
                 presence[altCondition.presenceIndex] = chosen
-                setBy[altCondition.presenceIndex] = field.name
                 continue
             }
             if fields[..<(i - 1)].contains(where: { $0.name == field.name }) { continue }  // second alternative
             if let fixed = presence[condition.presenceIndex], fixed != condition.whenSet {
+                let other = fields.first { $0.condition?.presenceIndex == condition.presenceIndex && $0.condition?.whenSet == fixed && object[$0.name] != nil }
                 throw .invalidValue(
                     path: field.name,
-                    reason: "'\(field.name)' needs flag bit '\(condition.bitName)' \(condition.whenSet ? "set" : "clear"), but '\(setBy[condition.presenceIndex])' needs it \(fixed ? "set" : "clear"); give only one of them")
+                    reason: "'\(field.name)' needs flag bit '\(condition.bitName)' \(condition.whenSet ? "set" : "clear"), but '\(other?.name ?? "?")' needs it \(fixed ? "set" : "clear"); give only one of them")
             }
             presence[condition.presenceIndex] = condition.whenSet
-            setBy[condition.presenceIndex] = field.name
         }
         // Bits no given field decides: make the absent fields absent when they agree on how.
-        var wanted = [Bool?](repeating: nil, count: presenceBitCount)
-        var disagree = [Bool](repeating: false, count: presenceBitCount)
+        // 0: no absent field cares, 1: leave clear, 2: leave set, 3: they disagree.
+        var wanted = [UInt8](repeating: 0, count: presenceBitCount)
         for field in fields {
             guard let c = field.condition, presence[c.presenceIndex] == nil, object[field.name] == nil else { continue }
-            if let w = wanted[c.presenceIndex], w != !c.whenSet { disagree[c.presenceIndex] = true }
-            wanted[c.presenceIndex] = !c.whenSet
+            wanted[c.presenceIndex] |= c.whenSet ? 1 : 2
         }
-        return (0..<presenceBitCount).map { i in presence[i] ?? (disagree[i] ? false : wanted[i] ?? false) }
+        return (0..<presenceBitCount).map { i in presence[i] ?? (wanted[i] == 2) }
     }
 
     func checkKnownKeys(_ object: JSONObject, fields: [Field], prefix: String) throws(GattLayoutError) {
-        for key in object.keys {
+        for (key, _) in object {
             let known = fields.contains { f in
                 if case let .flags(flags) = f.type {
                     return flags.bits.contains { $0.presenceIndex == nil && $0.name == key }
@@ -88,13 +97,13 @@ extension GattLayout {
 }
 
 struct LayoutEncoder {
-    var writer = ByteWriter(capacity: 16)
     let presence: [Bool]
+    var writer = ByteWriter(capacity: 16)
 
     mutating func encodeFields(_ fields: [GattLayout.Field], _ object: JSONObject, prefix: String) throws(GattLayoutError) {
         for field in fields {
             if let c = field.condition, presence[c.presenceIndex] != c.whenSet { continue }
-            let path = prefix + field.name
+            let path = FieldPath(prefix: prefix, name: field.name)
             switch field.type {
             case let .flags(flags):
                 var raw: UInt64 = 0
@@ -103,7 +112,7 @@ struct LayoutEncoder {
                     if let p = bit.presenceIndex {
                         v = presence[p] ? 1 : 0
                     } else {
-                        v = try flagValue(bit, object[bit.name], path: prefix + bit.name)
+                        v = try flagValue(bit, object[bit.name], path: FieldPath(prefix: prefix, name: bit.name))
                     }
                     raw |= v << UInt64(bit.bit)
                 }
@@ -116,28 +125,28 @@ struct LayoutEncoder {
                     if let c = field.condition {
                         reason += " (required while flag bit '\(c.bitName)' is \(c.whenSet ? "set" : "clear"))"
                     }
-                    throw .invalidValue(path: path, reason: reason)
+                    throw .invalidValue(path: path.text, reason: reason)
                 }
                 try encodeRepeated(field, value, path: path)
             }
         }
     }
 
-    func flagValue(_ bit: GattLayout.FlagBit, _ value: JSONValue?, path: String) throws(GattLayoutError) -> UInt64 {
+    func flagValue(_ bit: GattLayout.FlagBit, _ value: JSONValue?, path: FieldPath) throws(GattLayoutError) -> UInt64 {
         let maxValue: UInt64 = bit.width >= 64 ? .max : (UInt64(1) << UInt64(bit.width)) - 1
         switch value {
         case nil, .null?: return 0
         case let .bool(b)?:
-            guard bit.width == 1 else { throw .invalidValue(path: path, reason: "expected a number from 0 to \(maxValue)") }
+            guard bit.width == 1 else { throw .invalidValue(path: path.text, reason: "expected a number from 0 to \(maxValue)") }
             return b ? 1 : 0
         case let .string(s)?:
             guard let raw = bit.enumeration.first(where: { $0.name == s })?.value else {
-                throw .invalidValue(path: path, reason: "unknown name '\(s)'\(Self.names(bit.enumeration))")
+                throw .invalidValue(path: path.text, reason: "unknown name '\(s)'\(Self.names(bit.enumeration))")
             }
             return UInt64(raw)
         case let v?:
             guard let u = v.uint64Value, u <= maxValue else {
-                throw .invalidValue(path: path, reason: "expected \(bit.width == 1 ? "true, false, " : "")a number from 0 to \(maxValue), found \(v.jsonText)")
+                throw .invalidValue(path: path.text, reason: "expected \(bit.width == 1 ? "true, false, " : "")a number from 0 to \(maxValue), found \(v.jsonText)")
             }
             return u
         }
@@ -156,27 +165,27 @@ struct LayoutEncoder {
         }
     }
 
-    mutating func encodeRepeated(_ field: GattLayout.Field, _ value: JSONValue, path: String) throws(GattLayoutError) {
+    mutating func encodeRepeated(_ field: GattLayout.Field, _ value: JSONValue, path: FieldPath) throws(GattLayoutError) {
         switch field.repetition {
         case .once:
             try encodeValue(field.type, value, path: path)
         case let .count(n):
             guard case let .array(items) = value else {
-                throw .invalidValue(path: path, reason: "expected an array of \(n), found \(value.typeName)")
+                throw .invalidValue(path: path.text, reason: "expected an array of \(n), found \(value.typeName)")
             }
             guard items.count == n else {
-                throw .invalidValue(path: path, reason: "expected exactly \(n) element(s), found \(items.count)")
+                throw .invalidValue(path: path.text, reason: "expected exactly \(n) element(s), found \(items.count)")
             }
-            for (i, item) in items.enumerated() { try encodeValue(field.type, item, path: "\(path)[\(i)]") }
+            for (i, item) in items.enumerated() { try encodeValue(field.type, item, path: path.element(i)) }
         case .rest:
             guard case let .array(items) = value else {
-                throw .invalidValue(path: path, reason: "expected an array, found \(value.typeName)")
+                throw .invalidValue(path: path.text, reason: "expected an array, found \(value.typeName)")
             }
-            for (i, item) in items.enumerated() { try encodeValue(field.type, item, path: "\(path)[\(i)]") }
+            for (i, item) in items.enumerated() { try encodeValue(field.type, item, path: path.element(i)) }
         }
     }
 
-    mutating func encodeValue(_ type: GattLayout.FieldType, _ value: JSONValue, path: String) throws(GattLayoutError) {
+    mutating func encodeValue(_ type: GattLayout.FieldType, _ value: JSONValue, path: FieldPath) throws(GattLayoutError) {
         switch type {
         case let .integer(format, numeric):
             let bits = try integerBits(format, numeric, value, path: path)
@@ -188,7 +197,7 @@ struct LayoutEncoder {
                 // (3.4028235e38) lies just above it as a double and must still fit (found by fuzzing).
                 let f = Float(d)
                 guard f.isFinite || !d.isFinite else {
-                    throw .invalidValue(path: path, reason: "\(numeric.unscaledText(d)) is too large for a float32")
+                    throw .invalidValue(path: path.text, reason: "\(numeric.unscaledText(d)) is too large for a float32")
                 }
                 writeUnsigned(UInt64(f.bitPattern), byteCount: 4, endianness: endianness)
             } else {
@@ -205,16 +214,16 @@ struct LayoutEncoder {
                 let raw = try IEEE11073Float.encode(v, format: format)
                 writeUnsigned(UInt64(raw), byteCount: format.byteCount, endianness: endianness)
             } catch {
-                throw .invalidValue(path: path, reason: error.reason)
+                throw .invalidValue(path: path.text, reason: error.reason)
             }
         case let .utf8(length):
             guard case let .string(s) = value else {
-                throw .invalidValue(path: path, reason: "expected a string, found \(value.typeName)")
+                throw .invalidValue(path: path.text, reason: "expected a string, found \(value.typeName)")
             }
             let bytes = Array(s.utf8)
             if let length {
                 guard bytes.count <= length else {
-                    throw .invalidValue(path: path, reason: "\(bytes.count) UTF-8 bytes do not fit in \(length)")
+                    throw .invalidValue(path: path.text, reason: "\(bytes.count) UTF-8 bytes do not fit in \(length)")
                 }
                 writer.writeBytes(bytes)
                 writer.writeBytes(repeatElement(0 as UInt8, count: length - bytes.count))
@@ -223,71 +232,71 @@ struct LayoutEncoder {
             }
         case let .bytes(length):
             guard case let .string(s) = value else {
-                throw .invalidValue(path: path, reason: "expected a hex string, found \(value.typeName)")
+                throw .invalidValue(path: path.text, reason: "expected a hex string, found \(value.typeName)")
             }
             let bytes: [UInt8]
-            do { bytes = try Hex.decode(s) } catch { throw .invalidValue(path: path, reason: error.description) }
+            do { bytes = try Hex.decode(s) } catch { throw .invalidValue(path: path.text, reason: error.description) }
             if let length, bytes.count != length {
-                throw .invalidValue(path: path, reason: "expected \(length) byte(s), found \(bytes.count)")
+                throw .invalidValue(path: path.text, reason: "expected \(length) byte(s), found \(bytes.count)")
             }
             writer.writeBytes(bytes)
         case let .structure(members):
             guard case let .object(o) = value else {
-                throw .invalidValue(path: path, reason: "expected an object, found \(value.typeName)")
+                throw .invalidValue(path: path.text, reason: "expected an object, found \(value.typeName)")
             }
-            try GattLayout.checkKnownKeys(o, fields: members, prefix: path + ".")
-            try encodeFields(members, o, prefix: path + ".")
+            try GattLayout.checkKnownKeys(o, fields: members, prefix: path.text + ".")
+            try encodeFields(members, o, prefix: path.text + ".")
         case .flags, .pad:
-            throw .invalidValue(path: path, reason: "flags and pad fields take no value")
+            throw .invalidValue(path: path.text, reason: "flags and pad fields take no value")
         }
     }
 
     /// The raw bits of an integer field's value (enum name, or number through scale/offset).
     func integerBits(
-        _ format: GattLayout.IntegerFormat, _ numeric: GattLayout.Numeric, _ value: JSONValue, path: String
+        _ format: GattLayout.IntegerFormat, _ numeric: GattLayout.Numeric, _ value: JSONValue, path: FieldPath
     ) throws(GattLayoutError) -> UInt64 {
         let bits = format.byteCount * 8
         let minSigned: Int64 = bits == 64 ? .min : -(Int64(1) << Int64(bits - 1))
         let maxSigned: Int64 = bits == 64 ? .max : (Int64(1) << Int64(bits - 1)) - 1
         let maxUnsigned: UInt64 = bits == 64 ? .max : (UInt64(1) << UInt64(bits)) - 1
-        let rangeText = format.isSigned ? "\(minSigned)…\(maxSigned)" : "0…\(maxUnsigned)"
+        var rangeText: String { format.isSigned ? "\(minSigned)…\(maxSigned)" : "0…\(maxUnsigned)" }
         if case let .string(s) = value {
             guard let raw = numeric.enumeration.first(where: { $0.name == s })?.value else {
                 throw .invalidValue(
-                    path: path,
+                    path: path.text,
                     reason: numeric.enumeration.isEmpty
                         ? "expected a number, found a string" : "unknown name '\(s)'\(Self.names(numeric.enumeration))")
             }
             return UInt64(bitPattern: raw)
         }
         guard let d = value.doubleValue else {
-            throw .invalidValue(path: path, reason: "expected a number, found \(value.typeName)")
+            throw .invalidValue(path: path.text, reason: "expected a number, found \(value.typeName)")
         }
         try numeric.checkLimits(d, path: path)
         if numeric.isScaled {
             let raw = numeric.unscaled(d).rounded(.toNearestOrAwayFromZero)
             if format.isSigned {
                 guard raw >= Double(minSigned), raw < -Double(minSigned), Int64(raw) <= maxSigned else {
-                    throw .invalidValue(path: path, reason: "\(numeric.unscaledText(d)) gives raw \(GattLayout.Numeric.text(raw)), outside \(rangeText)")
+                    throw .invalidValue(path: path.text, reason: "\(numeric.unscaledText(d)) gives raw \(GattLayout.Numeric.text(raw)), outside \(rangeText)")
                 }
                 return UInt64(bitPattern: Int64(raw))
             }
             guard raw >= 0, raw < 18446744073709551616.0, UInt64(raw) <= maxUnsigned else {
-                throw .invalidValue(path: path, reason: "\(numeric.unscaledText(d)) gives raw \(GattLayout.Numeric.text(raw)), outside \(rangeText)")
+                throw .invalidValue(path: path.text, reason: "\(numeric.unscaledText(d)) gives raw \(GattLayout.Numeric.text(raw)), outside \(rangeText)")
             }
             return UInt64(raw)
         }
         if format.isSigned {
             guard let i = value.int64Value else {
-                throw .invalidValue(path: path, reason: "expected an integer in \(rangeText), found \(value.jsonText)")
+                throw .invalidValue(path: path.text, reason: "expected an integer in \(rangeText), found \(value.jsonText)")
             }
             guard i >= minSigned, i <= maxSigned else {
-                throw .invalidValue(path: path, reason: "\(i) is outside \(rangeText)")
+                throw .invalidValue(path: path.text, reason: "\(i) is outside \(rangeText)")
             }
             return UInt64(bitPattern: i)
         }
         guard let u = value.uint64Value, u <= maxUnsigned else {
-            throw .invalidValue(path: path, reason: "expected an integer in \(rangeText), found \(value.jsonText)")
+            throw .invalidValue(path: path.text, reason: "expected an integer in \(rangeText), found \(value.jsonText)")
         }
         return u
     }
@@ -295,7 +304,7 @@ struct LayoutEncoder {
     /// A float field's number before rounding to the wire format: JSON number through
     /// scale/offset, or (IEEE-754 only) "NaN"/"+INFINITY"/"-INFINITY".
     func floatValue(
-        _ numeric: GattLayout.Numeric, _ value: JSONValue, path: String, specials: Bool = true
+        _ numeric: GattLayout.Numeric, _ value: JSONValue, path: FieldPath, specials: Bool = true
     ) throws(GattLayoutError) -> Double {
         if case let .string(s) = value {
             if specials {
@@ -308,10 +317,10 @@ struct LayoutEncoder {
             }
             let allowed = specials
                 ? "NaN, +INFINITY, -INFINITY" : IEEE11073Float.Value.Special.allCases.map(\.rawValue).joined(separator: ", ")
-            throw .invalidValue(path: path, reason: "expected a number or one of \(allowed), found \"\(s)\"")
+            throw .invalidValue(path: path.text, reason: "expected a number or one of \(allowed), found \"\(s)\"")
         }
         guard let d = value.doubleValue else {
-            throw .invalidValue(path: path, reason: "expected a number, found \(value.typeName)")
+            throw .invalidValue(path: path.text, reason: "expected a number, found \(value.typeName)")
         }
         if d.isFinite { try numeric.checkLimits(d, path: path) }
         return numeric.isScaled && d.isFinite ? numeric.unscaled(d) : d
@@ -320,16 +329,16 @@ struct LayoutEncoder {
 
 extension GattLayout {
     static func checkKnownKeys(_ object: JSONObject, fields: [Field], prefix: String) throws(GattLayoutError) {
-        for key in object.keys where !fields.contains(where: { $0.name == key }) {
+        for (key, _) in object where !fields.contains(where: { $0.name == key }) {
             throw .invalidValue(path: prefix + key, reason: "unknown field '\(key)'")
         }
     }
 }
 
 extension GattLayout.Numeric {
-    func checkLimits(_ d: Double, path: String) throws(GattLayoutError) {
-        if let minimum, d < minimum { throw .invalidValue(path: path, reason: "\(Self.text(d)) is below the minimum \(Self.text(minimum))") }
-        if let maximum, d > maximum { throw .invalidValue(path: path, reason: "\(Self.text(d)) is above the maximum \(Self.text(maximum))") }
+    func checkLimits(_ d: Double, path: FieldPath) throws(GattLayoutError) {
+        if let minimum, d < minimum { throw .invalidValue(path: path.text, reason: "\(Self.text(d)) is below the minimum \(Self.text(minimum))") }
+        if let maximum, d > maximum { throw .invalidValue(path: path.text, reason: "\(Self.text(d)) is above the maximum \(Self.text(maximum))") }
     }
 
     func unscaledText(_ d: Double) -> String { Self.text(d) }
