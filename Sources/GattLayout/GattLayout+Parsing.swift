@@ -93,9 +93,9 @@ struct LayoutParser {
 
     func uuid(_ v: JSONValue, path: String) throws(GattLayoutError) -> String {
         let base = "-0000-1000-8000-00805f9b34fb"
-        if let i = v.intValue {
-            guard (0...0xFFFF).contains(i) else { throw error(path, "a numeric UUID must be 16-bit") }
-            return "0000" + hex(UInt64(i), digits: 4) + base
+        // A number is refused: YAML reads `uuid: 1800` as decimal 1800, not 0x1800.
+        if v.doubleValue != nil {
+            throw error(path, "write the UUID as text, e.g. \"2A37\" (a number is ambiguous: \(v.jsonText))")
         }
         var s = try string(v, path: path).lowercased()
         if s.hasPrefix("0x") { s.removeFirst(2) }
@@ -105,11 +105,6 @@ struct LayoutParser {
         let groups = s.split(separator: "-", omittingEmptySubsequences: false)
         if groups.map(\.count) == [8, 4, 4, 4, 12], groups.allSatisfy(isHex) { return s }
         throw error(path, "expected a 16-bit (\"2A37\"), 32-bit or 128-bit UUID, found \(v.jsonText)")
-    }
-
-    func hex(_ v: UInt64, digits: Int) -> String {
-        let s = String(v, radix: 16)
-        return String(repeating: "0", count: max(0, digits - s.count)) + s
     }
 
     // MARK: Fields

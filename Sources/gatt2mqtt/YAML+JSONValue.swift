@@ -1,4 +1,5 @@
 import BinaryCoding
+import Foundation
 import Yams
 
 /// A YAML document that cannot become JSON, with the line where the problem is.
@@ -8,16 +9,18 @@ struct YAMLConversionError: Error, CustomStringConvertible {
     var description: String { line.map { "YAML line \($0): \(reason)" } ?? "YAML: \(reason)" }
 }
 
-/// Converts YAML (1.1 core schema, as Yams resolves it) to `JSONValue`, for layout files and the
-/// bridge's config loader. Mapping keys must be scalars and unique; mapping order is kept.
-/// Scalars: null, booleans, integers (decimal, 0x hex, 0o octal; kept to 64 bits), floats
-/// (including .inf/.nan), everything else (timestamps too) as its text.
+/// Converts YAML to `JSONValue`, for layout files and the bridge's config loader. Plain scalars
+/// follow the YAML 1.2 core schema, not YAML 1.1: only `true`/`false` are booleans (so an enum
+/// name `on`/`off`/`yes`/`no` stays text), integers are decimal, `0x` hex or `0o` octal (kept to
+/// 64 bits; no sexagesimal `1:30`, no leading-zero octal), floats include `.inf`/`.nan`, and
+/// `null`/`~`/empty is null. Quoted scalars, and scalars tagged `!!str`, are always text.
+/// Mapping keys must be scalars and unique; mapping order is kept.
 enum YAMLDocument {
     /// Parses the first document of `text`; an empty document is `null`.
     static func parse(_ text: String) throws(YAMLConversionError) -> (value: JSONValue, root: Node?) {
         let root: Node?
         do {
-            root = try Yams.compose(yaml: text)
+            root = try Yams.compose(yaml: text, .basic)
         } catch let error as YamlError {
             throw YAMLConversionError(line: nil, reason: String(describing: error).split(whereSeparator: \.isNewline).joined(separator: " "))
         } catch {
@@ -75,20 +78,9 @@ extension JSONValue {
     init(yaml node: Node) throws(YAMLConversionError) {
         switch node {
         case let .scalar(scalar):
-            let tag = node.tag.rawValue
-            if tag == Tag.Name.null.rawValue {
-                self = .null
-            } else if tag == Tag.Name.bool.rawValue, let b = Bool.construct(from: scalar) {
-                self = .bool(b)
-            } else if tag == Tag.Name.int.rawValue, let i = Int64.construct(from: scalar) {
-                self = .int(i)
-            } else if tag == Tag.Name.int.rawValue, let u = UInt64.construct(from: scalar) {
-                self = .uint(u)
-            } else if tag == Tag.Name.int.rawValue || tag == Tag.Name.float.rawValue, let d = Double.construct(from: scalar) {
-                self = .double(d)
-            } else {
-                self = .string(scalar.string)
-            }
+            let quoted = scalar.style != .plain && scalar.style != .any
+            self = quoted || scalar.tag.rawValue == Tag.Name.str.rawValue
+                ? .string(scalar.string) : JSONValue.coreSchemaScalar(scalar.string)
         case let .sequence(sequence):
             var items: [JSONValue] = []
             for item in sequence { items.append(try JSONValue(yaml: item)) }
@@ -108,5 +100,40 @@ extension JSONValue {
         case let .alias(alias):
             throw YAMLConversionError(line: alias.mark?.line, reason: "unresolved alias")
         }
+    }
+}
+
+extension JSONValue {
+    /// A plain YAML scalar resolved by the YAML 1.2 core schema.
+    static func coreSchemaScalar(_ text: String) -> JSONValue {
+        switch text {
+        case "", "~", "null", "Null", "NULL": return .null
+        case "true", "True", "TRUE": return .bool(true)
+        case "false", "False", "FALSE": return .bool(false)
+        case ".inf", ".Inf", ".INF", "+.inf", "+.Inf", "+.INF": return .double(.infinity)
+        case "-.inf", "-.Inf", "-.INF": return .double(-.infinity)
+        case ".nan", ".NaN", ".NAN": return .double(.nan)
+        default: break
+        }
+        var body = Substring(text)
+        let negative = body.first == "-"
+        if body.first == "-" || body.first == "+" { body = body.dropFirst() }
+        let radix: Int
+        if body.hasPrefix("0x") { radix = 16; body = body.dropFirst(2) }
+        else if body.hasPrefix("0o") { radix = 8; body = body.dropFirst(2) }
+        else { radix = 10 }
+        if !body.isEmpty, body.allSatisfy({ $0.isASCII && $0.isHexDigit && Int(String($0), radix: radix) != nil }) {
+            if let magnitude = UInt64(body, radix: radix) {
+                if !negative { return magnitude <= UInt64(Int64.max) ? .int(Int64(magnitude)) : .uint(magnitude) }
+                if magnitude <= UInt64(Int64.max) { return .int(-Int64(magnitude)) }
+                if magnitude == UInt64(Int64.max) + 1 { return .int(.min) }
+            }
+            if radix == 10, let d = Double(text) { return .double(d) }  // beyond 64 bits
+            return .string(text)
+        }
+        // Core-schema float: [-+]? ( . digits | digits [ . digits? ] ) ( [eE] [-+]? digits )?
+        let isFloat = text.range(of: #"^[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?$"#, options: .regularExpression) != nil
+        if isFloat, let d = Double(text) { return .double(d) }
+        return .string(text)
     }
 }

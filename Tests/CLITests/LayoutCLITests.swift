@@ -57,6 +57,25 @@ import Testing
         #expect(short.stdout == "00ceff000800\n")
     }
 
+    @Test func yamlCoreSchemaScalars() throws {
+        let file = Self.fixture("switch.yaml")
+        let d = try CLI.run(["layout", "decode", "--layout", file, "01ff01"])
+        #expect(d.stdout == #"{"power":"on","delay":511}"# + "\n", "\(d.stderr)")
+        let e = try CLI.run(["layout", "encode", "--layout", file, #"{"power":"standby","delay":2}"#])
+        #expect(e.stdout == "0a0200\n", "\(e.stderr)")
+        try expectFailure(["layout", "decode", "--layout", file, "010002"], mentions: "above the maximum 511")
+        let show = try CLI.run(["layout", "show", "--layout", file])
+        #expect(show.status == 0)
+        #expect(show.stdout.contains(#""uuid": "2A56""#))
+        #expect(show.stdout.contains(#""0": "off""#))
+    }
+
+    @Test func showBuiltin() throws {
+        let r = try CLI.run(["layout", "show", "--layout", "builtin:temperature_measurement"])
+        #expect(r.status == 0)
+        #expect(r.stdout.contains(#""type": "medfloat32""#))
+    }
+
     @Test func jsonLayoutFile() throws {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("layout-cli-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)

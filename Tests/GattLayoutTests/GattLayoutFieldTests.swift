@@ -167,7 +167,8 @@ import Testing
         #expect(l.fields.count == 20)
         #expect(try layout(#"{"uuid":"0000fff1-0000-1000-8000-00805F9B34FB","fields":[{"name":"a","type":"u8"}]}"#).shortUUID == 0xFFF1)
         #expect(try layout(#"{"uuid":"12345678-1234-5678-1234-56789abcdef0","fields":[{"name":"a","type":"u8"}]}"#).shortUUID == nil)
-        #expect(try layout(#"{"uuid":10807,"fields":[{"name":"a","type":"u8"}]}"#).uuid == "00002a37-0000-1000-8000-00805f9b34fb")
+        #expect(try layout(#"{"uuid":"2a37","fields":[{"name":"a","type":"u8"}]}"#).uuid == "00002a37-0000-1000-8000-00805f9b34fb")
+        #expect(try layout(#"{"uuid":"0000FFF1","fields":[{"name":"a","type":"u8"}]}"#).shortUUID == 0xFFF1)
     }
 }
 

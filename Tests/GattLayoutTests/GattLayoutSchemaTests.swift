@@ -52,7 +52,9 @@ import Testing
         #expect(path(#"{"fields":[{"name":"a","type":"u8","repeat":"all"}]}"#) == "fields[0].repeat")
         #expect(path(#"{"fields":[{"name":"a","type":"utf8","repeat":2}]}"#) == "fields[0].repeat")
         #expect(path(#"{"uuid":"xyz","fields":[{"name":"a","type":"u8"}]}"#) == "uuid")
-        #expect(path(#"{"uuid":70000,"fields":[{"name":"a","type":"u8"}]}"#) == "uuid")
+        #expect(path(#"{"uuid":1800,"fields":[{"name":"a","type":"u8"}]}"#) == "uuid")
+        #expect(path(#"{"uuid":"2a3","fields":[{"name":"a","type":"u8"}]}"#) == "uuid")
+        #expect(path(#"{"uuid":"0000fff1-0000-1000-8000-00805f9b34fg","fields":[{"name":"a","type":"u8"}]}"#) == "uuid")
         #expect(path(#"{"fields":[{"name":"s","type":"struct","fields":[]}]}"#) == "fields[0].fields")
     }
 
