@@ -68,21 +68,29 @@ extension GattLayout {
 
     /// Byte size, signedness and byte order of an integer field.
     public struct IntegerFormat: Sendable, Equatable {
+        /// 1…8 bytes (`u8` … `u64`).
         public let byteCount: Int
+        /// Two's complement (`i…`) or unsigned (`u…`).
         public let isSigned: Bool
+        /// `endian:` (little by default, as GATT values are).
         public let endianness: Endianness
     }
 
     /// Scale, offset, limits and enum names of a numeric field.
     /// Decoded value = raw × scale + offset; on encode raw = round((value − offset) / scale).
     public struct Numeric: Sendable, Equatable {
+        /// `scale:` (a number or a fraction such as "1/1024").
         public var scale: Double?
+        /// `offset:` added after scaling.
         public var offset: Double?
+        /// `min:` on the decoded (scaled) value.
         public var minimum: Double?
+        /// `max:` on the decoded (scaled) value.
         public var maximum: Double?
         /// Raw value → name (integer fields only), in layout order.
         public var enumeration: [(value: Int64, name: String)]
 
+        /// No scale, offset, limits or names.
         public static let plain = Numeric(scale: nil, offset: nil, minimum: nil, maximum: nil, enumeration: [])
         var isScaled: Bool { scale != nil || offset != nil }
 
@@ -95,16 +103,21 @@ extension GattLayout {
 
     /// A flags field: an unsigned little- or big-endian integer whose bits are described by ``bits``.
     public struct Flags: Sendable, Equatable {
+        /// `size:` 1…8 bytes.
         public let byteCount: Int
+        /// `endian:` of the flags integer.
         public let endianness: Endianness
+        /// The named bits, in layout order.
         public let bits: [FlagBit]
     }
 
     /// One named bit (or group of bits) of a flags field.
     public struct FlagBit: Sendable, Equatable {
+        /// The JSON key (value bits) or the name conditions refer to (presence bits).
         public let name: String
         /// Index of the least significant bit (0 = least significant bit of the field).
         public let bit: Int
+        /// Number of bits (1 for a boolean).
         public let width: Int
         /// Value → name for multi-bit groups (optional).
         public let enumeration: [(value: Int64, name: String)]

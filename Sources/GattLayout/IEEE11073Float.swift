@@ -91,6 +91,7 @@ public enum IEEE11073Float {
 
     /// Why a value cannot be encoded.
     public struct EncodeFailure: Error, Sendable, Equatable {
+        /// What does not fit, for people.
         public let reason: String
     }
 
