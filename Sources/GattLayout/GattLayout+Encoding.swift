@@ -22,55 +22,59 @@ extension GattLayout {
     /// Decides every presence bit from the keys present in `object`.
     func resolvePresence(_ object: JSONObject) throws(GattLayoutError) -> [Bool] {
         var presence = [Bool?](repeating: nil, count: presenceBitCount)
-        var i = 0
-        while i < fields.count {
-            let field = fields[i]
-            i += 1
-            guard let condition = field.condition, let value = object[field.name] else { continue }
-            // An alternative of the same name right after this one? (checked by the parser: same bit, other sense)
-            if let alt = fields[i...].first(where: { $0.name == field.name && $0.condition != nil }),
-                let altCondition = alt.condition
-            {
-                // Does the candidate hold the value? (nil: yes; otherwise why not)
-                func refusal(_ candidate: Field) -> GattLayoutError? {
-                    var trial = LayoutEncoder(presence: [], writer: ByteWriter())
-                    let path = FieldPath(prefix: "", name: candidate.name)
-                    do throws(GattLayoutError) {
-                        if case let .integer(format, numeric) = candidate.type, candidate.repetition == .once {
-                            _ = try trial.integerBits(format, numeric, value, path: path)  // a range check, no bytes
-                        } else {
-                            try trial.encodeRepeated(candidate, value, path: path)
+        // Pass 0: single fields fix their bits; pass 1: alternatives choose within what is left.
+        for pass in 0..<2 {
+            var i = 0
+            while i < fields.count {
+                let field = fields[i]
+                i += 1
+                guard let condition = field.condition, let value = object[field.name] else { continue }
+                // An alternative of the same name after this one? (checked by the parser: same bit, other sense)
+                let alternative = fields[i...].first(where: { $0.name == field.name && $0.condition != nil })
+                let isSecondAlternative = fields[..<(i - 1)].contains(where: { $0.name == field.name })
+                if (alternative != nil || isSecondAlternative) != (pass == 1) { continue }
+                if let alt = alternative, let altCondition = alt.condition {
+                    // Does the candidate hold the value? (nil: yes; otherwise why not)
+                    func refusal(_ candidate: Field) -> GattLayoutError? {
+                        var trial = LayoutEncoder(presence: [], writer: ByteWriter())
+                        let path = FieldPath(prefix: "", name: candidate.name)
+                        do throws(GattLayoutError) {
+                            if case let .integer(format, numeric) = candidate.type, candidate.repetition == .once {
+                                _ = try trial.integerBits(format, numeric, value, path: path)  // a range check, no bytes
+                            } else {
+                                try trial.encodeRepeated(candidate, value, path: path)
+                            }
+                            return nil
+                        } catch {
+                            return error
                         }
-                        return nil
-                    } catch {
-                        return error
                     }
+                    let fixed = presence[condition.presenceIndex]
+                    var chosen: Bool? = nil
+                    var lastError: GattLayoutError? = nil
+                    if fixed == nil || fixed == condition.whenSet {
+                        lastError = refusal(field)
+                        if lastError == nil { chosen = condition.whenSet }
+                    }
+                    if chosen == nil, fixed == nil || fixed == altCondition.whenSet {
+                        lastError = refusal(alt)
+                        if lastError == nil { chosen = altCondition.whenSet }
+                    }
+                    guard let chosen else {
+                        throw lastError ?? .invalidValue(path: field.name, reason: "no alternative of '\(field.name)' fits")
+                    }
+                    presence[altCondition.presenceIndex] = chosen
+                    continue
                 }
-                let fixed = presence[condition.presenceIndex]
-                var chosen: Bool? = nil
-                var lastError: GattLayoutError? = nil
-                if fixed == nil || fixed == condition.whenSet {
-                    lastError = refusal(field)
-                    if lastError == nil { chosen = condition.whenSet }
+                if isSecondAlternative { continue }
+                if let fixed = presence[condition.presenceIndex], fixed != condition.whenSet {
+                    let other = fields.first { $0.condition?.presenceIndex == condition.presenceIndex && $0.condition?.whenSet == fixed && object[$0.name] != nil }
+                    throw .invalidValue(
+                        path: field.name,
+                        reason: "'\(field.name)' needs flag bit '\(condition.bitName)' \(condition.whenSet ? "set" : "clear"), but '\(other?.name ?? "?")' needs it \(fixed ? "set" : "clear"); give only one of them")
                 }
-                if chosen == nil, fixed == nil || fixed == altCondition.whenSet {
-                    lastError = refusal(alt)
-                    if lastError == nil { chosen = altCondition.whenSet }
-                }
-                guard let chosen else {
-                    throw lastError ?? .invalidValue(path: field.name, reason: "no alternative of '\(field.name)' fits")
-                }
-                presence[altCondition.presenceIndex] = chosen
-                continue
+                presence[condition.presenceIndex] = condition.whenSet
             }
-            if fields[..<(i - 1)].contains(where: { $0.name == field.name }) { continue }  // second alternative
-            if let fixed = presence[condition.presenceIndex], fixed != condition.whenSet {
-                let other = fields.first { $0.condition?.presenceIndex == condition.presenceIndex && $0.condition?.whenSet == fixed && object[$0.name] != nil }
-                throw .invalidValue(
-                    path: field.name,
-                    reason: "'\(field.name)' needs flag bit '\(condition.bitName)' \(condition.whenSet ? "set" : "clear"), but '\(other?.name ?? "?")' needs it \(fixed ? "set" : "clear"); give only one of them")
-            }
-            presence[condition.presenceIndex] = condition.whenSet
         }
         // Bits no given field decides: make the absent fields absent when they agree on how.
         // 0: no absent field cares, 1: leave clear, 2: leave set, 3: they disagree.

@@ -47,7 +47,7 @@ extension GattLayout {
     }
 
     /// A field's wire type.
-    public indirect enum FieldType: Sendable, Equatable {
+    public enum FieldType: Sendable, Equatable {
         /// `u8`…`u64` / `i8`…`i64` (any whole number of bytes from 1 to 8).
         case integer(IntegerFormat, Numeric)
         /// IEEE-754 binary32 (`float32`) or binary64 (`float64`).

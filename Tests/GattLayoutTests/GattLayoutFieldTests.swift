@@ -160,6 +160,16 @@ import Testing
         #expect(layoutError { _ = try l.decode(bytes("0001")) } == .needMoreData(field: "a", offset: 2, needed: 1, available: 0))
     }
 
+    @Test func alternativesFollowBitsFixedByOtherFields() throws {
+        // v comes first, but w (present only when x is set) decides x, so v must take its u16 form.
+        let l = try layout(#"{"fields":[{"type":"flags","bits":[{"name":"x","bit":0}]},{"name":"v","type":"u8","present_unless":"x"},{"name":"v","type":"u16","present_if":"x"},{"name":"w","type":"u8","present_if":"x"}]}"#)
+        #expect(try l.encode(json(#"{"v":5,"w":1}"#)) == bytes("01 0500 01"))
+        #expect(try l.encode(json(#"{"v":5}"#)) == bytes("00 05"))
+        #expect(try l.decode(bytes("01 0500 01")) == json(#"{"v":5,"w":1}"#))
+        #expect(layoutError { _ = try l.encode(json(#"{"v":5,"w":1000}"#)) }
+            == .invalidValue(path: "w", reason: "expected an integer in 0…255, found 1000"))
+    }
+
     @Test func richLayoutParses() throws {
         let l = try layout(richLayoutJSON)
         #expect(l.name == "rich")
