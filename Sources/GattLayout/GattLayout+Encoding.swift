@@ -12,7 +12,7 @@ extension GattLayout {
         guard case let .object(object) = value else {
             throw .invalidValue(path: "", reason: "expected a JSON object, found \(value.typeName)")
         }
-        try checkKnownKeys(object, fields: fields, prefix: "")
+        try Self.checkKnownKeys(object, fields: fields, prefix: "")
         let presence = try resolvePresence(object)
         var encoder = LayoutEncoder(presence: presence)
         try encoder.encodeFields(fields, object, prefix: "")
@@ -84,19 +84,6 @@ extension GattLayout {
             wanted[c.presenceIndex] |= c.whenSet ? 1 : 2
         }
         return (0..<presenceBitCount).map { i in presence[i] ?? (wanted[i] == 2) }
-    }
-
-    func checkKnownKeys(_ object: JSONObject, fields: [Field], prefix: String) throws(GattLayoutError) {
-        for (key, _) in object {
-            let known = fields.contains { f in
-                if case let .flags(flags) = f.type {
-                    return flags.bits.contains { $0.presenceIndex == nil && $0.name == key }
-                }
-                if case .pad = f.type { return false }
-                return f.name == key
-            }
-            if !known { throw .invalidValue(path: prefix + key, reason: "unknown field '\(key)'") }
-        }
     }
 }
 
@@ -312,10 +299,10 @@ struct LayoutEncoder {
     ) throws(GattLayoutError) -> Double {
         if case let .string(s) = value {
             if specials {
-                switch s {
-                case "NaN": return .nan
-                case "+INFINITY": return .infinity
-                case "-INFINITY": return -.infinity
+                switch IEEE11073Float.Value.Special(rawValue: s) {
+                case .nan?: return .nan
+                case .positiveInfinity?: return .infinity
+                case .negativeInfinity?: return -.infinity
                 default: break
                 }
             }
@@ -332,9 +319,18 @@ struct LayoutEncoder {
 }
 
 extension GattLayout {
+    /// Every key of `object` must be a field's name or a value flag bit's name (presence bits are
+    /// computed, so they are not keys).
     static func checkKnownKeys(_ object: JSONObject, fields: [Field], prefix: String) throws(GattLayoutError) {
-        for (key, _) in object where !fields.contains(where: { $0.name == key }) {
-            throw .invalidValue(path: prefix + key, reason: "unknown field '\(key)'")
+        for (key, _) in object {
+            let known = fields.contains { f in
+                switch f.type {
+                case let .flags(flags): return flags.bits.contains { $0.presenceIndex == nil && $0.name == key }
+                case .pad: return false
+                default: return f.name == key
+                }
+            }
+            if !known { throw .invalidValue(path: prefix + key, reason: "unknown field '\(key)'") }
         }
     }
 }
