@@ -24,15 +24,14 @@ extension GattLayout {
         var presence = [Bool?](repeating: nil, count: presenceBitCount)
         // Pass 0: single fields fix their bits; pass 1: alternatives choose within what is left.
         for pass in 0..<2 {
-            var i = 0
-            while i < fields.count {
-                let field = fields[i]
-                i += 1
-                guard let condition = field.condition, let value = object[field.name] else { continue }
-                // An alternative of the same name after this one? (checked by the parser: same bit, other sense)
-                let alternative = fields[i...].first(where: { $0.name == field.name && $0.condition != nil })
-                let isSecondAlternative = fields[..<(i - 1)].contains(where: { $0.name == field.name })
-                if (alternative != nil || isSecondAlternative) != (pass == 1) { continue }
+            for (index, field) in fields.enumerated() {
+                guard let condition = field.condition, (alternatives[index] != nil) == (pass == 1),
+                    let value = object[field.name]
+                else { continue }
+                // Alternatives (same name, same bit, other sense: checked by the parser) are handled
+                // once, at the first of the pair.
+                let isSecondAlternative = alternatives[index].map { !$0.isFirst } ?? false
+                let alternative = alternatives[index].flatMap { $0.isFirst ? fields[$0.other] : nil }
                 if let alt = alternative, let altCondition = alt.condition {
                     // Does the candidate hold the value? (nil: yes; otherwise why not)
                     func refusal(_ candidate: Field) -> GattLayoutError? {

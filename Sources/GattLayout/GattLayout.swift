@@ -18,12 +18,25 @@ public struct GattLayout: Sendable, Equatable {
     public let fields: [Field]
     /// Number of flag bits that control presence (their values are computed on encode).
     let presenceBitCount: Int
+    /// For each top-level field: the index of its alternative (the other field of the same name),
+    /// and whether it is the first of the pair. Precomputed for the encoder.
+    let alternatives: [(other: Int, isFirst: Bool)?]
 
     init(name: String?, uuid: String?, fields: [Field], presenceBitCount: Int) {
         self.name = name
         self.uuid = uuid
         self.fields = fields
         self.presenceBitCount = presenceBitCount
+        alternatives = fields.indices.map { i in
+            guard fields[i].condition != nil,
+                let j = fields.indices.first(where: { $0 != i && fields[$0].name == fields[i].name && fields[$0].condition != nil })
+            else { return nil }
+            return (j, i < j)
+        }
+    }
+
+    public static func == (a: GattLayout, b: GattLayout) -> Bool {
+        a.name == b.name && a.uuid == b.uuid && a.fields == b.fields && a.presenceBitCount == b.presenceBitCount
     }
 
     /// The 16-bit form of ``uuid`` when it lies on the Bluetooth Base UUID
