@@ -14,7 +14,7 @@ public struct CapsStreamReader: Sendable {
     private var head = 0
     /// Stream offset of `buffer[0]`.
     private var dropped = 0
-    private var failure: CapsError?
+    private var storedFailure: CapsError?
 
     /// - Parameter sizeLimit: largest accepted object; clamped to 6...UInt32.max.
     public init(sizeLimit: Int = Caps.defaultSizeLimit) {
@@ -40,7 +40,7 @@ public struct CapsStreamReader: Sendable {
     /// The next complete object, or nil until more bytes arrive. Throws
     /// ``CapsError/malformed(_:offset:)`` on a protocol error (and keeps throwing it).
     public mutating func next() throws(CapsError) -> Caps? {
-        if let failure { throw failure }
+        if let storedFailure { throw storedFailure }
         guard buffer.count - head >= 4 else { return nil }
         let base = dropped + head
         let limit = sizeLimit
@@ -51,7 +51,7 @@ public struct CapsStreamReader: Sendable {
             }
         } catch {
             if error.isNeedMoreData { return nil }
-            failure = error
+            storedFailure = error
             throw error
         }
         head += result.consumed
@@ -59,20 +59,29 @@ public struct CapsStreamReader: Sendable {
         return result.caps
     }
 
-    /// Appends `bytes` and returns every object they complete, in order.
+    /// Appends `bytes` and returns every object they complete, in order. When a malformed
+    /// object follows complete ones in the same chunk, the complete ones are returned and the
+    /// error is thrown by the next call (errors are sticky), so no object is lost.
     public mutating func feed<C: Collection>(_ bytes: C) throws(CapsError) -> [Caps] where C.Element == UInt8 {
         append(bytes)
         var out = [Caps]()
-        while let caps = try next() { out.append(caps) }
+        do {
+            while let caps = try next() { out.append(caps) }
+        } catch {
+            if out.isEmpty { throw error }
+        }
         return out
     }
+
+    /// The protocol error that stopped the stream, if any (cleared by ``reset()``).
+    public var failure: CapsError? { storedFailure }
 
     /// Drops everything buffered and any error; the next byte starts a new stream at offset 0.
     public mutating func reset() {
         buffer.removeAll(keepingCapacity: false)
         head = 0
         dropped = 0
-        failure = nil
+        storedFailure = nil
     }
 
     private mutating func compact() {

@@ -50,6 +50,7 @@ struct CapsCommand: ParsableCommand {
                 do { chunk = try Hex.decode(line) } catch { throw CLIError("line \(lineNumber): \(error)") }
                 do {
                     for caps in try reader.feed(chunk) { emit(caps.typedJSON.jsonText) }
+                    if let failure = reader.failure { throw failure }
                 } catch {
                     throw CLIError("line \(lineNumber): \(error)")
                 }

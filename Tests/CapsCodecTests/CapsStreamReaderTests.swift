@@ -73,12 +73,21 @@ import Testing
         var bad = good
         bad[4] = 7
         var r = CapsStreamReader()
-        #expect(throws: CapsError.malformed(.unsupportedVersion(7), offset: good.count * 2 + 4)) {
-            try r.feed(good + good + bad)
-        }
+        #expect(try r.feed(good + good + bad).count == 2, "complete objects come first")
+        #expect(throws: CapsError.malformed(.unsupportedVersion(7), offset: good.count * 2 + 4)) { try r.feed([]) }
         #expect(throws: CapsError.self) { try r.feed(good) }
         r.reset()
         #expect(try r.feed(good) == [[.string("ok")]])
+    }
+
+    @Test func objectsBeforeAnErrorInTheSameChunkAreNotLost() throws {
+        // Found by fuzzing (Fuzz/CapsStream): a good object followed, in one chunk, by a header
+        // with an oversized length.
+        let good = try Caps([.string("ok")]).encoded()
+        var r = CapsStreamReader(sizeLimit: 1000)
+        #expect(try r.feed(good + [0x65, 0x6E, 0x74, 0x53]) == [[.string("ok")]])
+        #expect(r.failure == .malformed(.sizeAboveLimit(0x656E_7453, limit: 1000), offset: good.count))
+        #expect(throws: CapsError.malformed(.sizeAboveLimit(0x656E_7453, limit: 1000), offset: good.count)) { try r.feed([]) }
     }
 
     @Test func malformedContentInsideACompleteObjectIsAnError() throws {
