@@ -179,3 +179,22 @@ import Testing
         #expect(CXRPacketType(rawValue: 0x4242).name == "0x4242")
     }
 }
+
+@Suite struct CXRRequestCounterTests {
+    @Test func idsStartAtOneAndSkipZeroOnWrap() throws {
+        var c = CXRRequestCounter()
+        #expect(c.next() == 1)
+        #expect(c.next() == 2)
+        var w = CXRRequestCounter(after: .max - 1)
+        #expect(w.next() == .max)
+        #expect(w.next() == 1)
+    }
+
+    @Test func encodingWithACounterReturnsTheIdUsed() throws {
+        var c = CXRRequestCounter()
+        let (bytes, id) = try CXRCommand.setBrightness(8).encoded(using: &c)
+        #expect(id == 1)
+        #expect(try CXRPacket(decoding: bytes).requestID == 1)
+        #expect(try CXRCommand.getGlassInfo.encoded(using: &c).requestID == 2)
+    }
+}
