@@ -10,7 +10,8 @@ public enum CXRCommand: Sendable, Equatable {
     case setVolume(UInt32)
     /// `get_glass_info` → `Dev` / `Dev_GetGlassInfo`.
     case getGlassInfo
-    /// `open_custom_view` `layout` (JSON object) → `Custom_View` / `Open_Custom_View`, `S` JSON text.
+    /// `open_custom_view` `layout` (JSON object) → `Custom_View` / `Open_Custom_View`, `S` JSON text
+    /// (compact, key order and number forms kept: ``BinaryCoding/JSONValue/payloadText``).
     case openCustomView(layout: JSONValue)
     /// `update_custom_view` `update` (JSON array or object) → `Custom_View` / `Update_Custom_View`, `S` JSON text.
     case updateCustomView(update: JSONValue)
@@ -66,10 +67,10 @@ public enum CXRCommand: Sendable, Equatable {
         case let .setBrightness(v), let .setVolume(v): return [.uint32(v)]
         case .getGlassInfo, .closeCustomView, .getSceneStatus: return []
         case let .openCustomView(j), let .updateCustomView(j), let .sendCustomViewIcons(j), let .setTeleprompterConfig(j):
-            return [.string(j.jsonText)]
+            return [.string(j.payloadText)]
         case let .sceneControl(name, open):
             let o: JSONValue = ["name": .string(name), "open": .bool(open)]
-            return [.string(o.jsonText)]
+            return [.string(o.payloadText)]
         case let .ttsResult(text): return [.string(text)]
         case let .request(_, _, data): return data
         }

@@ -264,7 +264,7 @@ public enum CXRPacket: Sendable, Equatable {
     /// as TRANSFER_LAST. Throws when `data` is larger than a uint32.
     public static func transferPackets(channel: String, subCommand: String, json: JSONValue, data: [UInt8]) throws(CapsError) -> [CXRPacket] {
         guard let total = UInt32(exactly: data.count) else { throw .unencodable(reason: "transfer of \(data.count) bytes exceeds a uint32 size") }
-        var out: [CXRPacket] = [.transferStart(totalSize: total, channel: channel, args: args(subCommand, .string(json.jsonText)))]
+        var out: [CXRPacket] = [.transferStart(totalSize: total, channel: channel, args: args(subCommand, .string(json.payloadText)))]
         var start = 0
         repeat {
             let end = min(start + maxTransferChunk, data.count)

@@ -125,7 +125,7 @@ enum CapsJSONReader {
             if case let .string(code)? = o["type"], code.utf8.count == 1 {
                 return try typed(o, code: code, path: path, depth: depth)
             }
-            return .string(json.jsonText)
+            return .string(json.payloadText)
         }
     }
 

@@ -24,6 +24,14 @@ import Testing
                 == vector("cxr_request_tts"))
     }
 
+    @Test func teleprompterConfigKeepsNumberForms() throws {
+        // Vector cxr_request_wordtips_config: "textSize":16.0 must stay 16.0 in the JSON text.
+        let json = #"{"command":"set_teleprompter_config","config":{"textSize":16.0,"lineSpacing":1.2,"mode":"normal","contentSite":{"startPointX":0,"startPointY":0,"width":480,"height":320}}}"#
+        #expect(try CXRCommand(jsonText: json).encoded(requestID: 7) == vector("cxr_request_wordtips_config"))
+        let payload: JSONValue = ["a": 1, "b": 2.5, "c": .double(3), "d": [true, .null, "x\"y"], "e": .double(1e20)]
+        #expect(payload.payloadText == #"{"a":1,"b":2.5,"c":3.0,"d":[true,null,"x\"y"],"e":1e+20}"#)
+    }
+
     @Test func sceneControlMatchesTheCapture() throws {
         // Spec §5.3: the S8 btsnoop capture, byte for byte.
         let json = #"{"name":"mix_record","open":true}"#
