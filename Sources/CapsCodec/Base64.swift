@@ -21,8 +21,11 @@ public enum Base64 {
 
     /// A base64 syntax error: `offset` is the character index in the text.
     public struct DecodeError: Error, Sendable, Equatable, CustomStringConvertible {
+        /// Character index of the problem.
         public let offset: Int
+        /// What is wrong.
         public let reason: String
+        /// One line: what and where.
         public var description: String { "invalid base64 at character \(offset): \(reason)" }
     }
 

@@ -2,30 +2,56 @@ import BinaryCoding
 
 /// A CXR packet type id: member 0 of every packet, a `u` (spec rokid-caps.md §5.1).
 public struct CXRPacketType: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+    /// The id as it travels (a `u` member).
     public let rawValue: UInt32
+    /// Any id, known or not.
     public init(rawValue: UInt32) { self.rawValue = rawValue }
 
+    // The ids of spec §5.1.
+
+    /// 0x1001 (§5.1).
     public static let request = CXRPacketType(rawValue: 0x1001)
+    /// 0x1002 (§5.1).
     public static let response = CXRPacketType(rawValue: 0x1002)
+    /// 0x1003 (§5.1).
     public static let notify = CXRPacketType(rawValue: 0x1003)
+    /// 0x1004 (§5.1).
     public static let authRequest = CXRPacketType(rawValue: 0x1004)
+    /// 0x1005 (§5.1).
     public static let authResponse = CXRPacketType(rawValue: 0x1005)
+    /// 0x1006 (§5.1).
     public static let changeRokidAccount = CXRPacketType(rawValue: 0x1006)
+    /// 0x1007 (§5.1).
     public static let disconnect = CXRPacketType(rawValue: 0x1007)
+    /// 0x1008 (§5.1).
     public static let activeRequest = CXRPacketType(rawValue: 0x1008)
+    /// 0x1009 (§5.1).
     public static let activeNotify = CXRPacketType(rawValue: 0x1009)
+    /// 0x100A (§5.1).
     public static let clientListRequest = CXRPacketType(rawValue: 0x100A)
+    /// 0x100B (§5.1).
     public static let clientListResponse = CXRPacketType(rawValue: 0x100B)
+    /// 0x100C (§5.1).
     public static let removeClientRequest = CXRPacketType(rawValue: 0x100C)
+    /// 0x100D (§5.1).
     public static let removeClientResponse = CXRPacketType(rawValue: 0x100D)
+    /// 0x2001 (§5.1).
     public static let transferStart = CXRPacketType(rawValue: 0x2001)
+    /// 0x2002 (§5.1).
     public static let transfer = CXRPacketType(rawValue: 0x2002)
+    /// 0x2003 (§5.1).
     public static let transferLast = CXRPacketType(rawValue: 0x2003)
+    /// 0x2011 (§5.1).
     public static let artcFrameStart = CXRPacketType(rawValue: 0x2011)
+    /// 0x2012 (§5.1).
     public static let artcFrame = CXRPacketType(rawValue: 0x2012)
+    /// 0x2013 (§5.1).
     public static let artcFrameLast = CXRPacketType(rawValue: 0x2013)
+    /// 0x3001 (§5.1).
     public static let startAudioStream = CXRPacketType(rawValue: 0x3001)
+    /// 0x3002 (§5.1).
     public static let audioStream = CXRPacketType(rawValue: 0x3002)
+    /// 0x3003 (§5.1).
     public static let audioStreamFinish = CXRPacketType(rawValue: 0x3003)
 
     /// The name used in spec §5.1 (`REQUEST`, `AUTH_REQ`, …), or `0x….` for an unknown id.
@@ -59,13 +85,16 @@ public struct CXRPacketType: RawRepresentable, Hashable, Sendable, CustomStringC
         }
     }
 
+    /// The §5.1 name.
     public var description: String { name }
 }
 
 /// AUTH_REQ 0x1004, the client's connection handshake (§5.2):
 /// `[u type, u major, u minor, S serviceRecord, k clientTime, u extraType, S customInfo]`.
 public struct CXRAuthRequest: Sendable, Equatable {
+    /// CXR protocol major version (1).
     public var major: UInt32
+    /// CXR protocol minor version (12 in the newest client, §5).
     public var minor: UInt32
     /// The service-record UUID read from characteristic 0x9301 (§4.1).
     public var serviceRecord: String
@@ -73,8 +102,10 @@ public struct CXRAuthRequest: Sendable, Equatable {
     public var clientTime: UInt64
     /// 0 for Android clients; 194/195 are Rokid's own iOS apps.
     public var extraType: UInt32
+    /// Free-form client information.
     public var customInfo: String
 
+    /// An AUTH_REQ; defaults are protocol 1.12 and an Android client (extraType 0).
     public init(major: UInt32 = 1, minor: UInt32 = 12, serviceRecord: String, clientTime: UInt64,
                 extraType: UInt32 = 0, customInfo: String = "") {
         self.major = major
@@ -89,11 +120,17 @@ public struct CXRAuthRequest: Sendable, Equatable {
 /// AUTH_RESP 0x1005 (§5.2): `[u type, u major, u minor, i retCode, S clientMac]`.
 /// `retCode` 0: authorised and active; 1: authorised, inactive; below 0: refused.
 public struct CXRAuthResponse: Sendable, Equatable {
+    /// The glasses' protocol major version.
     public var major: UInt32
+    /// The glasses' protocol minor version.
     public var minor: UInt32
+    /// 0 authorised and active, 1 authorised but inactive, < 0 refused (-1 major mismatch,
+    /// -3 no service record, -4 record mismatch, -6 already connected or rejected; §5.2).
     public var retCode: Int32
+    /// The client's MAC as the glasses see it.
     public var clientMac: String
 
+    /// An AUTH_RESP.
     public init(major: UInt32, minor: UInt32, retCode: Int32, clientMac: String) {
         self.major = major
         self.minor = minor

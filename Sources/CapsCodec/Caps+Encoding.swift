@@ -92,7 +92,7 @@ struct CapsWriter {
     @inline(__always)
     mutating func raw(_ p: UnsafeRawBufferPointer) {
         guard let src = p.baseAddress, p.count > 0 else { return }
-        (base + position).update(from: src.assumingMemoryBound(to: UInt8.self), count: p.count)
+        (base + position).initialize(from: src.assumingMemoryBound(to: UInt8.self), count: p.count)
         position += p.count
     }
 

@@ -14,11 +14,16 @@ public struct Caps: Sendable, Hashable, ExpressibleByArrayLiteral, RandomAccessC
     /// Deepest nesting of `O` members the codec accepts (each level costs stack on decode).
     public static let maxNestingDepth = 64
 
+    /// An object with these members.
     public init(_ members: [CapsValue] = []) { self.members = members }
+    /// An object written as an array literal of members.
     public init(arrayLiteral elements: CapsValue...) { members = elements }
 
+    /// Index of the first member (collection access to `members`).
     public var startIndex: Int { members.startIndex }
+    /// One past the last member.
     public var endIndex: Int { members.endIndex }
+    /// The member at `position`.
     public subscript(position: Int) -> CapsValue {
         get { members[position] }
         set { members[position] = newValue }
@@ -71,6 +76,7 @@ public enum CapsValue: Sendable, Hashable {
         }
     }
 
+    /// The value of an `S` member, else nil (likewise the accessors below for their type).
     public var stringValue: String? { if case let .string(s) = self { return s }; return nil }
     public var uint32Value: UInt32? { if case let .uint32(v) = self { return v }; return nil }
     public var int32Value: Int32? { if case let .int32(v) = self { return v }; return nil }
@@ -79,6 +85,7 @@ public enum CapsValue: Sendable, Hashable {
     public var binaryValue: [UInt8]? { if case let .binary(v) = self { return v }; return nil }
     public var objectValue: Caps? { if case let .object(v) = self { return v }; return nil }
 
+    /// Equality by type and value; floats compare by bit pattern.
     public static func == (a: CapsValue, b: CapsValue) -> Bool {
         switch (a, b) {
         case (.void, .void): return true
@@ -95,6 +102,7 @@ public enum CapsValue: Sendable, Hashable {
         }
     }
 
+    /// Hashes consistently with `==` (floats by bit pattern).
     public func hash(into h: inout Hasher) {
         h.combine(type.rawValue)
         switch self {

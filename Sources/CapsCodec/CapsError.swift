@@ -48,6 +48,7 @@ public enum CapsError: Error, Sendable, Equatable, CustomStringConvertible {
         /// Objects nested deeper than ``Caps/maxNestingDepth``.
         case nestingTooDeep(limit: Int)
 
+        /// A short reason for people.
         public var description: String {
             switch self {
             case let .unsupportedVersion(v): return "unsupported version \(v) (only 5 is understood)"
@@ -73,6 +74,7 @@ public enum CapsError: Error, Sendable, Equatable, CustomStringConvertible {
         return false
     }
 
+    /// One line: what is wrong and where.
     public var description: String {
         switch self {
         case let .needMoreData(offset, needed):

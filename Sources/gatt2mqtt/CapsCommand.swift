@@ -25,11 +25,11 @@ struct CapsCommand: ParsableCommand {
     struct Decode: ParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Hex of one whole Caps object → canonical typed JSON.")
-        @Argument(help: "The object's bytes in hex.")
-        var hex: String
+        @Argument(help: "The object's bytes in hex; standard input when absent or '-'.")
+        var hex: String?
 
         func run() throws {
-            let bytes = try Hex.decode(hex)
+            let bytes = try Hex.decode(argumentOrStdin(hex))
             emit(try Caps(decoding: bytes).typedJSON.jsonText)
         }
     }
@@ -79,11 +79,11 @@ struct CapsCommand: ParsableCommand {
     struct CXRDecode: ParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "cxr-decode", abstract: "Hex of one CXR packet → JSON (type, request_id, channel, sub_command, payload).")
-        @Argument(help: "The packet's bytes in hex.")
-        var hex: String
+        @Argument(help: "The packet's bytes in hex; standard input when absent or '-'.")
+        var hex: String?
 
         func run() throws {
-            let bytes = try Hex.decode(hex)
+            let bytes = try Hex.decode(argumentOrStdin(hex))
             emit(try CXRPacket(decoding: bytes).json.jsonText)
         }
     }

@@ -112,3 +112,13 @@ import Testing
         expectOneLineError(try CLI.run(["caps", "encode", deepJSON]), contains: "nest")
     }
 }
+
+@Suite struct CapsCLIStdinTests {
+    @Test func decodeCommandsReadStdin() throws {
+        let r = try CLI.run(["caps", "decode"], stdin: "000000080501 7507\n")
+        #expect(r.status == 0)
+        #expect(r.stdout == #"[{"type":"u","value":7}]"# + "\n")
+        let p = try CLI.run(["caps", "cxr-decode", "-"], stdin: CapsCLITests.brightness)
+        #expect(p.stdout.contains(#""sub_command":"Dev_GlassBrightness""#))
+    }
+}
