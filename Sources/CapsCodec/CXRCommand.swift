@@ -63,22 +63,32 @@ public enum CXRCommand: Sendable, Equatable {
 
     /// The args members after the sub-command.
     public var data: [CapsValue] {
+        var out = [CapsValue]()
+        appendData(to: &out)
+        return out
+    }
+
+    func appendData(to out: inout [CapsValue]) {
         switch self {
-        case let .setBrightness(v), let .setVolume(v): return [.uint32(v)]
-        case .getGlassInfo, .closeCustomView, .getSceneStatus: return []
+        case let .setBrightness(v), let .setVolume(v): out.append(.uint32(v))
+        case .getGlassInfo, .closeCustomView, .getSceneStatus: break
         case let .openCustomView(j), let .updateCustomView(j), let .sendCustomViewIcons(j), let .setTeleprompterConfig(j):
-            return [.string(j.payloadText)]
+            out.append(.string(j.payloadText))
         case let .sceneControl(name, open):
             let o: JSONValue = ["name": .string(name), "open": .bool(open)]
-            return [.string(o.payloadText)]
-        case let .ttsResult(text): return [.string(text)]
-        case let .request(_, _, data): return data
+            out.append(.string(o.payloadText))
+        case let .ttsResult(text): out.append(.string(text))
+        case let .request(_, _, data): out.append(contentsOf: data)
         }
     }
 
     /// The REQUEST packet for this command with the given request id.
     public func packet(requestID: UInt32) -> CXRPacket {
-        .request(requestID: requestID, channel: channel, args: Caps([.string(subCommand)] + data))
+        var args = [CapsValue]()
+        args.reserveCapacity(2)
+        args.append(.string(subCommand))
+        appendData(to: &args)
+        return .request(requestID: requestID, channel: channel, args: Caps(args))
     }
 
     /// The bytes of the REQUEST packet (what goes on the link, §4.3).
