@@ -100,3 +100,17 @@ import Testing
         #expect(CapsStreamReader(sizeLimit: .max).sizeLimit == Int(UInt32.max))
     }
 }
+
+@Suite struct CapsDecodePrefixTests {
+    @Test func returnsTheObjectAndBytesUsedOrNilWhileIncomplete() throws {
+        let a = try Caps([.uint32(1)]).encoded()
+        let b = try Caps([.string("two")]).encoded()
+        let both = a + b
+        let first = try #require(try Caps.decodePrefix(of: both[...]))
+        #expect(first.caps == [.uint32(1)] && first.consumed == a.count)
+        let second = try #require(try Caps.decodePrefix(of: both[a.count...], baseOffset: a.count))
+        #expect(second.caps == [.string("two")] && second.consumed == b.count)
+        for n in 0..<a.count { #expect(try Caps.decodePrefix(of: a[..<n]) == nil) }
+        #expect(throws: CapsError.malformed(.sizeTooSmall(2), offset: 10)) { try Caps.decodePrefix(of: [0, 0, 0, 2][...], baseOffset: 10) }
+    }
+}
