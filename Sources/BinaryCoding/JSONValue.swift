@@ -17,18 +17,30 @@ public enum JSONValue: Sendable, Equatable {
     case object(JSONObject)
 }
 
-/// An ordered JSON object.
+/// An ordered JSON object. Lookups go through a hash index, so building and reading large
+/// objects (a GoPro status dictionary has ~80 members) stays linear.
 public struct JSONObject: Sendable, Equatable, Sequence, ExpressibleByDictionaryLiteral {
     public private(set) var members: [(key: String, value: JSONValue)]
+    private var index: [String: Int]
 
-    public init() { members = [] }
+    public init() {
+        members = []
+        index = [:]
+    }
     public init(_ members: [(key: String, value: JSONValue)]) {
-        self.members = []
+        self.init()
+        reserveCapacity(members.count)
         for m in members { self[m.key] = m.value }
     }
     public init(dictionaryLiteral elements: (String, JSONValue)...) {
-        self.members = []
+        self.init()
+        reserveCapacity(elements.count)
         for (k, v) in elements { self[k] = v }
+    }
+
+    public mutating func reserveCapacity(_ n: Int) {
+        members.reserveCapacity(n)
+        index.reserveCapacity(n)
     }
 
     public var count: Int { members.count }
@@ -37,11 +49,18 @@ public struct JSONObject: Sendable, Equatable, Sequence, ExpressibleByDictionary
 
     /// Reads a member; setting `nil` removes it; setting an existing key replaces it in place.
     public subscript(key: String) -> JSONValue? {
-        get { members.first(where: { $0.key == key })?.value }
+        get { index[key].map { members[$0].value } }
         set {
-            if let i = members.firstIndex(where: { $0.key == key }) {
-                if let newValue { members[i].value = newValue } else { members.remove(at: i) }
+            if let i = index[key] {
+                if let newValue {
+                    members[i].value = newValue
+                } else {
+                    members.remove(at: i)
+                    index[key] = nil
+                    for j in i..<members.count { index[members[j].key] = j }
+                }
             } else if let newValue {
+                index[key] = members.count
                 members.append((key, newValue))
             }
         }

@@ -89,3 +89,19 @@ import Testing
         #expect(JSONValue.uint(UInt64.max) != .int(-1))
     }
 }
+
+@Suite struct JSONObjectTests {
+    @Test func indexStaysRightThroughReplaceAndRemove() {
+        var o: JSONObject = ["a": 1, "b": 2, "c": 3]
+        o["b"] = nil
+        #expect(o.keys == ["a", "c"] && o["c"] == 3 && o["b"] == nil)
+        o["a"] = 10
+        o["d"] = 4
+        #expect(o.keys == ["a", "c", "d"] && o["a"] == 10 && o["d"] == 4)
+        o["a"] = nil
+        #expect(o["c"] == 3 && o["d"] == 4 && o.count == 2)
+        var big = JSONObject()
+        for i in 0..<1000 { big["k\(i)"] = .int(Int64(i)) }
+        #expect(big["k999"] == 999 && big.count == 1000)
+    }
+}

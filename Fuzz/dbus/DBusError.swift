@@ -1,0 +1,1 @@
+../../Sources/DBus/DBusError.swift

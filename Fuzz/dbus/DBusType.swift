@@ -1,0 +1,1 @@
+../../Sources/DBus/DBusType.swift
