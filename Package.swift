@@ -77,7 +77,7 @@ let package = Package(
         .testTarget(name: "DBusTests", dependencies: ["DBus"], exclude: ["Fixtures"]),
         .testTarget(name: "BridgeConfigTests", dependencies: ["BridgeConfig", "BinaryCoding"]),
         .testTarget(name: "BridgeCoreTests", dependencies: ["BridgeCore", "BridgeConfig", "BridgeStore", "BinaryCoding"]),
-        .testTarget(name: "DeviceProfilesTests", dependencies: ["DeviceProfiles", "BridgeCore", "CapsCodec", "BinaryCoding"]),
+        .testTarget(name: "DeviceProfilesTests", dependencies: ["DeviceProfiles", "BridgeCore", "CapsCodec", "GoProCodec", "BinaryCoding"]),
         .testTarget(name: "BridgeStoreTests", dependencies: ["BridgeStore", "BinaryCoding"]),
         .testTarget(name: "CLITests", dependencies: ["BinaryCoding"]),
     ],
