@@ -1,0 +1,229 @@
+import BinaryCoding
+
+/// Bytes → JSON (docs/layouts.md, "Decoding").
+extension GattLayout {
+    /// Decodes one characteristic value to a JSON object whose keys follow the layout's field order.
+    ///
+    /// Throws ``GattLayoutError/needMoreData(field:offset:needed:available:)`` when the bytes end
+    /// inside a field and ``GattLayoutError/malformed(field:offset:reason:)`` when they are wrong
+    /// (invalid UTF-8, a value outside `min`/`max`, bytes left after the last field).
+    public func decode(_ bytes: [UInt8]) throws(GattLayoutError) -> JSONValue {
+        try decode(bytes[...])
+    }
+
+    /// Decodes one characteristic value held in a slice (offsets are relative to its start).
+    public func decode(_ bytes: ArraySlice<UInt8>) throws(GattLayoutError) -> JSONValue {
+        var decoder = LayoutDecoder(reader: ByteReader(bytes), presence: Array(repeating: false, count: presenceBitCount))
+        var out = JSONObject()
+        try decoder.decodeFields(fields, into: &out, prefix: "")
+        if !decoder.reader.isAtEnd {
+            throw .malformed(
+                field: fields.last?.name ?? "", offset: decoder.reader.offset,
+                reason: "\(decoder.reader.remaining) unexpected byte(s) after the last field")
+        }
+        return .object(out)
+    }
+}
+
+struct LayoutDecoder {
+    var reader: ByteReader
+    var presence: [Bool]
+
+    mutating func decodeFields(_ fields: [GattLayout.Field], into out: inout JSONObject, prefix: String) throws(GattLayoutError) {
+        for field in fields {
+            if let c = field.condition, presence[c.presenceIndex] != c.whenSet { continue }
+            let path = FieldPath(prefix: prefix, name: field.name)
+            switch field.type {
+            case let .flags(flags):
+                let raw = try readUnsigned(byteCount: flags.byteCount, endianness: flags.endianness, path: path)
+                for bit in flags.bits {
+                    let mask: UInt64 = bit.width >= 64 ? .max : (UInt64(1) << UInt64(bit.width)) - 1
+                    let v = (raw >> UInt64(bit.bit)) & mask
+                    if let p = bit.presenceIndex {
+                        presence[p] = v != 0
+                    } else if let name = bit.enumeration.first(where: { Int64(exactly: v) == $0.value })?.name {
+                        out[bit.name] = .string(name)
+                    } else if bit.width == 1 && bit.enumeration.isEmpty {
+                        out[bit.name] = .bool(v != 0)
+                    } else {
+                        out[bit.name] = Int64(exactly: v).map(JSONValue.int) ?? .uint(v)
+                    }
+                }
+            case let .pad(length):
+                do { try reader.skip(length) } catch { throw needMore(error, path) }
+            default:
+                switch field.repetition {
+                case .once:
+                    out[field.name] = try decodeValue(field.type, path: path)
+                case let .count(n):
+                    var items: [JSONValue] = []
+                    items.reserveCapacity(n)
+                    for i in 0..<n { items.append(try decodeValue(field.type, path: path.element(i))) }
+                    out[field.name] = .array(items)
+                case .rest:
+                    var items: [JSONValue] = []
+                    if let size = field.type.fixedSize { items.reserveCapacity(reader.remaining / size) }
+                    while !reader.isAtEnd { items.append(try decodeValue(field.type, path: path.element(items.count))) }
+                    out[field.name] = .array(items)
+                }
+            }
+        }
+    }
+
+    func needMore(_ e: ByteReaderError, _ path: FieldPath) -> GattLayoutError {
+        switch e {
+        case let .insufficientData(offset, needed, available):
+            return .needMoreData(field: path.text, offset: offset, needed: needed, available: available)
+        }
+    }
+
+    mutating func read(_ count: Int, path: FieldPath) throws(GattLayoutError) -> ArraySlice<UInt8> {
+        do { return try reader.readBytes(count: count) } catch { throw needMore(error, path) }
+    }
+
+    mutating func readUnsigned(byteCount: Int, endianness: Endianness, path: FieldPath) throws(GattLayoutError) -> UInt64 {
+        let bytes = try read(byteCount, path: path)
+        var v: UInt64 = 0
+        if endianness == .big {
+            for b in bytes { v = v << 8 | UInt64(b) }
+        } else {
+            for b in bytes.reversed() { v = v << 8 | UInt64(b) }
+        }
+        return v
+    }
+
+    mutating func decodeValue(_ type: GattLayout.FieldType, path: FieldPath) throws(GattLayoutError) -> JSONValue {
+        let start = reader.offset
+        switch type {
+        case let .integer(format, numeric):
+            let raw = try readUnsigned(byteCount: format.byteCount, endianness: format.endianness, path: path)
+            if format.isSigned {
+                let shift = UInt64(64 - format.byteCount * 8)
+                let value = Int64(bitPattern: raw << shift) >> Int64(shift)
+                if let name = numeric.enumeration.first(where: { $0.value == value })?.name { return .string(name) }
+                return try numeric.decoded(exact: .int(value), Double(value), path: path, offset: start)
+            }
+            if raw <= UInt64(Int64.max), let name = numeric.enumeration.first(where: { $0.value == Int64(raw) })?.name {
+                return .string(name)
+            }
+            let exact: JSONValue = raw <= UInt64(Int64.max) ? .int(Int64(raw)) : .uint(raw)
+            return try numeric.decoded(exact: exact, Double(raw), path: path, offset: start)
+        case let .ieee754(byteCount, endianness, numeric):
+            let raw = try readUnsigned(byteCount: byteCount, endianness: endianness, path: path)
+            let d: Double
+            if byteCount == 4 {
+                let f = Float(bitPattern: UInt32(truncatingIfNeeded: raw))
+                // The shortest decimal that reads back as this binary32 (36.4, not 36.400001525878906).
+                d = f.isFinite ? Double(String(describing: f)) ?? Double(f) : Double(f)
+            } else {
+                d = Double(bitPattern: raw)
+            }
+            if d.isNaN { return .string(IEEE11073Float.Value.Special.nan.rawValue) }
+            if d.isInfinite {
+                return .string((d > 0 ? IEEE11073Float.Value.Special.positiveInfinity : .negativeInfinity).rawValue)
+            }
+            return try numeric.decoded(exact: nil, d, path: path, offset: start)
+        case let .medfloat(format, endianness, numeric):
+            let raw = try readUnsigned(byteCount: format.byteCount, endianness: endianness, path: path)
+            switch IEEE11073Float.decode(UInt32(truncatingIfNeeded: raw), format: format) {
+            case let .special(s): return .string(s.rawValue)
+            case let .number(d): return try numeric.decoded(exact: nil, d, path: path, offset: start)
+            }
+        case let .utf8(length):
+            var bytes: ArraySlice<UInt8>
+            if let length {
+                bytes = try read(length, path: path)
+                while bytes.last == 0 { bytes.removeLast() }  // NUL padding of a fixed-length string
+            } else {
+                bytes = reader.readRemaining()
+            }
+            guard let s = String(validating: bytes, as: UTF8.self) else {
+                throw .malformed(field: path.text, offset: start, reason: "not valid UTF-8")
+            }
+            return .string(s)
+        case let .bytes(length):
+            let bytes = try length.map { n throws(GattLayoutError) in try read(n, path: path) } ?? reader.readRemaining()
+            return .string(Hex.encode(bytes))
+        case let .structure(members):
+            var out = JSONObject()
+            try decodeFields(members, into: &out, prefix: path.text + ".")
+            return .object(out)
+        case .flags, .pad:
+            throw .malformed(field: path.text, offset: start, reason: "flags and pad fields have no value")
+        }
+    }
+}
+
+extension GattLayout.Numeric {
+    /// Applies scale and offset to a raw number and checks `min`/`max`. `exact` is the JSON for an
+    /// unscaled integer (kept exact to 64 bits).
+    func decoded(exact: JSONValue?, _ raw: Double, path: FieldPath, offset at: Int) throws(GattLayoutError) -> JSONValue {
+        var value = raw
+        if isScaled { value = scaled(raw) }
+        if let minimum, value < minimum {
+            throw .malformed(field: path.text, offset: at, reason: "value \(Self.text(value)) is below the minimum \(Self.text(minimum))")
+        }
+        if let maximum, value > maximum {
+            throw .malformed(field: path.text, offset: at, reason: "value \(Self.text(value)) is above the maximum \(Self.text(maximum))")
+        }
+        if !isScaled, let exact { return exact }
+        return .double(value)
+    }
+
+    /// raw × scale + offset; a scale that is 1/k for a whole k divides by k, so 7 × 0.1 gives 0.7.
+    func scaled(_ raw: Double) -> Double {
+        var v = raw
+        if let scale {
+            let inverse = 1 / scale
+            v = inverse.rounded() == inverse && abs(inverse) > 1 ? raw / inverse : raw * scale
+        }
+        return v + (offset ?? 0)
+    }
+
+    /// (value − offset) / scale, the inverse of ``scaled(_:)`` before rounding.
+    func unscaled(_ value: Double) -> Double {
+        var v = value - (offset ?? 0)
+        if let scale {
+            let inverse = 1 / scale
+            v = inverse.rounded() == inverse && abs(inverse) > 1 ? v * inverse : v / scale
+        }
+        return v
+    }
+
+    static func text(_ d: Double) -> String { JSONValue.double(d).jsonText }
+}
+
+/// Where a value sits (`name`, `name[3]`, `time_stamp.year`), spelled out only when an error is thrown.
+struct FieldPath {
+    var prefix: String
+    var name: String
+    var index: Int? = nil
+
+    var text: String { index.map { "\(prefix)\(name)[\($0)]" } ?? prefix + name }
+    func element(_ i: Int) -> FieldPath { FieldPath(prefix: prefix, name: name, index: i) }
+}
+
+extension GattLayout.FieldType {
+    /// The byte size of one value when it does not depend on the data.
+    var fixedSize: Int? {
+        switch self {
+        case let .integer(format, _): return format.byteCount
+        case let .ieee754(byteCount, _, _): return byteCount
+        case let .medfloat(format, _, _): return format.byteCount
+        case let .utf8(length), let .bytes(length): return length
+        case let .pad(length): return length
+        case let .flags(flags): return flags.byteCount
+        case let .structure(members):
+            var total = 0
+            for m in members {
+                guard let size = m.type.fixedSize else { return nil }
+                switch m.repetition {
+                case .once: total += size
+                case let .count(n): total += size * n
+                case .rest: return nil
+                }
+            }
+            return total
+        }
+    }
+}

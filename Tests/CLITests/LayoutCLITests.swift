@@ -1,0 +1,128 @@
+import Foundation
+import Testing
+
+/// `gatt2mqtt layout decode|encode` contract: JSON or lowercase hex on stdout, exit 0; any invalid
+/// input exits 1 with exactly one line on stderr.
+@Suite struct LayoutCLITests {
+    /// Tests/Layouts/<name>, found from this file (a user's clone has it; no ../shared needed).
+    static func fixture(_ name: String) -> String {
+        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("Layouts").appendingPathComponent(name).path
+    }
+
+    func expectFailure(_ args: [String], stdin: String? = nil, mentions: String) throws {
+        let r = try CLI.run(args, stdin: stdin)
+        #expect(r.status == 1, "\(args)")
+        #expect(r.stdout.isEmpty, "\(args)")
+        let lines = r.stderr.split(separator: "\n")
+        #expect(lines.count == 1, "\(args): \(r.stderr)")
+        #expect(r.stderr.contains(mentions), "\(args): \(r.stderr)")
+    }
+
+    @Test func decodeBuiltinHeartRate() throws {
+        let r = try CLI.run(["layout", "decode", "--layout", "builtin:heart_rate_measurement", "164b20033003"])
+        #expect(r.status == 0)
+        #expect(r.stdout == #"{"sensor_contact_detected":true,"sensor_contact_supported":true,"heart_rate":75,"rr_intervals":[0.78125,0.796875]}"# + "\n")
+        #expect(r.stderr.isEmpty)
+    }
+
+    @Test func encodeBuiltinTemperature() throws {
+        let r = try CLI.run([
+            "layout", "encode", "--layout", "builtin:temperature_measurement",
+            #"{"temperature_fahrenheit":97.5,"time_stamp":{"year":2024,"month":11,"day":22,"hours":12,"minutes":30,"seconds":45},"temperature_type":"body"}"#,
+        ])
+        #expect(r.status == 0)
+        #expect(r.stdout == "07cf0300ffe8070b160c1e2d02\n")
+    }
+
+    @Test func stdinInputs() throws {
+        let d = try CLI.run(["layout", "decode", "--layout", "builtin:battery_level"], stdin: "0x5A\n")
+        #expect(d.stdout == #"{"battery_level":90}"# + "\n")
+        let e = try CLI.run(["layout", "encode", "--layout", "builtin:battery_level", "-"], stdin: #"{"battery_level":7}"#)
+        #expect(e.stdout == "07\n")
+    }
+
+    @Test func yamlLayoutFileBothWays() throws {
+        let file = Self.fixture("env-sensor.yaml")
+        // flags 0x17: humidity, label, low battery, mode 1; 21.5 °C; 45.5 %; 1013 hPa; state fault; "hi".
+        let hex = "176608c701f503 10 6869"
+        let d = try CLI.run(["layout", "decode", "--layout", file, hex])
+        #expect(d.status == 0, "\(d.stderr)")
+        #expect(d.stdout == #"{"low_battery":true,"mode":"measuring","temperature":21.5,"humidity":45.5,"pressure":1013,"state":"fault","label":"hi"}"# + "\n")
+        let e = try CLI.run(["layout", "encode", "--layout", file, String(d.stdout.dropLast())])
+        #expect(e.status == 0, "\(e.stderr)")
+        #expect(e.stdout == hex.replacingOccurrences(of: " ", with: "") + "\n")
+        // Without the optional fields the flags follow.
+        let short = try CLI.run(["layout", "encode", "--layout", file, #"{"temperature":-0.5,"pressure":"NRes","state":0}"#])
+        #expect(short.stdout == "00ceff000800\n")
+    }
+
+    @Test func yamlCoreSchemaScalars() throws {
+        let file = Self.fixture("switch.yaml")
+        let d = try CLI.run(["layout", "decode", "--layout", file, "01ff01"])
+        #expect(d.stdout == #"{"power":"on","delay":511}"# + "\n", "\(d.stderr)")
+        let e = try CLI.run(["layout", "encode", "--layout", file, #"{"power":"standby","delay":2}"#])
+        #expect(e.stdout == "0a0200\n", "\(e.stderr)")
+        try expectFailure(["layout", "decode", "--layout", file, "010002"], mentions: "above the maximum 511")
+        let show = try CLI.run(["layout", "show", "--layout", file])
+        #expect(show.status == 0)
+        #expect(show.stdout.contains(#""uuid": "2A56""#))
+        #expect(show.stdout.contains(#""0": "off""#))
+    }
+
+    @Test func showBuiltin() throws {
+        let r = try CLI.run(["layout", "show", "--layout", "builtin:temperature_measurement"])
+        #expect(r.status == 0)
+        #expect(r.stdout.contains(#""type": "medfloat32""#))
+    }
+
+    @Test func jsonLayoutFile() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("layout-cli-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let file = dir.appendingPathComponent("level.json")
+        try Data(#"{"fields":[{"name":"level","type":"u16","endian":"big"}]}"#.utf8).write(to: file)
+        let r = try CLI.run(["layout", "decode", "--layout", file.path, "0102"])
+        #expect(r.stdout == #"{"level":258}"# + "\n")
+        let bad = dir.appendingPathComponent("bad.json")
+        try Data(#"{"fields":[{"name":"level","type":"u16",}]}"#.utf8).write(to: bad)
+        try expectFailure(["layout", "decode", "--layout", bad.path, "00"], mentions: "invalid JSON at byte")
+    }
+
+    @Test func invalidInputsExitOneWithOneLine() throws {
+        let hr = ["layout", "decode", "--layout", "builtin:heart_rate_measurement"]
+        try expectFailure(hr + ["16zz"], mentions: "invalid hex at character 2")
+        try expectFailure(hr + ["1648000403"], mentions: "need more data: field 'rr_intervals[1]' at byte 4")
+        try expectFailure(hr + [""], mentions: "need more data: field 'flags' at byte 0")
+        try expectFailure(["layout", "decode", "--layout", "builtin:battery_level", "6500"], mentions: "malformed: field 'battery_level' at byte 0")
+        try expectFailure(["layout", "decode", "--layout", "builtin:nope", "00"], mentions: "unknown built-in layout 'nope'")
+        try expectFailure(["layout", "decode", "--layout", "/no/such/layout.yaml", "00"], mentions: "cannot read layout file '/no/such/layout.yaml'")
+        try expectFailure(["layout", "decode", "--layout", Self.fixture("bad-unknown-key.yaml"), "00"],
+                          mentions: "invalid layout at fields[1].scael: unknown key 'scael'")
+        try expectFailure(["layout", "decode", "--layout", Self.fixture("bad-unknown-key.yaml"), "00"], mentions: "(line 7)")
+        let enc = ["layout", "encode", "--layout", "builtin:heart_rate_measurement"]
+        try expectFailure(enc + ["{"], mentions: "invalid JSON at byte 1")
+        try expectFailure(enc + ["[1]"], mentions: "expected a JSON object")
+        try expectFailure(enc + [#"{"heart_rate":"fast"}"#], mentions: "invalid value at heart_rate")
+        try expectFailure(enc + [#"{"heart_rate":72,"colour":1}"#], mentions: "unknown field 'colour'")
+        try expectFailure(["layout", "decode", "164b"], mentions: "--layout")
+    }
+
+    @Test func badYAMLIsOneLine() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("layout-cli-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let cases: [(String, String)] = [
+            ("fields: [\n  - {name: a", "YAML"),
+            ("fields:\n  - name: a\n    name: b\n    type: u8\n", "duplicated key(s): 'name'"),
+            ("", "invalid layout at the top level"),
+            ("fields:\n  - {name: a, type: u8, present_if: nothing}\n", "fields[0].present_if"),
+            ("\u{1}\u{2}", "YAML"),
+        ]
+        for (i, (text, mention)) in cases.enumerated() {
+            let file = dir.appendingPathComponent("case\(i).yaml")
+            try Data(text.utf8).write(to: file)
+            try expectFailure(["layout", "decode", "--layout", file.path, "00"], mentions: mention)
+        }
+    }
+}
