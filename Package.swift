@@ -55,6 +55,7 @@ let package = Package(
             name: "BridgeCore",
             dependencies: ["BinaryCoding", "BridgeConfig", "BridgeStore", .product(name: "Logging", package: "swift-log")]
         ),
+        .target(name: "DeviceProfiles", dependencies: ["BridgeCore", "BridgeConfig", "BinaryCoding", "CapsCodec", "GoProCodec", "GattLayout"]),
         .target(name: "BridgeStore", dependencies: ["BinaryCoding", .product(name: "GRDB", package: "GRDB.swift")]),
 
         // MARK: Executable (thin)
@@ -76,6 +77,7 @@ let package = Package(
         .testTarget(name: "DBusTests", dependencies: ["DBus"], exclude: ["Fixtures"]),
         .testTarget(name: "BridgeConfigTests", dependencies: ["BridgeConfig", "BinaryCoding"]),
         .testTarget(name: "BridgeCoreTests", dependencies: ["BridgeCore", "BridgeConfig", "BridgeStore", "BinaryCoding"]),
+        .testTarget(name: "DeviceProfilesTests", dependencies: ["DeviceProfiles", "BridgeCore", "BridgeConfig", "CapsCodec", "GoProCodec", "BinaryCoding"]),
         .testTarget(name: "BridgeStoreTests", dependencies: ["BridgeStore", "BinaryCoding"]),
         .testTarget(name: "CLITests", dependencies: ["BinaryCoding"]),
     ],

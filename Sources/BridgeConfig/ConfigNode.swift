@@ -78,12 +78,19 @@ struct ConfigNode {
     func jsonValue() -> JSONValue {
         switch kind {
         case let .scalar(s):
-            let node = Yams.Node.scalar(s)
+            // YAML 1.2 core schema: only true/false are booleans (so an enum name `on` stays text);
+            // quoted scalars are always text.
             if s.style == .plain || s.style == .any {
-                if node.null != nil { return .null }
-                if let b = node.bool { return .bool(b) }
-                if let i = node.int { return .int(Int64(i)) }
-                if let d = node.float { return .double(d) }
+                let t = s.string
+                switch t {
+                case "true": return .bool(true)
+                case "false": return .bool(false)
+                case "null", "~", "": return .null
+                default: break
+                }
+                if let i = Int64(t) { return .int(i) }
+                if t.hasPrefix("0x"), let i = Int64(t.dropFirst(2), radix: 16) { return .int(i) }
+                if let d = Double(t), d.isFinite, t.first.map({ $0.isNumber || $0 == "-" || $0 == "." }) == true { return .double(d) }
             }
             return .string(s.string)
         case let .sequence(items):

@@ -1,0 +1,132 @@
+import BinaryCoding
+import BridgeCore
+import GoProCodec
+
+/// A GoPro camera over Open GoPro BLE (`shared/spec/gopro.md`): requests packetized to the
+/// command/settings/query/network characteristics (§3–§7), one assembler per notify
+/// characteristic, answers matched by §4.5 identifiers, status and setting pushes merged into
+/// the state by name. On each connect it registers for status and setting updates (whose
+/// answers carry the current values, so state is re-read on return); keep-alive every 3 s (§9);
+/// while the camera is busy or encoding, only queries and shutter-off pass (§9 readiness).
+public struct GoProDriver: DeviceDriver {
+    static func id(_ c: GoProCharacteristic) -> CharacteristicID { CharacteristicID(c.uuid) }
+
+    public let notifyCharacteristics = GoProCharacteristic.allCases.filter(\.isNotify).map(GoProDriver.id)
+    var assemblers: [GoProCharacteristic: GoProAssembler] = [:]
+    /// The request in flight: its key for the core and the identifier that answers it.
+    var pending: (key: String, expected: GoProResponseID)?
+    var sequence = 0
+    var busy = false
+    var encoding = false
+
+    public init() {}
+
+    public var isBusy: Bool { busy || encoding }
+
+    public var keepAlive: (interval: Duration, request: DeviceRequest)? {
+        let r = GoProRequest.keepAlive
+        return (.seconds(3), Self.deviceRequest(r, key: nil, bypass: true))
+    }
+
+    public mutating func startupRequests() throws(CommandError) -> [DeviceRequest] {
+        var out: [DeviceRequest] = []
+        for name in ["register_status_value_updates", "register_setting_value_updates"] {
+            out.append(try encode(["query": .string(name)], mtu: 23))
+        }
+        return out
+    }
+
+    static func deviceRequest(_ r: GoProRequest, key: String?, bypass: Bool) -> DeviceRequest {
+        // Messages the vocabulary builds are far below the 8191-byte packetizer limit.
+        let writes = ((try? r.packets()).map { $0.map { DeviceRequest.Write(id(r.characteristic), Array($0)) } }) ?? []
+        return DeviceRequest(writes: writes, expect: key, bypassesBusyGate: bypass)
+    }
+
+    public mutating func encode(_ command: JSONObject, mtu: Int) throws(CommandError) -> DeviceRequest {
+        var body = command
+        if body["command"] == nil, body["setting"] == nil, body["query"] == nil {
+            // Shortcuts: `/set/shutter` ← ON, `/set/<setting>` ← value, `/get`.
+            guard body.count == 1, let (key, value) = body.members.first.map({ ($0.key, $0.value) }) else {
+                throw CommandError(.unknownCommand, "needs one of \"command\", \"setting\" or \"query\"")
+            }
+            switch key {
+            case "shutter": body = ["command": "set_shutter", "value": value]
+            case "get": body = ["query": "get_status_values"]
+            default: body = ["setting": .string(key), "value": value]
+            }
+        }
+        let request: GoProRequest
+        do { request = try GoProRequest(json: .object(body)) } catch {
+            switch error {
+            case .unknownOperation: throw CommandError(.unknownCommand, error.description)
+            default: throw CommandError(.invalidValue, error.description)
+            }
+        }
+        sequence += 1
+        let key = "gopro:\(sequence)"
+        let isQuery = body["query"] != nil
+        let shutterOff = body["command"] == "set_shutter" && (body["value"] == false || body["value"] == "off")
+        var r = Self.deviceRequest(request, key: key, bypass: isQuery || shutterOff)
+        r.attribute = body["setting"].map { "setting:\($0.jsonText)" } ?? (body["command"] == "set_shutter" ? "shutter" : nil)
+        pendingCandidates[key] = request.expectedResponse
+        return r
+    }
+
+    /// Expected answers by key, for requests encoded but not yet answered; the core sends one
+    /// at a time, so the newest dispatched one is matched first.
+    var pendingCandidates: [String: GoProResponseID] = [:]
+
+    public mutating func receive(_ notification: GATTNotification) -> [DriverOutput] {
+        guard let c = try? GoProCharacteristic(identifier: notification.characteristic.uuid) else {
+            return [.malformed("GoPro: notification on unknown characteristic \(notification.characteristic)")]
+        }
+        var assembler = assemblers[c] ?? GoProAssembler()
+        let message: [UInt8]?
+        do { message = try assembler.append(notification.value) } catch {
+            assemblers[c] = assembler
+            return [.malformed("GoPro \(c.shortName): \(error)")]
+        }
+        assemblers[c] = assembler
+        guard let message else { return [] }
+        let response: GoProResponse
+        do { response = try GoProResponse(decoding: message, on: c) } catch {
+            return [.malformed("GoPro \(c.shortName): \(error) in \(Hex.encode(message))")]
+        }
+        return handle(response)
+    }
+
+    mutating func handle(_ response: GoProResponse) -> [DriverOutput] {
+        var out: [DriverOutput] = []
+        var state = JSONObject()
+        if case let .query(q) = response {
+            state = q.namedValues
+            if let b = state["busy"]?.boolValue { busy = b }
+            if let e = state["encoding"]?.boolValue { encoding = e }
+            if !state.isEmpty { out.append(.state(state)) }
+        }
+        if response.isAsynchronous {
+            if case .protobuf = response { out.append(.event(response.json)) }
+            return out
+        }
+        // The core runs one request at a time: the answer belongs to a candidate it matches.
+        if let (key, _) = pendingCandidates.first(where: { $0.value.isAnswered(by: response.identifier) }) {
+            pendingCandidates = pendingCandidates.filter { !$0.value.isAnswered(by: response.identifier) }
+            switch response.outcome {
+            case .success?, nil:
+                var data = response.json
+                if case .query = response { data = .object(state) }
+                out.append(.response(key: key, result: .success(data)))
+            case let .failure(code)?:
+                out.append(.response(key: key, result: .failure(CommandError(.deviceError, "the camera answered \(code) (\(response.identifier))"))))
+            }
+        }
+        return out
+    }
+
+    public mutating func linkLost() {
+        assemblers = [:]
+        pendingCandidates = [:]
+        busy = false
+        encoding = false
+    }
+}

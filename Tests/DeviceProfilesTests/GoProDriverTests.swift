@@ -1,0 +1,64 @@
+import BinaryCoding
+import BridgeCore
+import GoProCodec
+import Testing
+@testable import DeviceProfiles
+
+@Suite struct GoProDriverTests {
+    /// What the camera notifies for `message` on `c`, packetized as a camera does.
+    func notify(_ d: inout GoProDriver, _ message: [UInt8], on c: GoProCharacteristic) throws -> [DriverOutput] {
+        let packets = try GoProPacketizer.packetize(message, startHeader: .general, continuation: .counting)
+        return packets.flatMap { d.receive(GATTNotification(characteristic: CharacteristicID(c.uuid), value: Array($0))) }
+    }
+
+    func key(_ r: DeviceRequest) -> String { r.expect ?? "" }
+
+    @Test func shutterOnIsTheSpecMessageAndOkCompletes() throws {
+        var d = GoProDriver()
+        let r = try d.encode(["command": "set_shutter", "value": true], mtu: 23)
+        #expect(r.writes.count == 1)
+        #expect(r.writes[0].characteristic == CharacteristicID("b5f90072-aa8d-11e3-9046-0002a5d5c51b"))
+        #expect(r.writes[0].value == [0x20, 0x03, 0x01, 0x01, 0x01])  // extended-13 header, as the SDK writes
+        #expect(!r.bypassesBusyGate)
+        let out = try notify(&d, [0x01, 0x00], on: .commandResponse)
+        guard case let .response(k, .success)? = out.first else { Issue.record("\(out)"); return }
+        #expect(k == key(r))
+    }
+
+    @Test func failureStatusIsADeviceError() throws {
+        var d = GoProDriver()
+        let r = try d.encode(["setting": "video_resolution", "value": "4K"], mtu: 23)
+        let out = try notify(&d, [0x02, 0x02], on: .settingsResponse)
+        guard case let .response(k, .failure(e))? = out.first else { Issue.record("\(out)"); return }
+        #expect(k == key(r) && e.code == .deviceError && e.message.contains("invalid_parameter"))
+    }
+
+    @Test func statusPushUpdatesStateAndBusyGate() throws {
+        var d = GoProDriver()
+        // 0x93 push: status 10 (encoding) = 1, status 70 (battery) = 84.
+        let out = try notify(&d, [0x93, 0x00, 0x0A, 0x01, 0x01, 0x46, 0x01, 0x54], on: .queryResponse)
+        #expect(out == [.state(["encoding": true, "internal_battery_percentage": 84])])
+        #expect(d.isBusy)
+        #expect(try d.encode(["shutter": false], mtu: 23).bypassesBusyGate)
+        #expect(try d.encode(["query": "get_status_values"], mtu: 23).bypassesBusyGate)
+        #expect(!(try d.encode(["command": "sleep"], mtu: 23).bypassesBusyGate))
+    }
+
+    @Test func startupRegistersAndKeepAliveIsEvery3s() throws {
+        var d = GoProDriver()
+        let s = try d.startupRequests()
+        #expect(s.map { $0.writes.first?.value } == [[0x20, 0x01, 0x53], [0x20, 0x01, 0x52]])
+        let k = try #require(d.keepAlive)
+        #expect(k.interval == .seconds(3) && k.request.writes[0].value == [0x20, 0x03, 0x5B, 0x01, 0x42])
+    }
+
+    @Test func garbageAndBadCommands() throws {
+        var d = GoProDriver()
+        let out = d.receive(GATTNotification(characteristic: CharacteristicID("b5f90073-aa8d-11e3-9046-0002a5d5c51b"), value: [0x85]))
+        if case .malformed? = out.first {} else { Issue.record("expected malformed: \(out)") }
+        #expect { _ = try d.encode(["command": "self_destruct"], mtu: 23) } throws: { ($0 as? CommandError)?.code == .unknownCommand }
+        #expect { _ = try d.encode(["command": "load_preset_group", "group": "cinema"], mtu: 23) } throws: {
+            ($0 as? CommandError)?.code == .invalidValue
+        }
+    }
+}
