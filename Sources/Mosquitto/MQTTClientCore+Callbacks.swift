@@ -1,0 +1,165 @@
+import CMosquitto
+import Logging
+
+/// Recovers the box from libmosquitto's user-data pointer (set by `mosquitto_user_data_set`).
+/// Callbacks only run on the network thread, which holds a strong reference to the box, or
+/// inside a library call made by a method of the box.
+@inline(__always)
+private func core(_ raw: UnsafeMutableRawPointer?) -> MQTTClientCore {
+    Unmanaged<MQTTClientCore>.fromOpaque(raw!).takeUnretainedValue()
+}
+
+extension MQTTClientCore {
+    func installCallbacks() {
+        mosquitto_connect_v5_callback_set(mosq) { _, raw, rc, flags, properties in
+            core(raw).handleConnect(rc: rc, flags: flags, properties: properties)
+        }
+        mosquitto_disconnect_v5_callback_set(mosq) { _, raw, rc, _ in
+            core(raw).handleDisconnect(rc: rc)
+        }
+        mosquitto_publish_v5_callback_set(mosq) { _, raw, mid, reason, _ in
+            core(raw).handlePublishAck(mid: mid, reason: reason)
+        }
+        mosquitto_subscribe_v5_callback_set(mosq) { _, raw, mid, count, granted, _ in
+            let codes = (0..<Int(max(count, 0))).map { granted![$0] }
+            core(raw).handleSubscribeAck(mid: mid, granted: codes)
+        }
+        mosquitto_unsubscribe_v5_callback_set(mosq) { _, raw, mid, _ in
+            core(raw).handleUnsubscribeAck(mid: mid)
+        }
+        mosquitto_message_v5_callback_set(mosq) { _, raw, message, properties in
+            guard let message else { return }
+            core(raw).handleMessage(message, properties: properties)
+        }
+        mosquitto_log_callback_set(mosq) { _, raw, level, text in
+            guard let text else { return }
+            core(raw).handleLog(level: level, text: String(cString: text))
+        }
+    }
+
+    /// CONNACK (MQTT 5 §3.2). `rc` is the CONNACK reason code (3.1.1 return code).
+    func handleConnect(rc: Int32, flags: Int32, properties: OpaquePointer?) {
+        if rc != 0 {
+            let code = options.protocolVersion == .v5
+                ? MQTTReasonCode(rawValue: UInt8(truncatingIfNeeded: rc))
+                : MQTTReasonCode(mqtt311Connack: UInt8(truncatingIfNeeded: rc))
+            logger.warning("MQTT broker refused the connection: \(code)")
+            state.withLock { $0.lastConnectFailure = .connectionRefused(code) }
+            return
+        }
+        let sessionPresent = flags & 1 == 1
+        let (waiter, resubscribe) = state.withLock { s -> (CheckedContinuation<Result<Void, MQTTError>, Never>?, [Route]) in
+            let wasConnectedBefore = s.everConnected
+            s.everConnected = true
+            s.reconnectAttempt = 0
+            s.lastConnectFailure = nil
+            if s.phase != .stopping && s.phase != .stopped { s.phase = .connected }
+            defer { s.connectWaiter = nil }
+            return (s.connectWaiter, wasConnectedBefore ? s.routes : [])
+        }
+        logger.info("MQTT connected to \(options.host):\(options.port) (session present: \(sessionPresent))")
+        // Re-subscribe before anyone hears about the connection; SUBACKs are not awaited.
+        var seen = Set<String>()
+        for route in resubscribe where seen.insert(route.filter).inserted {
+            var mid: Int32 = 0
+            let rc = mosquitto_subscribe_v5(
+                mosq, &mid, route.filter, Int32(route.qos.rawValue), route.options.mosquittoValue, nil)
+            if rc != 0 {
+                logger.error("MQTT re-subscribe to \(route.filter) failed: \(MosquittoCode(code: rc))")
+                continue
+            }
+            let early = state.withLock { $0.subacks.register(mid, .ignore) }
+            if case .success(let granted)? = early, let first = granted.first, first >= 0x80 {
+                logger.error("MQTT broker rejected re-subscribe to \(route.filter): \(MQTTReasonCode(rawValue: UInt8(first)))")
+            }
+        }
+        waiter?.resume(returning: .success(()))
+        emit(.connected(sessionPresent: sessionPresent))
+    }
+
+    /// The connection ended; `rc` 0 means after our DISCONNECT.
+    func handleDisconnect(rc: Int32) {
+        let lost = state.withLock { s -> [CheckedContinuation<Result<Void, MQTTError>, Never>] in
+            s.generation += 1
+            if s.phase == .connected { s.phase = .reconnecting }
+            let mids = s.qos0Waiting
+            s.qos0Waiting = []
+            return mids.compactMap { s.publishes.abandon($0) }
+        }
+        for waiter in lost { waiter.resume(returning: .failure(.connectionLost)) }
+        if rc == 0 {
+            logger.info("MQTT disconnected")
+            emit(.disconnected(reason: nil))
+        } else {
+            let reason: MQTTError = .library(MosquittoCode(code: rc), operation: "connection")
+            logger.warning("MQTT connection lost: \(reason)")
+            emit(.disconnected(reason: reason))
+        }
+    }
+
+    /// PUBACK/PUBCOMP (or QoS 0 written). MQTT 5 §3.4.2.1: reason ≥ 0x80 is a failure.
+    func handlePublishAck(mid: Int32, reason: Int32) {
+        let result: Result<Void, MQTTError> =
+            reason >= 0x80
+            ? .failure(.publishRejected(topic: "", MQTTReasonCode(rawValue: UInt8(truncatingIfNeeded: reason))))
+            : .success(())
+        let waiter = state.withLock { s in
+            s.qos0Waiting.remove(mid)
+            return s.publishes.complete(mid, result)
+        }
+        waiter?.resume(returning: result)
+    }
+
+    func handleSubscribeAck(mid: Int32, granted: [Int32]) {
+        let waiter = state.withLock { $0.subacks.complete(mid, .success(granted)) }
+        waiter?.resume(returning: .success(granted))
+    }
+
+    func handleUnsubscribeAck(mid: Int32) {
+        let waiter = state.withLock { $0.unsubacks.complete(mid, .success(())) }
+        waiter?.resume(returning: .success(()))
+    }
+
+    /// Copies the message out of libmosquitto and hands it to every matching subscription.
+    func handleMessage(_ raw: UnsafePointer<mosquitto_message>, properties: OpaquePointer?) {
+        let m = raw.pointee
+        let topic = m.topic.map { String(cString: $0) } ?? ""
+        let payload: [UInt8] =
+            m.payloadlen > 0 && m.payload != nil
+            ? Array(UnsafeRawBufferPointer(start: m.payload, count: Int(m.payloadlen))) : []
+        let message = MQTTMessage(
+            topic: topic, payload: payload, qos: MQTTQoS(rawValue: Int(m.qos)) ?? .atMostOnce, retain: m.retain,
+            properties: properties == nil ? MQTTPublishProperties() : MQTTPublishProperties(copying: properties))
+        let routes = state.withLock { $0.routes }
+        var delivered = 0
+        var dropped = 0
+        for route in routes where MQTTTopic.matches(filter: route.filter, topic: topic) {
+            switch route.continuation.yield(message) {
+            case .enqueued: delivered += 1
+            case .dropped: dropped += 1
+            case .terminated: break
+            @unknown default: break
+            }
+        }
+        if delivered > 0 || dropped > 0 {
+            state.withLock {
+                $0.deliveredInbound += delivered
+                $0.droppedInbound += dropped
+            }
+        }
+        if dropped > 0 { logger.warning("MQTT inbound buffer full: dropped a message on \(topic)") }
+    }
+
+    /// libmosquitto log lines → swift-log (it never logs the password).
+    func handleLog(level: Int32, text: String) {
+        let mapped: Logger.Level
+        switch level {
+        case MOSQ_LOG_ERR: mapped = .error
+        case MOSQ_LOG_WARNING: mapped = .warning
+        case MOSQ_LOG_NOTICE: mapped = .notice
+        case MOSQ_LOG_INFO: mapped = .info
+        default: mapped = .debug
+        }
+        logger.log(level: mapped, "\(text)", metadata: ["source": "libmosquitto"])
+    }
+}
