@@ -8,6 +8,9 @@ public struct MQTTClientStatistics: Sendable, Hashable {
     public var deliveredMessages: Int
     /// Messages dropped because a subscription's buffer was full.
     public var droppedMessages: Int
+    /// Messages that matched no local subscription (e.g. after a local unsubscribe while
+    /// a persistent session still held the subscription).
+    public var unroutedMessages: Int
     /// QoS 1/2 publishes not yet acknowledged (including those queued while offline).
     public var unacknowledgedPublishes: Int
     public var isConnected: Bool
@@ -96,63 +99,57 @@ public final class MQTTClient: MQTTTransport {
         }
         let propertyList = properties.isEmpty ? nil : try properties.makePropertyList()
 
-        let generation = try core.state.withLock { s throws(MQTTError) -> Int in
+        enum Admission { case send(generation: Int), enqueue }
+        let admission = try core.state.withLock { s throws(MQTTError) -> Admission in
             switch s.phase {
             case .idle: throw .notConnected
             case .stopping, .stopped: throw .closed
-            case .connected: break
+            case .connected:
+                if qos != .atMostOnce { s.outstandingQoS12 += 1 }
+                return .send(generation: s.generation)
             case .connecting, .reconnecting:
                 switch core.options.offlinePolicy {
                 case .failFast: throw .notConnected
                 case .queue(let queueLimit):
                     if qos == .atMostOnce { throw .notConnected }
                     if s.outstandingQoS12 >= queueLimit { throw .offlineQueueFull(limit: queueLimit) }
+                    s.outstandingQoS12 += 1
+                    return .enqueue
                 }
             }
-            if qos != .atMostOnce { s.outstandingQoS12 += 1 }
-            return s.generation
         }
         defer {
             if qos != .atMostOnce { core.state.withLock { $0.outstandingQoS12 -= 1 } }
         }
+        let queueing: Bool
+        if case .queue = core.options.offlinePolicy, qos != .atMostOnce { queueing = true } else { queueing = false }
 
-        var mid: Int32 = 0
-        let rc = payload.withUnsafeBytes { bytes in
-            mosquitto_publish_v5(
-                core.mosq, &mid, topic, Int32(bytes.count), bytes.baseAddress, Int32(qos.rawValue), retain,
-                propertyList?.pointer)
-        }
-        if rc != 0 {
-            switch MosquittoCode(code: rc) {
-            case .noConnection: throw .notConnected
-            case .payloadSize: throw .payloadTooLarge(size: payload.count, limit: 268_435_455)
-            case .notSupported where propertyList != nil: throw .propertiesRequireMQTT5
-            case let code: throw .library(code, operation: "mosquitto_publish_v5")
+        let result: Result<Void, MQTTError>
+        switch admission {
+        case .enqueue:
+            result = await core.enqueuePublish(
+                topic: topic, payload: payload, qos: qos, retain: retain, properties: properties)
+        case .send(let generation):
+            var mid: Int32 = 0
+            let rc = payload.withUnsafeBytes { bytes in
+                mosquitto_publish_v5(
+                    core.mosq, &mid, topic, Int32(bytes.count), bytes.baseAddress, Int32(qos.rawValue), retain,
+                    propertyList?.pointer)
             }
-        }
-        let messageID = mid
-
-        let result = await withTaskCancellationHandler {
-            await withCheckedContinuation { (c: CheckedContinuation<Result<Void, MQTTError>, Never>) in
-                let immediate = core.state.withLock { s -> Result<Void, MQTTError>? in
-                    if Task.isCancelled {
-                        return s.publishes.register(messageID, .ignore) ?? .failure(.cancelled)
-                    }
-                    if qos == .atMostOnce && s.generation != generation {
-                        return s.publishes.register(messageID, .ignore) ?? .failure(.connectionLost)
-                    }
-                    if let early = s.publishes.register(messageID, .waiting(c)) { return early }
-                    if qos == .atMostOnce { s.qos0Waiting.insert(messageID) }
-                    return nil
+            if rc == 0 {
+                result = await core.waitForPublish(mid: mid, qos: qos, generation: generation)
+            } else {
+                switch MosquittoCode(code: rc) {
+                case .noConnection where queueing:
+                    // The connection dropped between the check and the call: queue it.
+                    result = await core.enqueuePublish(
+                        topic: topic, payload: payload, qos: qos, retain: retain, properties: properties)
+                case .noConnection: throw .notConnected
+                case .payloadSize: throw .payloadTooLarge(size: payload.count, limit: 268_435_455)
+                case .notSupported where propertyList != nil: throw .propertiesRequireMQTT5
+                case let code: throw .library(code, operation: "mosquitto_publish_v5")
                 }
-                if let immediate { c.resume(returning: immediate) }
             }
-        } onCancel: {
-            let waiter = core.state.withLock { s in
-                s.qos0Waiting.remove(messageID)
-                return s.publishes.abandon(messageID)
-            }
-            waiter?.resume(returning: .failure(.cancelled))
         }
         switch result {
         case .success: return
@@ -161,9 +158,13 @@ public final class MQTTClient: MQTTTransport {
         }
     }
 
-    /// Subscribes (MQTT 5 §3.8) and returns once the broker granted it (SUBACK). The stream
-    /// starts buffering before SUBACK, so retained messages are not missed. Needs a connection.
-    /// Throws `.invalidTopicFilter`, `.notConnected`, `.subscribeRejected`, `.cancelled`, `.closed`.
+    /// Subscribes (MQTT 5 §3.8). When connected it returns once the broker granted the
+    /// subscription (SUBACK). Before `connect()` or while reconnecting it registers the
+    /// subscription locally and returns at once (`grantedQoS` is then the requested QoS); the
+    /// SUBSCRIBE goes out with the next CONNACK — so a persistent session's queued messages,
+    /// delivered right after CONNACK, find their subscription. A later rejection by the broker
+    /// finishes the stream. The stream buffers from the start, so retained messages are kept.
+    /// Throws `.invalidTopicFilter`, `.subscribeRejected`, `.cancelled`, `.closed`.
     public func subscribe(
         _ filter: String, qos: MQTTQoS = .atLeastOnce, options: MQTTSubscribeOptions = MQTTSubscribeOptions()
     ) async throws(MQTTError) -> MQTTSubscription {
@@ -173,49 +174,60 @@ public final class MQTTClient: MQTTTransport {
             core.options.inboundOverflow == .dropNewest
             ? .bufferingOldest(core.options.inboundBufferLimit) : .bufferingNewest(core.options.inboundBufferLimit)
         let (stream, continuation) = AsyncStream.makeStream(of: MQTTMessage.self, bufferingPolicy: policy)
-        let id = try core.state.withLock { s throws(MQTTError) -> UInt64 in
-            switch s.phase {
-            case .connected: break
-            case .stopping, .stopped: throw .closed
-            default: throw .notConnected
-            }
+        let (id, connected) = try core.state.withLock { s throws(MQTTError) -> (UInt64, Bool) in
+            if s.phase == .stopping || s.phase == .stopped { throw .closed }
             s.nextID += 1
             s.routes.append(MQTTClientCore.Route(id: s.nextID, filter: filter, qos: qos, options: options, continuation: continuation))
-            return s.nextID
+            return (s.nextID, s.phase == .connected)
         }
         func removeRoute() {
             core.state.withLock { $0.routes.removeAll { $0.id == id } }
             continuation.finish()
         }
+        func made(_ grantedQoS: MQTTQoS) -> MQTTSubscription {
+            continuation.onTermination = { [weak core] _ in
+                guard let core else { return }
+                Task { try? await core.removeSubscription(id: id) }
+            }
+            return MQTTSubscription(filter: filter, grantedQoS: grantedQoS, stream: stream) { [weak core] () throws(MQTTError) in
+                guard let core else { return }
+                try await core.removeSubscription(id: id)
+            }
+        }
+        guard connected else { return made(qos) }
 
         var mid: Int32 = 0
         let rc = mosquitto_subscribe_v5(core.mosq, &mid, filter, Int32(qos.rawValue), options.mosquittoValue, nil)
+        if rc == Int32(MOSQ_ERR_NO_CONN.rawValue) {
+            return made(qos)  // sent with the next CONNACK
+        }
         if rc != 0 {
             removeRoute()
-            throw MosquittoCode(code: rc) == .noConnection ? .notConnected : .library(MosquittoCode(code: rc), operation: "mosquitto_subscribe_v5")
+            throw .library(MosquittoCode(code: rc), operation: "mosquitto_subscribe_v5")
         }
-        let result = await core.waitForAck(mid, table: \.subacks)
         let granted: [Int32]
-        switch result {
+        switch await core.waitForAck(mid, table: \.subacks) {
         case .failure(let error):
             removeRoute()
             throw error
         case .success(let codes):
             granted = codes
         }
-        guard let first = granted.first, (0...2).contains(first), let grantedQoS = MQTTQoS(rawValue: Int(first)) else {
+        do throws(MQTTError) {
+            return made(try Self.grantedQoS(granted, filter: filter))
+        } catch {
             removeRoute()
-            let code = UInt8(truncatingIfNeeded: granted.first ?? 0x80)
-            throw .subscribeRejected(filter: filter, MQTTReasonCode(rawValue: code))
+            throw error
         }
-        continuation.onTermination = { [weak core] _ in
-            guard let core else { return }
-            Task { try? await core.removeSubscription(id: id) }
+    }
+
+    /// Reads a SUBACK for one filter (MQTT 5 §3.9.3, MQTT 3.1.1 §3.9.3): 0…2 is the granted
+    /// QoS, anything else (0x80 in 3.1.1, a reason code ≥ 0x80 in 5) a refusal.
+    static func grantedQoS(_ codes: [Int32], filter: String) throws(MQTTError) -> MQTTQoS {
+        guard codes.count == 1, let qos = MQTTQoS(rawValue: Int(codes[0])) else {
+            throw .subscribeRejected(filter: filter, MQTTReasonCode(rawValue: UInt8(truncatingIfNeeded: codes.first ?? 0x80)))
         }
-        return MQTTSubscription(filter: filter, grantedQoS: grantedQoS, stream: stream) { [weak core] () throws(MQTTError) in
-            guard let core else { return }
-            try await core.removeSubscription(id: id)
-        }
+        return qos
     }
 
     /// Ends every subscription to exactly `filter` and unsubscribes at the broker (UNSUBACK).
@@ -236,13 +248,75 @@ public final class MQTTClient: MQTTTransport {
     public var statistics: MQTTClientStatistics {
         core.state.withLock { s in
             MQTTClientStatistics(
-                deliveredMessages: s.deliveredInbound, droppedMessages: s.droppedInbound,
+                deliveredMessages: s.deliveredInbound, droppedMessages: s.droppedInbound, unroutedMessages: s.unroutedInbound,
                 unacknowledgedPublishes: s.outstandingQoS12, isConnected: s.phase == .connected)
         }
     }
 }
 
 extension MQTTClientCore {
+    /// Waits for the PUBACK/PUBCOMP (or the write, QoS 0) of `mid`, registered after
+    /// libmosquitto returned it; an ack that came first is taken from the early table.
+    func waitForPublish(mid: Int32, qos: MQTTQoS, generation: Int) async -> Result<Void, MQTTError> {
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (c: CheckedContinuation<Result<Void, MQTTError>, Never>) in
+                let immediate = state.withLock { s -> Result<Void, MQTTError>? in
+                    if Task.isCancelled {
+                        return s.publishes.register(mid, .ignore) ?? .failure(.cancelled)
+                    }
+                    if qos == .atMostOnce && s.generation != generation {
+                        return s.publishes.register(mid, .ignore) ?? .failure(.connectionLost)
+                    }
+                    if let early = s.publishes.register(mid, .waiting(c)) { return early }
+                    if qos == .atMostOnce { s.qos0Waiting.insert(mid) }
+                    return nil
+                }
+                if let immediate { c.resume(returning: immediate) }
+            }
+        } onCancel: {
+            let waiter = state.withLock { s in
+                s.qos0Waiting.remove(mid)
+                return s.publishes.abandon(mid)
+            }
+            waiter?.resume(returning: .failure(.cancelled))
+        }
+    }
+
+    /// Queues a QoS ≥ 1 publish while disconnected; it is sent after the next CONNACK and
+    /// this returns on its PUBACK/PUBCOMP. Cancelling removes it if it was not sent yet.
+    func enqueuePublish(
+        topic: String, payload: [UInt8], qos: MQTTQoS, retain: Bool, properties: MQTTPublishProperties
+    ) async -> Result<Void, MQTTError> {
+        let ticket = state.withLock { s in
+            s.nextID += 1
+            return s.nextID
+        }
+        return await withTaskCancellationHandler {
+            await withCheckedContinuation { (c: CheckedContinuation<Result<Void, MQTTError>, Never>) in
+                let immediate = state.withLock { s -> Result<Void, MQTTError>? in
+                    if Task.isCancelled { return .failure(.cancelled) }
+                    if s.phase == .stopping || s.phase == .stopped { return .failure(.closed) }
+                    s.offlineQueue.append(
+                        QueuedPublish(
+                            id: ticket, topic: topic, payload: payload, qos: qos, retain: retain, properties: properties,
+                            continuation: c))
+                    return nil
+                }
+                if let immediate {
+                    c.resume(returning: immediate)
+                } else {
+                    flushOfflineQueue()  // in case the connection came back meanwhile
+                }
+            }
+        } onCancel: {
+            let waiter = state.withLock { s -> CheckedContinuation<Result<Void, MQTTError>, Never>? in
+                guard let index = s.offlineQueue.firstIndex(where: { $0.id == ticket }) else { return nil }
+                return s.offlineQueue.remove(at: index).continuation
+            }
+            waiter?.resume(returning: .failure(.cancelled))
+        }
+    }
+
     /// Waits for the SUBACK/UNSUBACK of `mid`; cancellation abandons the wait.
     func waitForAck<Value: Sendable>(
         _ mid: Int32, table: WritableKeyPath<State, AckTable<Result<Value, MQTTError>>> & Sendable
@@ -279,8 +353,11 @@ extension MQTTClientCore {
         let phase = state.withLock { $0.phase }
         switch phase {
         case .connected: break
-        case .stopping, .stopped: return  // nothing left to tell the broker
-        default: throw .notConnected
+        case .idle, .stopping, .stopped: return  // nothing to tell the broker
+        case .connecting, .reconnecting:
+            // A clean session forgets the subscription anyway; a persistent one keeps it.
+            if options.cleanSession { return }
+            throw .notConnected
         }
         var mid: Int32 = 0
         let rc = mosquitto_unsubscribe_v5(mosq, &mid, filter, nil)

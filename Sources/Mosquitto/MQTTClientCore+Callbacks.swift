@@ -48,39 +48,92 @@ extension MQTTClientCore {
             return
         }
         let sessionPresent = flags & 1 == 1
-        let (waiter, resubscribe) = state.withLock { s -> (CheckedContinuation<Result<Void, MQTTError>, Never>?, [Route]) in
-            let wasConnectedBefore = s.everConnected
+        let (waiter, routes) = state.withLock { s -> (CheckedContinuation<Result<Void, MQTTError>, Never>?, [Route]) in
             s.everConnected = true
+            s.linkUp = true
             s.reconnectAttempt = 0
             s.lastConnectFailure = nil
             if s.phase != .stopping && s.phase != .stopped { s.phase = .connected }
             defer { s.connectWaiter = nil }
-            return (s.connectWaiter, wasConnectedBefore ? s.routes : [])
+            return (s.connectWaiter, s.routes)
         }
         logger.info("MQTT connected to \(options.host):\(options.port) (session present: \(sessionPresent))")
-        // Re-subscribe before anyone hears about the connection; SUBACKs are not awaited.
+        // (Re-)subscribe every local subscription before anyone hears about the connection;
+        // a rejection ends the subscriptions on that filter.
         var seen = Set<String>()
-        for route in resubscribe where seen.insert(route.filter).inserted {
+        for route in routes where seen.insert(route.filter).inserted {
             var mid: Int32 = 0
             let rc = mosquitto_subscribe_v5(
                 mosq, &mid, route.filter, Int32(route.qos.rawValue), route.options.mosquittoValue, nil)
             if rc != 0 {
-                logger.error("MQTT re-subscribe to \(route.filter) failed: \(MosquittoCode(code: rc))")
+                logger.error("MQTT subscribe to \(route.filter) failed: \(MosquittoCode(code: rc))")
                 continue
             }
-            let early = state.withLock { $0.subacks.register(mid, .ignore) }
-            if case .success(let granted)? = early, let first = granted.first, first >= 0x80 {
-                logger.error("MQTT broker rejected re-subscribe to \(route.filter): \(MQTTReasonCode(rawValue: UInt8(first)))")
+            let filter = route.filter
+            let handler: @Sendable (Result<[Int32], MQTTError>) -> Void = { [weak self] result in
+                guard case .success(let granted) = result, let first = granted.first, first >= 0x80 else { return }
+                self?.rejectRoutes(filter: filter, code: MQTTReasonCode(rawValue: UInt8(truncatingIfNeeded: first)))
             }
+            if let early = state.withLock({ $0.subacks.register(mid, .handler(handler)) }) { handler(early) }
         }
+        flushOfflineQueue()
         waiter?.resume(returning: .success(()))
         emit(.connected(sessionPresent: sessionPresent))
+    }
+
+    /// The broker refused a subscription made while offline or renewed on reconnect.
+    func rejectRoutes(filter: String, code: MQTTReasonCode) {
+        logger.error("MQTT broker rejected the subscription to \(filter): \(code)")
+        let removed = state.withLock { s in
+            defer { s.routes.removeAll { $0.filter == filter } }
+            return s.routes.filter { $0.filter == filter }
+        }
+        for route in removed { route.continuation.finish() }
+    }
+
+    /// Sends the publishes queued while disconnected, in order. Runs after CONNACK and after
+    /// a publish was queued (in case the connection came back meanwhile).
+    func flushOfflineQueue() {
+        let items = state.withLock { s -> [QueuedPublish] in
+            guard s.phase == .connected else { return [] }
+            defer { s.offlineQueue = [] }
+            return s.offlineQueue
+        }
+        for (index, item) in items.enumerated() {
+            let propertyList: MosquittoPropertyList?
+            do throws(MQTTError) {
+                propertyList = item.properties.isEmpty ? nil : try item.properties.makePropertyList()
+            } catch {
+                item.continuation.resume(returning: .failure(error))
+                continue
+            }
+            var mid: Int32 = 0
+            let rc = item.payload.withUnsafeBytes { bytes in
+                mosquitto_publish_v5(
+                    mosq, &mid, item.topic, Int32(bytes.count), bytes.baseAddress, Int32(item.qos.rawValue), item.retain,
+                    propertyList?.pointer)
+            }
+            if rc == Int32(MOSQ_ERR_NO_CONN.rawValue) {
+                // Lost again: keep the rest queued, in order, for the next CONNACK.
+                let rest = Array(items[index...])
+                state.withLock { $0.offlineQueue.insert(contentsOf: rest, at: 0) }
+                return
+            }
+            if rc != 0 {
+                item.continuation.resume(returning: .failure(.library(MosquittoCode(code: rc), operation: "mosquitto_publish_v5")))
+                continue
+            }
+            if let early = state.withLock({ $0.publishes.register(mid, .waiting(item.continuation)) }) {
+                item.continuation.resume(returning: early)
+            }
+        }
     }
 
     /// The connection ended; `rc` 0 means after our DISCONNECT.
     func handleDisconnect(rc: Int32) {
         let lost = state.withLock { s -> [CheckedContinuation<Result<Void, MQTTError>, Never>] in
             s.generation += 1
+            s.linkUp = false
             if s.phase == .connected { s.phase = .reconnecting }
             let mids = s.qos0Waiting
             s.qos0Waiting = []
@@ -107,17 +160,17 @@ extension MQTTClientCore {
             s.qos0Waiting.remove(mid)
             return s.publishes.complete(mid, result)
         }
-        waiter?.resume(returning: result)
+        waiter?.deliver(result)
     }
 
     func handleSubscribeAck(mid: Int32, granted: [Int32]) {
         let waiter = state.withLock { $0.subacks.complete(mid, .success(granted)) }
-        waiter?.resume(returning: .success(granted))
+        waiter?.deliver(.success(granted))
     }
 
     func handleUnsubscribeAck(mid: Int32) {
         let waiter = state.withLock { $0.unsubacks.complete(mid, .success(())) }
-        waiter?.resume(returning: .success(()))
+        waiter?.deliver(.success(()))
     }
 
     /// Copies the message out of libmosquitto and hands it to every matching subscription.
@@ -133,7 +186,9 @@ extension MQTTClientCore {
         let routes = state.withLock { $0.routes }
         var delivered = 0
         var dropped = 0
+        var matched = false
         for route in routes where MQTTTopic.matches(filter: route.filter, topic: topic) {
+            matched = true
             switch route.continuation.yield(message) {
             case .enqueued: delivered += 1
             case .dropped: dropped += 1
@@ -141,12 +196,12 @@ extension MQTTClientCore {
             @unknown default: break
             }
         }
-        if delivered > 0 || dropped > 0 {
-            state.withLock {
-                $0.deliveredInbound += delivered
-                $0.droppedInbound += dropped
-            }
+        state.withLock {
+            $0.deliveredInbound += delivered
+            $0.droppedInbound += dropped
+            if !matched { $0.unroutedInbound += 1 }
         }
+        if !matched { logger.debug("MQTT message on \(topic) matches no subscription") }
         if dropped > 0 { logger.warning("MQTT inbound buffer full: dropped a message on \(topic)") }
     }
 

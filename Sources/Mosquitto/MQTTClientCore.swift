@@ -16,6 +16,17 @@ enum AckWaiter<Value: Sendable> {
     case waiting(CheckedContinuation<Value, Never>)
     /// The caller gave up (cancelled); drop the ack when it comes.
     case ignore
+    /// Run this on the network thread when the ack comes (re-subscribe on reconnect).
+    case handler(@Sendable (Value) -> Void)
+
+    /// Delivers `value` to whoever waits; call outside the state lock.
+    func deliver(_ value: Value) {
+        switch self {
+        case .waiting(let continuation): continuation.resume(returning: value)
+        case .handler(let handler): handler(value)
+        case .ignore: break
+        }
+    }
 }
 
 /// Message ids registered by the caller *after* libmosquitto returned them. An ack that
@@ -32,15 +43,13 @@ struct AckTable<Value: Sendable> {
         return nil
     }
 
-    /// Records an ack; returns the continuation to resume (outside the lock).
-    mutating func complete(_ mid: Int32, _ value: Value) -> CheckedContinuation<Value, Never>? {
-        switch waiters.removeValue(forKey: mid) {
-        case .waiting(let continuation): return continuation
-        case .ignore: return nil
-        case nil:
+    /// Records an ack; returns the waiter to deliver it to (outside the lock).
+    mutating func complete(_ mid: Int32, _ value: Value) -> AckWaiter<Value>? {
+        guard let waiter = waiters.removeValue(forKey: mid) else {
             early[mid] = value
             return nil
         }
+        return waiter
     }
 
     /// Takes the waiter of `mid` (cancellation or a dropped connection); a late ack is ignored.
@@ -77,9 +86,21 @@ final class MQTTClientCore: @unchecked Sendable {
         var continuation: AsyncStream<MQTTMessage>.Continuation
     }
 
+    struct QueuedPublish {
+        var id: UInt64
+        var topic: String
+        var payload: [UInt8]
+        var qos: MQTTQoS
+        var retain: Bool
+        var properties: MQTTPublishProperties
+        var continuation: CheckedContinuation<Result<Void, MQTTError>, Never>
+    }
+
     struct State {
         var phase: Phase = .idle
         var everConnected = false
+        /// Between a successful CONNACK and the end of that connection.
+        var linkUp = false
         /// Bumped whenever a connection ends; a QoS 0 publish from an older connection is lost.
         var generation = 0
         var reconnectAttempt = 0
@@ -88,6 +109,8 @@ final class MQTTClientCore: @unchecked Sendable {
         var subacks = AckTable<Result<[Int32], MQTTError>>()
         var unsubacks = AckTable<Result<Void, MQTTError>>()
         var outstandingQoS12 = 0
+        /// QoS ≥ 1 publishes issued while disconnected, sent in order after the next CONNACK.
+        var offlineQueue: [QueuedPublish] = []
         var routes: [Route] = []
         var nextID: UInt64 = 0
         var listeners: [UInt64: AsyncStream<MQTTConnectionEvent>.Continuation] = [:]
@@ -99,6 +122,7 @@ final class MQTTClientCore: @unchecked Sendable {
         var stopDeadline: ContinuousClock.Instant?
         var droppedInbound = 0
         var deliveredInbound = 0
+        var unroutedInbound = 0
     }
 
     let mosq: OpaquePointer
@@ -219,16 +243,19 @@ final class MQTTClientCore: @unchecked Sendable {
     }
 
     private func threadMain() {
+        _ = gatt2mqtt_set_thread_name("mqtt-net")
         var rc = connectCall()
         var exitError: MQTTError?
         while true {
             if rc == 0 {
                 rc = mosquitto_loop(mosq, 1000, 1)
                 if rc == 0 {
-                    let give_up = state.withLock { s in
-                        s.phase == .stopping && (s.stopDeadline.map { ContinuousClock.now > $0 } ?? false)
+                    // After disconnect(): leave once the DISCONNECT went out and the socket
+                    // closed, or after the deadline.
+                    let done = state.withLock { s in
+                        s.phase == .stopping && (!s.linkUp || (s.stopDeadline.map { ContinuousClock.now > $0 } ?? false))
                     }
-                    if give_up { break }
+                    if done { break }
                     continue
                 }
             }
@@ -286,7 +313,8 @@ final class MQTTClientCore: @unchecked Sendable {
             s.threadExited = true
             l.connectWaiter = s.connectWaiter
             s.connectWaiter = nil
-            l.publishes = s.publishes.drain()
+            l.publishes = s.publishes.drain() + s.offlineQueue.map(\.continuation)
+            s.offlineQueue = []
             s.qos0Waiting = []
             l.subacks = s.subacks.drain()
             l.unsubacks = s.unsubacks.drain()

@@ -9,7 +9,7 @@ public enum MQTTProtocolVersion: Int32, Sendable, Hashable {
 }
 
 /// Where the password comes from. Its value never appears in logs or descriptions.
-public enum MQTTPassword: Sendable, Hashable, CustomStringConvertible {
+public enum MQTTPassword: Sendable, Hashable, CustomStringConvertible, CustomDebugStringConvertible {
     /// Read the first line of this file at connect time.
     case file(String)
     /// Read this environment variable at connect time.
@@ -24,6 +24,8 @@ public enum MQTTPassword: Sendable, Hashable, CustomStringConvertible {
         case .literal: "password (literal, redacted)"
         }
     }
+
+    public var debugDescription: String { description }
 
     /// Resolves the password. Errors name the file or variable, never the value.
     func resolve() throws(MQTTError) -> String {

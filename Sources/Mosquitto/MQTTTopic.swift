@@ -35,24 +35,19 @@ public enum MQTTTopic {
         try validateUTF8(bytes) { .invalidTopicFilter(filter, reason: $0) }
     }
 
-    /// Whether `topic` matches `filter` (MQTT 5 §4.7), via `mosquitto_topic_matches_sub2`.
-    /// A shared subscription `$share/<group>/<filter>` matches as `<filter>`.
+    /// Whether `topic` matches `filter` (MQTT 5 §4.7), via `mosquitto_topic_matches_sub`
+    /// (libmosquitto 2.0's `…_sub2` ignores its length arguments, so NUL-terminated strings
+    /// are passed). A shared subscription `$share/<group>/<filter>` matches as `<filter>`.
     public static func matches(filter: String, topic: String) -> Bool {
-        var filterBytes = Array(filter.utf8)
-        if filterBytes.starts(with: Array("$share/".utf8)) {
-            let rest = filterBytes.dropFirst(7)
-            if let slash = rest.firstIndex(of: UInt8(ascii: "/")) { filterBytes = Array(rest[(slash + 1)...]) }
+        var filter = Substring(filter)
+        if filter.hasPrefix("$share/") {
+            let rest = filter.dropFirst(7)
+            guard let slash = rest.firstIndex(of: "/") else { return false }
+            filter = rest[rest.index(after: slash)...]
         }
         var result = false
-        let topicBytes = Array(topic.utf8)
-        let rc = filterBytes.withUnsafeBufferPointer { f in
-            topicBytes.withUnsafeBufferPointer { t in
-                f.withMemoryRebound(to: CChar.self) { f in
-                    t.withMemoryRebound(to: CChar.self) { t in
-                        mosquitto_topic_matches_sub2(f.baseAddress, f.count, t.baseAddress, t.count, &result)
-                    }
-                }
-            }
+        let rc = String(filter).withCString { f in
+            topic.withCString { t in mosquitto_topic_matches_sub(f, t, &result) }
         }
         return rc == 0 && result
     }
