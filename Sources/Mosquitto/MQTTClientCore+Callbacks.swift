@@ -77,8 +77,9 @@ extension MQTTClientCore {
             if let early = state.withLock({ $0.subacks.register(mid, .handler(handler)) }) { handler(early) }
         }
         flushOfflineQueue()
-        waiter?.resume(returning: .success(()))
+        // Listeners hear about the connection before connect() returns.
         emit(.connected(sessionPresent: sessionPresent))
+        waiter?.resume(returning: .success(()))
     }
 
     /// The broker refused a subscription made while offline or renewed on reconnect.

@@ -334,15 +334,15 @@ import Glibc
     @Test func brokerKilledAndRestartedWhileMessagesFlow() async throws {
         let broker = try MosquittoBroker(fixture: "persistent.conf")
         defer { broker.stop() }
-        // The subscriber comes back about a second after the publisher, so the messages
+        // The subscriber comes back over a second after the publisher, so the messages
         // published during the outage reach the broker while the subscriber is still away:
         // only the persistent session (restored from the broker's database) can deliver them.
         let subscriber = try await broker.client {
             $0.clientID = "persistent-subscriber"
             $0.cleanSession = false
             $0.sessionExpiryInterval = 3600
-            $0.reconnect.minimumDelay = .milliseconds(1500)
-            $0.reconnect.maximumDelay = .milliseconds(1500)
+            $0.reconnect.minimumDelay = .seconds(3)  // first retry 1.5…3 s after the kill
+            $0.reconnect.maximumDelay = .seconds(3)
         }
         let events = subscriber.connectionEvents()
         let publisher = try await broker.client {
