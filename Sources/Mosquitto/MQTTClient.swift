@@ -248,7 +248,9 @@ public final class MQTTClient: MQTTTransport {
     public var statistics: MQTTClientStatistics {
         core.state.withLock { s in
             MQTTClientStatistics(
-                deliveredMessages: s.deliveredInbound, droppedMessages: s.droppedInbound, unroutedMessages: s.unroutedInbound,
+                deliveredMessages: core.deliveredInbound.load(ordering: .relaxed),
+                droppedMessages: core.droppedInbound.load(ordering: .relaxed),
+                unroutedMessages: core.unroutedInbound.load(ordering: .relaxed),
                 unacknowledgedPublishes: s.outstandingQoS12, isConnected: s.phase == .connected)
         }
     }

@@ -185,24 +185,23 @@ extension MQTTClientCore {
             topic: topic, payload: payload, qos: MQTTQoS(rawValue: Int(m.qos)) ?? .atMostOnce, retain: m.retain,
             properties: properties == nil ? MQTTPublishProperties() : MQTTPublishProperties(copying: properties))
         let routes = state.withLock { $0.routes }
-        var delivered = 0
         var dropped = 0
         var matched = false
-        for route in routes where MQTTTopic.matches(filter: route.filter, topic: topic) {
+        for route in routes
+        where route.exactMatch ? route.filter == topic : MQTTTopic.matches(filter: route.filter, topic: topic) {
             matched = true
             switch route.continuation.yield(message) {
-            case .enqueued: delivered += 1
+            case .enqueued: deliveredInbound.add(1, ordering: .relaxed)
             case .dropped: dropped += 1
             case .terminated: break
             @unknown default: break
             }
         }
-        state.withLock {
-            $0.deliveredInbound += delivered
-            $0.droppedInbound += dropped
-            if !matched { $0.unroutedInbound += 1 }
+        if dropped > 0 { droppedInbound.add(dropped, ordering: .relaxed) }
+        if !matched {
+            unroutedInbound.add(1, ordering: .relaxed)
+            logger.debug("MQTT message on \(topic) matches no subscription")
         }
-        if !matched { logger.debug("MQTT message on \(topic) matches no subscription") }
         if dropped > 0 { logger.warning("MQTT inbound buffer full: dropped a message on \(topic)") }
     }
 

@@ -81,9 +81,21 @@ final class MQTTClientCore: @unchecked Sendable {
     struct Route {
         var id: UInt64
         var filter: String
+        /// No wildcard and not shared: matches by string equality.
+        var exactMatch: Bool
         var qos: MQTTQoS
         var options: MQTTSubscribeOptions
         var continuation: AsyncStream<MQTTMessage>.Continuation
+
+        init(id: UInt64, filter: String, qos: MQTTQoS, options: MQTTSubscribeOptions,
+             continuation: AsyncStream<MQTTMessage>.Continuation) {
+            self.id = id
+            self.filter = filter
+            self.exactMatch = MQTTTopic.isExact(filter)
+            self.qos = qos
+            self.options = options
+            self.continuation = continuation
+        }
     }
 
     struct QueuedPublish {
@@ -120,9 +132,6 @@ final class MQTTClientCore: @unchecked Sendable {
         var threadExited = false
         var thread: pthread_t?
         var stopDeadline: ContinuousClock.Instant?
-        var droppedInbound = 0
-        var deliveredInbound = 0
-        var unroutedInbound = 0
     }
 
     let mosq: OpaquePointer
@@ -131,6 +140,9 @@ final class MQTTClientCore: @unchecked Sendable {
     let connectProperties: MosquittoPropertyList
     let wakeup = DispatchSemaphore(value: 0)
     let state = Mutex(State())
+    let deliveredInbound = Atomic<Int>(0)
+    let droppedInbound = Atomic<Int>(0)
+    let unroutedInbound = Atomic<Int>(0)
 
     init(options: MQTTConnectOptions, logger: Logger) throws(MQTTError) {
         try options.validate()
