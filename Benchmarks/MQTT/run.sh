@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # MQTT wrapper overhead: the same latency and throughput runs through libmosquitto from C and
 # through MQTTClient, against one local mosquitto (started here on a free loopback port and
-# stopped by pid).   Benchmarks/MQTT/run.sh [ROUNDTRIPS] [MESSAGES]
+# stopped by pid). The pair runs REPEAT times (default 3), interleaved, to expose noise.
+#   Benchmarks/MQTT/run.sh [ROUNDTRIPS] [MESSAGES]
 set -euo pipefail
 cd "$(dirname "$0")"
 rounds=${1:-5000}
@@ -25,5 +26,7 @@ for _ in $(seq 50); do (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null && break; 
 cc -O2 -o "$work/mqtt_bench" mqtt_bench.c -lmosquitto -lpthread
 swift build -c release --package-path .. --product mqtt-bench >/dev/null
 bin=$(swift build -c release --package-path .. --show-bin-path)
-"$work/mqtt_bench" "$port" "$rounds" "$messages"
-"$bin/mqtt-bench" "$port" "$rounds" "$messages"
+for _ in $(seq "${REPEAT:-3}"); do
+  "$work/mqtt_bench" "$port" "$rounds" "$messages"
+  "$bin/mqtt-bench" "$port" "$rounds" "$messages" 2>/dev/null
+done
