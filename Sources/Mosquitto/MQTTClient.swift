@@ -174,11 +174,11 @@ public final class MQTTClient: MQTTTransport {
             core.options.inboundOverflow == .dropNewest
             ? .bufferingOldest(core.options.inboundBufferLimit) : .bufferingNewest(core.options.inboundBufferLimit)
         let (stream, continuation) = AsyncStream.makeStream(of: MQTTMessage.self, bufferingPolicy: policy)
-        let (id, connected) = try core.state.withLock { s throws(MQTTError) -> (UInt64, Bool) in
+        let (id, connected, generation) = try core.state.withLock { s throws(MQTTError) -> (UInt64, Bool, Int) in
             if s.phase == .stopping || s.phase == .stopped { throw .closed }
             s.nextID += 1
             s.routes.append(MQTTClientCore.Route(id: s.nextID, filter: filter, qos: qos, options: options, continuation: continuation))
-            return (s.nextID, s.phase == .connected)
+            return (s.nextID, s.phase == .connected, s.generation)
         }
         func removeRoute() {
             core.state.withLock { $0.routes.removeAll { $0.id == id } }
@@ -206,7 +206,9 @@ public final class MQTTClient: MQTTTransport {
             throw .library(MosquittoCode(code: rc), operation: "mosquitto_subscribe_v5")
         }
         let granted: [Int32]
-        switch await core.waitForAck(mid, table: \.subacks) {
+        switch await core.waitForAck(mid, generation: generation, table: \.subacks) {
+        case .failure(.connectionLost):
+            return made(qos)  // the route stays; SUBSCRIBE is sent again with the next CONNACK
         case .failure(let error):
             removeRoute()
             throw error
@@ -320,14 +322,17 @@ extension MQTTClientCore {
     }
 
     /// Waits for the SUBACK/UNSUBACK of `mid`; cancellation abandons the wait.
+    /// `generation` is the connection the packet was sent on: if it ended before the waiter
+    /// was registered, the ack will never come.
     func waitForAck<Value: Sendable>(
-        _ mid: Int32, table: WritableKeyPath<State, AckTable<Result<Value, MQTTError>>> & Sendable
+        _ mid: Int32, generation: Int, table: WritableKeyPath<State, AckTable<Result<Value, MQTTError>>> & Sendable
     ) async -> Result<Value, MQTTError> {
         await withTaskCancellationHandler {
             await withCheckedContinuation { (c: CheckedContinuation<Result<Value, MQTTError>, Never>) in
                 let immediate = state.withLock { s -> Result<Value, MQTTError>? in
                     if s.phase == .stopped { return .failure(.closed) }
                     if Task.isCancelled { return s[keyPath: table].register(mid, .ignore) ?? .failure(.cancelled) }
+                    if s.generation != generation { return s[keyPath: table].register(mid, .ignore) ?? .failure(.connectionLost) }
                     return s[keyPath: table].register(mid, .waiting(c))
                 }
                 if let immediate { c.resume(returning: immediate) }
@@ -352,7 +357,7 @@ extension MQTTClientCore {
     }
 
     func sendUnsubscribe(_ filter: String) async throws(MQTTError) {
-        let phase = state.withLock { $0.phase }
+        let (phase, generation) = state.withLock { ($0.phase, $0.generation) }
         switch phase {
         case .connected: break
         case .idle, .stopping, .stopped: return  // nothing to tell the broker
@@ -367,6 +372,11 @@ extension MQTTClientCore {
             throw MosquittoCode(code: rc) == .noConnection
                 ? .notConnected : .library(MosquittoCode(code: rc), operation: "mosquitto_unsubscribe_v5")
         }
-        try await waitForAck(mid, table: \.unsubacks).get()
+        switch await waitForAck(mid, generation: generation, table: \.unsubacks) {
+        case .success: return
+        case .failure(.connectionLost) where options.cleanSession: return  // the broker forgets it anyway
+        case .failure(.connectionLost): throw .notConnected
+        case .failure(let error): throw error
+        }
     }
 }

@@ -48,6 +48,12 @@ extension MQTTClientCore {
             return
         }
         let sessionPresent = flags & 1 == 1
+        if state.withLock({ $0.phase == .stopping || $0.phase == .stopped }) {
+            // disconnect() came while connecting: say goodbye properly, then the loop ends.
+            state.withLock { $0.linkUp = true }
+            _ = mosquitto_disconnect_v5(mosq, 0, nil)
+            return
+        }
         let (waiter, routes) = state.withLock { s -> (CheckedContinuation<Result<Void, MQTTError>, Never>?, [Route]) in
             s.everConnected = true
             s.linkUp = true
@@ -132,15 +138,19 @@ extension MQTTClientCore {
 
     /// The connection ended; `rc` 0 means after our DISCONNECT.
     func handleDisconnect(rc: Int32) {
-        let lost = state.withLock { s -> [CheckedContinuation<Result<Void, MQTTError>, Never>] in
+        // libmosquitto drops unsent packets on reconnect and retransmits only QoS 1/2
+        // PUBLISHes: QoS 0 publishes and pending SUBSCRIBE/UNSUBSCRIBE acks will not come.
+        let (lost, subacks, unsubacks) = state.withLock { s in
             s.generation += 1
             s.linkUp = false
             if s.phase == .connected { s.phase = .reconnecting }
             let mids = s.qos0Waiting
             s.qos0Waiting = []
-            return mids.compactMap { s.publishes.abandon($0) }
+            return (mids.compactMap { s.publishes.abandon($0) }, s.subacks.drain(), s.unsubacks.drain())
         }
         for waiter in lost { waiter.resume(returning: .failure(.connectionLost)) }
+        for waiter in subacks { waiter.resume(returning: .failure(.connectionLost)) }
+        for waiter in unsubacks { waiter.resume(returning: .failure(.connectionLost)) }
         if rc == 0 {
             logger.info("MQTT disconnected")
             emit(.disconnected(reason: nil))

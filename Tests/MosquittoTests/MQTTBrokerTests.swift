@@ -429,6 +429,27 @@ import Glibc
         }
     }
 
+    @Test func subscriptionsAreRenewedAndMadeDuringAnOutage() async throws {
+        let broker = try MosquittoBroker()
+        defer { broker.stop() }
+        let client = try await broker.client()  // clean session: the broker forgets everything
+        let before = try await client.subscribe("renewed")
+        broker.kill(SIGKILL)
+        #expect(await eventually { !client.statistics.isConnected })
+        let during = try await client.subscribe("made/offline", qos: .exactlyOnce)  // returns at once
+        #expect(during.grantedQoS == .exactlyOnce)
+        try broker.start()
+        #expect(await eventually { client.statistics.isConnected })
+        let other = try await broker.client()
+        try await Task.sleep(for: .milliseconds(100))  // the SUBSCRIBEs follow CONNACK
+        try await other.publish(topic: "renewed", payload: [1], qos: .atLeastOnce)
+        try await other.publish(topic: "made/offline", payload: [2], qos: .atLeastOnce)
+        #expect(await collect(before, count: 1).map(\.payload) == [[1]])
+        #expect(await collect(during, count: 1).map(\.payload) == [[2]])
+        await other.disconnect()
+        await client.disconnect()
+    }
+
     @Test func failFastPolicyRejectsPublishesWhileDisconnected() async throws {
         let broker = try MosquittoBroker()
         defer { broker.stop() }
