@@ -37,6 +37,17 @@ extension MQTTClientCore {
         }
     }
 
+    func uninstallCallbacks() {
+        mosquitto_connect_v5_callback_set(mosq, nil)
+        mosquitto_disconnect_v5_callback_set(mosq, nil)
+        mosquitto_publish_v5_callback_set(mosq, nil)
+        mosquitto_subscribe_v5_callback_set(mosq, nil)
+        mosquitto_unsubscribe_v5_callback_set(mosq, nil)
+        mosquitto_message_v5_callback_set(mosq, nil)
+        mosquitto_log_callback_set(mosq, nil)
+        mosquitto_user_data_set(mosq, nil)
+    }
+
     /// CONNACK (MQTT 5 §3.2). `rc` is the CONNACK reason code (3.1.1 return code).
     func handleConnect(rc: Int32, flags: Int32, properties: OpaquePointer?) {
         if rc != 0 {

@@ -162,6 +162,9 @@ final class MQTTClientCore: @unchecked Sendable {
     }
 
     deinit {
+        // The network thread has exited (it held a reference). Detach the callbacks so that
+        // nothing can call back into this object while libmosquitto tears down.
+        uninstallCallbacks()
         mosquitto_destroy(mosq)
     }
 

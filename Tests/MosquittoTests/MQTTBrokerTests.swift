@@ -271,7 +271,7 @@ import Glibc
 
         // Same broker by IP: the name does not match, so verification fails by default …
         let mismatch = try MQTTClient(options: { var o = broker.options(); o.tls = tls; return o }())
-        await #expect(throws: MQTTError.self) { try await mismatch.connect() }
+        await #expect(throws: MQTTError.library(.tls, operation: "connect")) { try await mismatch.connect() }
         // … and succeeds only when hostname verification is explicitly off.
         var insecure = tls
         insecure.verifyHostname = false
@@ -285,7 +285,15 @@ import Glibc
             o.tls = MQTTTLSOptions(caFile: dir + "/ca.crt")
             return o
         }())
-        await #expect(throws: MQTTError.self) { try await anonymous.connect() }
+        do {
+            try await anonymous.connect()
+            Issue.record("connected without a client certificate")
+        } catch {
+            guard case .library = error else {
+                Issue.record("expected a library (TLS/connection) error, got \(error)")
+                return
+            }
+        }
 
         // A CA that did not sign the server certificate.
         let stranger = try MQTTClient(options: {
@@ -294,7 +302,7 @@ import Glibc
             o.tls = MQTTTLSOptions(caFile: dir + "/other-ca.crt", certificateFile: dir + "/client.crt", keyFile: dir + "/client.key")
             return o
         }())
-        await #expect(throws: MQTTError.self) { try await stranger.connect() }
+        await #expect(throws: MQTTError.library(.tls, operation: "connect")) { try await stranger.connect() }
     }
 
     // MARK: Load
