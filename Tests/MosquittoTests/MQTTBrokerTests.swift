@@ -80,6 +80,22 @@ import Glibc
         await client.disconnect()
     }
 
+    @Test func scopedSubscriptionUnsubscribesWhenTheClosureEnds() async throws {
+        let broker = try MosquittoBroker()
+        defer { broker.stop() }
+        let client = try await broker.client()
+        let transport: any MQTTTransport = client  // the bridge sees only the protocol
+        let first = try await transport.withSubscription("scoped/#") { subscription in
+            try await transport.publish(topic: "scoped/a", payload: [7], qos: .atLeastOnce)
+            return await collect(subscription, count: 1).first?.payload
+        }
+        #expect(first == [7])
+        try await client.publish(topic: "scoped/a", payload: [8], qos: .atLeastOnce)
+        try await Task.sleep(for: .milliseconds(200))
+        #expect(client.statistics.unroutedMessages == 0, "the broker no longer sends scoped/#")
+        await client.disconnect()
+    }
+
     // MARK: Will
 
     @Test func willOfKilledProcessIsDelivered() async throws {
