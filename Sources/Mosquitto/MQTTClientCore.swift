@@ -138,6 +138,8 @@ final class MQTTClientCore: @unchecked Sendable {
     let options: MQTTConnectOptions
     let logger: Logger
     let connectProperties: MosquittoPropertyList
+    /// Passphrase of the TLS private key, handed to OpenSSL by `tlsKeyPassword`.
+    let keyPassword: [UInt8]?
     let wakeup = DispatchSemaphore(value: 0)
     let state = Mutex(State())
     let deliveredInbound = Atomic<Int>(0)
@@ -146,6 +148,11 @@ final class MQTTClientCore: @unchecked Sendable {
 
     init(options: MQTTConnectOptions, logger: Logger) throws(MQTTError) {
         try options.validate()
+        if let source = options.tls?.keyPassword {
+            keyPassword = Array(try source.resolve().utf8)
+        } else {
+            keyPassword = nil
+        }
         _ = mosquittoLibraryInit
         guard let mosq = mosquitto_new(options.clientID, options.cleanSession, nil) else {
             throw .library(errno == ENOMEM ? .noMemory : .invalidArgument, operation: "mosquitto_new")
@@ -204,7 +211,9 @@ final class MQTTClientCore: @unchecked Sendable {
         }
         if let tls = options.tls {
             try check(
-                mosquitto_tls_set(mosq, tls.caFile, tls.caDirectory, tls.certificateFile, tls.keyFile, nil),
+                mosquitto_tls_set(
+                    mosq, tls.caFile, tls.caDirectory, tls.certificateFile, tls.keyFile,
+                    keyPassword == nil ? nil : tlsKeyPassword),
                 "mosquitto_tls_set")
             try check(mosquitto_tls_opts_set(mosq, 1, tls.version, tls.ciphers), "mosquitto_tls_opts_set")
             try check(mosquitto_tls_insecure_set(mosq, !tls.verifyHostname), "mosquitto_tls_insecure_set")
@@ -412,4 +421,16 @@ final class MQTTClientCore: @unchecked Sendable {
         wakeup.signal()
         if let thread { pthread_detach(thread) }
     }
+}
+
+/// OpenSSL's passphrase callback for an encrypted client key. libmosquitto passes its own
+/// instance as OpenSSL user data; the box is its user data.
+private func tlsKeyPassword(
+    _ buffer: UnsafeMutablePointer<CChar>?, _ size: Int32, _ rwflag: Int32, _ userdata: UnsafeMutableRawPointer?
+) -> Int32 {
+    guard let buffer, let userdata, let box = mosquitto_userdata(OpaquePointer(userdata)) else { return 0 }
+    let core = Unmanaged<MQTTClientCore>.fromOpaque(box).takeUnretainedValue()
+    guard let password = core.keyPassword, !password.isEmpty, password.count <= Int(size) else { return 0 }
+    password.withUnsafeBytes { UnsafeMutableRawPointer(buffer).copyMemory(from: $0.baseAddress!, byteCount: $0.count) }
+    return Int32(password.count)
 }

@@ -83,8 +83,10 @@ public struct MQTTTLSOptions: Sendable, Hashable {
     public var caDirectory: String?
     /// PEM client certificate (needs `keyFile`).
     public var certificateFile: String?
-    /// PEM private key of the client certificate (unencrypted).
+    /// PEM private key of the client certificate.
     public var keyFile: String?
+    /// Passphrase of an encrypted `keyFile` (read at `init`, never logged).
+    public var keyPassword: MQTTPassword?
     /// "tlsv1.2" or "tlsv1.3"; nil lets OpenSSL choose (libmosquitto's default allows 1.2 and 1.3).
     public var version: String?
     /// OpenSSL cipher list; nil for the default.
@@ -94,12 +96,13 @@ public struct MQTTTLSOptions: Sendable, Hashable {
 
     public init(
         caFile: String? = nil, caDirectory: String? = nil, certificateFile: String? = nil, keyFile: String? = nil,
-        version: String? = nil, ciphers: String? = nil, verifyHostname: Bool = true
+        keyPassword: MQTTPassword? = nil, version: String? = nil, ciphers: String? = nil, verifyHostname: Bool = true
     ) {
         self.caFile = caFile
         self.caDirectory = caDirectory
         self.certificateFile = certificateFile
         self.keyFile = keyFile
+        self.keyPassword = keyPassword
         self.version = version
         self.ciphers = ciphers
         self.verifyHostname = verifyHostname

@@ -311,6 +311,30 @@ import Glibc
             }
         }
 
+        // An encrypted client key with its passphrase from a file; a wrong one is refused locally.
+        try "k3y phrase\n".write(toFile: dir + "/key-pass.txt", atomically: true, encoding: .utf8)
+        var encrypted = tls
+        encrypted.keyFile = dir + "/client-enc.key"
+        encrypted.keyPassword = .file(dir + "/key-pass.txt")
+        let withKeyPassword = try await broker.client {
+            $0.host = "localhost"
+            $0.tls = encrypted
+        }
+        await withKeyPassword.disconnect()
+        encrypted.keyPassword = .literal("wrong")
+        do {
+            _ = try await broker.client {
+                $0.host = "localhost"
+                $0.tls = encrypted
+            }
+            Issue.record("wrong key passphrase accepted")
+        } catch let error as MQTTError {
+            guard case .library = error else {
+                Issue.record("expected a library (TLS) error, got \(error)")
+                return
+            }
+        }
+
         // A CA that did not sign the server certificate.
         let stranger = try MQTTClient(options: {
             var o = broker.options()
@@ -573,4 +597,5 @@ func makeCertificates(in dir: String) throws {
             ["x509", "-req", "-in", "\(name).csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial", "-out", "\(name).crt",
              "-days", "2", "-extfile", "\(name).ext"], in: dir)
     }
+    try runTool(openssl, ["pkey", "-in", "client.key", "-aes256", "-passout", "pass:k3y phrase", "-out", "client-enc.key"], in: dir)
 }
