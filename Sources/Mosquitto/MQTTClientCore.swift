@@ -68,7 +68,6 @@ struct AckTable<Value: Sendable> {
         return waiters.values.compactMap { if case .waiting(let c) = $0 { c } else { nil } }
     }
 
-    var waitingCount: Int { waiters.count }
 }
 
 /// The box passed to libmosquitto as user data. All mutable state sits behind `state`; the

@@ -498,6 +498,33 @@ import Glibc
         await client.disconnect()
     }
 
+    @Test func retryInitialConnectWaitsForTheBroker() async throws {
+        let broker = try MosquittoBroker()
+        defer { broker.stop() }
+        broker.kill(SIGKILL)  // the port is known, nothing listens yet
+        var options = broker.options()
+        options.reconnect.retryInitialConnect = true
+        let client = try MQTTClient(options: options)
+        let events = client.connectionEvents()
+        let connecting = Task { try await client.connect() }
+        var iterator = events.makeAsyncIterator()
+        guard case .reconnecting(attempt: 1, _)? = await iterator.next() else {
+            Issue.record("expected a scheduled retry")
+            return
+        }
+        try broker.start()
+        try await connecting.value
+        #expect(client.statistics.isConnected)
+        await client.disconnect()
+
+        // Without the option the first failure is thrown.
+        broker.kill(SIGKILL)
+        let impatient = try MQTTClient(options: broker.options())
+        await #expect(throws: MQTTError.library(.system(errno: ECONNREFUSED), operation: "connect")) {
+            try await impatient.connect()
+        }
+    }
+
     @Test func failFastPolicyRejectsPublishesWhileDisconnected() async throws {
         let broker = try MosquittoBroker()
         defer { broker.stop() }
