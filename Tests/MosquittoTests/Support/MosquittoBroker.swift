@@ -110,6 +110,14 @@ func spawn(_ path: String, _ arguments: [String], log: String) throws -> pid_t {
     return pid
 }
 
+/// Sends `signal` to `pid` (if any) and waits for it to exit.
+func killAndReap(_ pid: pid_t, _ signal: Int32) {
+    guard pid != 0 else { return }
+    _ = Glibc.kill(pid, signal)
+    var status: Int32 = 0
+    _ = waitpid(pid, &status, 0)
+}
+
 /// The path of a committed fixture.
 func fixturePath(_ name: String, file: String = #filePath) -> String {
     URL(fileURLWithPath: file).deletingLastPathComponent().deletingLastPathComponent()
@@ -169,10 +177,7 @@ final class MosquittoBroker {
 
     /// Sends `signal` and reaps the process (SIGKILL: an abrupt crash).
     func kill(_ signal: Int32 = SIGKILL) {
-        guard pid != 0 else { return }
-        _ = Glibc.kill(pid, signal)
-        var status: Int32 = 0
-        _ = waitpid(pid, &status, 0)
+        killAndReap(pid, signal)
         pid = 0
     }
 
@@ -226,10 +231,7 @@ final class ChildProcess {
     }
 
     func kill(_ signal: Int32 = SIGKILL) {
-        guard pid != 0 else { return }
-        _ = Glibc.kill(pid, signal)
-        var status: Int32 = 0
-        _ = waitpid(pid, &status, 0)
+        killAndReap(pid, signal)
         pid = 0
     }
 
