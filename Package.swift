@@ -13,6 +13,7 @@ let package = Package(
         .library(name: "CapsCodec", targets: ["CapsCodec"]),
         .library(name: "GoProCodec", targets: ["GoProCodec"]),
         .library(name: "GattLayout", targets: ["GattLayout"]),
+        .library(name: "Mosquitto", targets: ["Mosquitto"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),

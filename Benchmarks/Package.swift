@@ -18,6 +18,12 @@ let package = Package(
             ],
             path: "Sources/CodecBench"
         ),
+        // MQTTClient vs libmosquitto from C: Benchmarks/MQTT/run.sh
+        .executableTarget(
+            name: "mqtt-bench",
+            dependencies: [.product(name: "Mosquitto", package: "gatt2mqtt")],
+            path: "MQTT/Swift"
+        ),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -1,0 +1,435 @@
+import CMosquitto
+import Dispatch
+import Logging
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `mosquitto_lib_init` runs exactly once per process (Swift initialises globals lazily and
+/// thread-safely).
+let mosquittoLibraryInit: Int32 = mosquitto_lib_init()
+
+/// A waiter for an acknowledgement keyed by libmosquitto message id.
+enum AckWaiter<Value: Sendable> {
+    case waiting(CheckedContinuation<Value, Never>)
+    /// The caller gave up (cancelled); drop the ack when it comes.
+    case ignore
+    /// Run this on the network thread when the ack comes (re-subscribe on reconnect).
+    case handler(@Sendable (Value) -> Void)
+
+    /// Delivers `value` to whoever waits; call outside the state lock.
+    func deliver(_ value: Value) {
+        switch self {
+        case .waiting(let continuation): continuation.resume(returning: value)
+        case .handler(let handler): handler(value)
+        case .ignore: break
+        }
+    }
+}
+
+/// Message ids registered by the caller *after* libmosquitto returned them. An ack that
+/// arrives before registration is kept in `early` and handed to the caller at registration,
+/// so no ack is lost without holding a lock across the library call.
+struct AckTable<Value: Sendable> {
+    private var waiters: [Int32: AckWaiter<Value>] = [:]
+    private var early: [Int32: Value] = [:]
+
+    /// Registers `waiter` for `mid`, or returns the ack that already arrived.
+    mutating func register(_ mid: Int32, _ waiter: AckWaiter<Value>) -> Value? {
+        if let value = early.removeValue(forKey: mid) { return value }
+        waiters[mid] = waiter
+        return nil
+    }
+
+    /// Records an ack; returns the waiter to deliver it to (outside the lock).
+    mutating func complete(_ mid: Int32, _ value: Value) -> AckWaiter<Value>? {
+        guard let waiter = waiters.removeValue(forKey: mid) else {
+            early[mid] = value
+            return nil
+        }
+        return waiter
+    }
+
+    /// Takes the waiter of `mid` (cancellation or a dropped connection); a late ack is ignored.
+    mutating func abandon(_ mid: Int32) -> CheckedContinuation<Value, Never>? {
+        guard case .waiting(let continuation) = waiters[mid] else { return nil }
+        waiters[mid] = .ignore
+        return continuation
+    }
+
+    /// Removes everything; returns the waiting continuations.
+    mutating func drain() -> [CheckedContinuation<Value, Never>] {
+        defer {
+            waiters = [:]
+            early = [:]
+        }
+        return waiters.values.compactMap { if case .waiting(let c) = $0 { c } else { nil } }
+    }
+
+}
+
+/// The box passed to libmosquitto as user data. All mutable state sits behind `state`; the
+/// library is never called while that lock is held (it re-enters the callbacks).
+final class MQTTClientCore: @unchecked Sendable {
+    enum Phase: Equatable {
+        case idle, connecting, connected, reconnecting, stopping, stopped
+    }
+
+    struct Route {
+        var id: UInt64
+        var filter: String
+        /// No wildcard and not shared: matches by string equality.
+        var exactMatch: Bool
+        var qos: MQTTQoS
+        var options: MQTTSubscribeOptions
+        var continuation: AsyncStream<MQTTMessage>.Continuation
+
+        init(id: UInt64, filter: String, qos: MQTTQoS, options: MQTTSubscribeOptions,
+             continuation: AsyncStream<MQTTMessage>.Continuation) {
+            self.id = id
+            self.filter = filter
+            self.exactMatch = MQTTTopic.isExact(filter)
+            self.qos = qos
+            self.options = options
+            self.continuation = continuation
+        }
+    }
+
+    struct QueuedPublish {
+        var id: UInt64
+        var topic: String
+        var payload: [UInt8]
+        var qos: MQTTQoS
+        var retain: Bool
+        var properties: MQTTPublishProperties
+        var continuation: CheckedContinuation<Result<Void, MQTTError>, Never>
+    }
+
+    struct State {
+        var phase: Phase = .idle
+        var everConnected = false
+        /// Between a successful CONNACK and the end of that connection.
+        var linkUp = false
+        /// Bumped whenever a connection ends; a QoS 0 publish from an older connection is lost.
+        var generation = 0
+        var reconnectAttempt = 0
+        var publishes = AckTable<Result<Void, MQTTError>>()
+        var qos0Waiting: Set<Int32> = []
+        var subacks = AckTable<Result<[Int32], MQTTError>>()
+        var unsubacks = AckTable<Result<Void, MQTTError>>()
+        var outstandingQoS12 = 0
+        /// QoS ≥ 1 publishes issued while disconnected, sent in order after the next CONNACK.
+        var offlineQueue: [QueuedPublish] = []
+        var routes: [Route] = []
+        var nextID: UInt64 = 0
+        var listeners: [UInt64: AsyncStream<MQTTConnectionEvent>.Continuation] = [:]
+        var connectWaiter: CheckedContinuation<Result<Void, MQTTError>, Never>?
+        var lastConnectFailure: MQTTError?
+        var exitWaiters: [CheckedContinuation<Void, Never>] = []
+        var threadExited = false
+        var thread: pthread_t?
+        var stopDeadline: ContinuousClock.Instant?
+    }
+
+    let mosq: OpaquePointer
+    let options: MQTTConnectOptions
+    let logger: Logger
+    let connectProperties: MosquittoPropertyList
+    /// Passphrase of the TLS private key, handed to OpenSSL by `tlsKeyPassword`.
+    let keyPassword: [UInt8]?
+    let wakeup = DispatchSemaphore(value: 0)
+    let state = Mutex(State())
+    let deliveredInbound = Atomic<Int>(0)
+    let droppedInbound = Atomic<Int>(0)
+    let unroutedInbound = Atomic<Int>(0)
+
+    init(options: MQTTConnectOptions, logger: Logger) throws(MQTTError) {
+        try options.validate()
+        if let source = options.tls?.keyPassword {
+            keyPassword = Array(try source.resolve().utf8)
+        } else {
+            keyPassword = nil
+        }
+        _ = mosquittoLibraryInit
+        guard let mosq = mosquitto_new(options.clientID, options.cleanSession, nil) else {
+            throw .library(errno == ENOMEM ? .noMemory : .invalidArgument, operation: "mosquitto_new")
+        }
+        self.mosq = mosq
+        self.options = options
+        var logger = logger
+        logger[metadataKey: "mqtt.client"] = "\(options.clientID ?? "(generated)")"
+        self.logger = logger
+        self.connectProperties = MosquittoPropertyList()
+        // From here on `deinit` destroys `mosq`.
+        mosquitto_user_data_set(mosq, Unmanaged.passUnretained(self).toOpaque())
+        try configure()
+    }
+
+    deinit {
+        // The network thread has exited (it held a reference). Detach the callbacks so that
+        // nothing can call back into this object while libmosquitto tears down.
+        uninstallCallbacks()
+        mosquitto_destroy(mosq)
+    }
+
+    private func check(_ rc: Int32, _ operation: String) throws(MQTTError) {
+        if rc != 0 { throw .library(MosquittoCode(code: rc), operation: operation) }
+    }
+
+    private func configure() throws(MQTTError) {
+        try check(mosquitto_int_option(mosq, MOSQ_OPT_PROTOCOL_VERSION, options.protocolVersion.rawValue), "protocol version")
+        try check(mosquitto_threaded_set(mosq, true), "mosquitto_threaded_set")
+        try check(mosquitto_int_option(mosq, MOSQ_OPT_TCP_NODELAY, options.tcpNoDelay ? 1 : 0), "TCP_NODELAY")
+        try check(mosquitto_max_inflight_messages_set(mosq, UInt32(options.maxInflightMessages)), "max inflight")
+        installCallbacks()
+
+        if options.protocolVersion == .v5 {
+            if let expiry = options.sessionExpiryInterval {
+                try connectProperties.check(
+                    mosquitto_property_add_int32(
+                        &connectProperties.pointer, Int32(MQTT_PROP_SESSION_EXPIRY_INTERVAL.rawValue), expiry),
+                    "session expiry interval")
+            }
+            try connectProperties.addUserProperties(options.connectUserProperties)
+        }
+        if let will = options.will {
+            let properties = options.protocolVersion == .v5 ? try will.properties.makePropertyList() : MosquittoPropertyList()
+            let rc = will.payload.withUnsafeBytes {
+                mosquitto_will_set_v5(
+                    mosq, will.topic, Int32($0.count), $0.baseAddress, Int32(will.qos.rawValue), will.retain,
+                    properties.pointer)
+            }
+            try check(rc, "mosquitto_will_set_v5")
+            _ = properties.release()  // owned by libmosquitto on success
+        }
+        if let credentials = options.credentials {
+            let password = try credentials.password?.resolve()
+            try check(mosquitto_username_pw_set(mosq, credentials.username, password), "mosquitto_username_pw_set")
+        }
+        if let tls = options.tls {
+            try check(
+                mosquitto_tls_set(
+                    mosq, tls.caFile, tls.caDirectory, tls.certificateFile, tls.keyFile,
+                    keyPassword == nil ? nil : tlsKeyPassword),
+                "mosquitto_tls_set")
+            try check(mosquitto_tls_opts_set(mosq, 1, tls.version, tls.ciphers), "mosquitto_tls_opts_set")
+            try check(mosquitto_tls_insecure_set(mosq, !tls.verifyHostname), "mosquitto_tls_insecure_set")
+        }
+    }
+
+    // MARK: Events
+
+    func emit(_ event: MQTTConnectionEvent) {
+        let listeners = state.withLock { Array($0.listeners.values) }
+        for listener in listeners { listener.yield(event) }
+    }
+
+    func connectionEvents() -> AsyncStream<MQTTConnectionEvent> {
+        let (stream, continuation) = AsyncStream.makeStream(
+            of: MQTTConnectionEvent.self, bufferingPolicy: .bufferingNewest(256))
+        let added = state.withLock { s -> UInt64? in
+            guard s.phase != .stopped else { return nil }
+            s.nextID += 1
+            s.listeners[s.nextID] = continuation
+            return s.nextID
+        }
+        guard let id = added else {
+            continuation.finish()
+            return stream
+        }
+        continuation.onTermination = { [weak self] _ in
+            _ = self?.state.withLock { $0.listeners.removeValue(forKey: id) }
+        }
+        return stream
+    }
+
+    // MARK: Loop thread
+
+    /// Starts the network thread (which holds a strong reference to the box until it exits).
+    func startThread() throws(MQTTError) {
+        let retained = Unmanaged.passRetained(self)
+        var thread = pthread_t()
+        let rc = pthread_create(
+            &thread, nil,
+            { raw in
+                let core = Unmanaged<MQTTClientCore>.fromOpaque(raw!).takeRetainedValue()
+                core.threadMain()
+                return nil
+            }, retained.toOpaque())
+        if rc != 0 {
+            retained.release()
+            throw .library(.system(errno: rc), operation: "pthread_create")
+        }
+        state.withLock { $0.thread = thread }
+    }
+
+    private func threadMain() {
+        _ = gatt2mqtt_set_thread_name("mqtt-net")
+        var rc = connectCall()
+        var exitError: MQTTError?
+        while true {
+            if rc == 0 {
+                rc = mosquitto_loop(mosq, 1000, 1)
+                if rc == 0 {
+                    // After disconnect(): leave once the DISCONNECT went out and the socket
+                    // closed, or after the deadline.
+                    let done = state.withLock { s in
+                        s.phase == .stopping && (!s.linkUp || (s.stopDeadline.map { ContinuousClock.now > $0 } ?? false))
+                    }
+                    if done { break }
+                    continue
+                }
+            }
+            let code = MosquittoCode(code: rc)
+            enum Decision { case exit(MQTTError?), retry(Int) }
+            let decision = state.withLock { s -> Decision in
+                if s.phase == .stopping || s.phase == .stopped { return .exit(nil) }
+                let failure = s.lastConnectFailure ?? .library(code, operation: s.everConnected ? "network loop" : "connect")
+                s.lastConnectFailure = nil
+                if !s.everConnected && !options.reconnect.retryInitialConnect { return .exit(failure) }
+                if s.everConnected && !options.reconnect.enabled { return .exit(failure) }
+                if s.phase == .connected { s.phase = .reconnecting }
+                s.reconnectAttempt += 1
+                return .retry(s.reconnectAttempt)
+            }
+            if case .exit(let error) = decision {
+                exitError = error
+                break
+            }
+            guard case .retry(let attempt) = decision else { break }
+            let delay = options.reconnect.delay(forAttempt: attempt)
+            logger.info("MQTT reconnect attempt \(attempt) in \(delay) after: \(code)")
+            emit(.reconnecting(attempt: attempt, delay: delay))
+            let nanoseconds = delay.components.seconds * 1_000_000_000 + delay.components.attoseconds / 1_000_000_000
+            _ = wakeup.wait(timeout: .now() + .nanoseconds(Int(nanoseconds)))
+            if state.withLock({ $0.phase == .stopping || $0.phase == .stopped }) { break }
+            rc = mosquitto_reconnect(mosq)
+            if rc != 0 { logger.debug("MQTT reconnect failed: \(MosquittoCode(code: rc))") }
+        }
+        finish(exitError)
+    }
+
+    private func connectCall() -> Int32 {
+        mosquitto_connect_bind_v5(
+            mosq, options.host, Int32(options.port), Int32(options.keepAlive), options.bindAddress,
+            connectProperties.pointer)
+    }
+
+    /// Runs last on the network thread: fails every waiter and ends every stream.
+    private func finish(_ error: MQTTError?) {
+        struct Leftovers {
+            var connectWaiter: CheckedContinuation<Result<Void, MQTTError>, Never>?
+            var publishes: [CheckedContinuation<Result<Void, MQTTError>, Never>] = []
+            var subacks: [CheckedContinuation<Result<[Int32], MQTTError>, Never>] = []
+            var unsubacks: [CheckedContinuation<Result<Void, MQTTError>, Never>] = []
+            var routes: [Route] = []
+            var listeners: [AsyncStream<MQTTConnectionEvent>.Continuation] = []
+            var exitWaiters: [CheckedContinuation<Void, Never>] = []
+            var wasConnected = false
+        }
+        let leftovers = state.withLock { s -> Leftovers in
+            var l = Leftovers()
+            l.wasConnected = s.phase == .connected
+            s.phase = .stopped
+            s.threadExited = true
+            l.connectWaiter = s.connectWaiter
+            s.connectWaiter = nil
+            l.publishes = s.publishes.drain() + s.offlineQueue.map(\.continuation)
+            s.offlineQueue = []
+            s.qos0Waiting = []
+            l.subacks = s.subacks.drain()
+            l.unsubacks = s.unsubacks.drain()
+            l.routes = s.routes
+            s.routes = []
+            l.listeners = Array(s.listeners.values)
+            s.listeners = [:]
+            l.exitWaiters = s.exitWaiters
+            s.exitWaiters = []
+            return l
+        }
+        if let error { logger.error("MQTT client stopped: \(error)") }
+        leftovers.connectWaiter?.resume(returning: .failure(error ?? .closed))
+        for c in leftovers.publishes { c.resume(returning: .failure(.closed)) }
+        for c in leftovers.subacks { c.resume(returning: .failure(.closed)) }
+        for c in leftovers.unsubacks { c.resume(returning: .failure(.closed)) }
+        for route in leftovers.routes { route.continuation.finish() }
+        for listener in leftovers.listeners {
+            if leftovers.wasConnected { listener.yield(.disconnected(reason: error)) }
+            listener.finish()
+        }
+        for c in leftovers.exitWaiters { c.resume() }
+    }
+
+    /// Asks the network thread to stop (sends DISCONNECT if connected) and waits until it has.
+    func stop() async {
+        enum Action { case none, wait(sendDisconnect: Bool) }
+        let action = state.withLock { s -> Action in
+            switch s.phase {
+            case .idle:
+                s.phase = .stopped
+                return .none
+            case .stopped:
+                return s.threadExited || s.thread == nil ? .none : .wait(sendDisconnect: false)
+            case .stopping:
+                return .wait(sendDisconnect: false)
+            case .connecting, .connected, .reconnecting:
+                let connected = s.phase == .connected
+                s.phase = .stopping
+                s.stopDeadline = ContinuousClock.now + .seconds(3)
+                return .wait(sendDisconnect: connected)
+            }
+        }
+        if case .wait(let sendDisconnect) = action {
+            if sendDisconnect { _ = mosquitto_disconnect_v5(mosq, 0, nil) }
+            wakeup.signal()
+            await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+                let done = state.withLock { s in
+                    if s.threadExited { return true }
+                    s.exitWaiters.append(c)
+                    return false
+                }
+                if done { c.resume() }
+            }
+        } else {
+            // Never started: end the event streams here.
+            let listeners = state.withLock { s in
+                defer { s.listeners = [:] }
+                return Array(s.listeners.values)
+            }
+            for listener in listeners { listener.finish() }
+        }
+        if let thread = state.withLock({ s in defer { s.thread = nil }; return s.thread }) {
+            pthread_join(thread, nil)
+        }
+    }
+
+    /// From the owner's `deinit`: stop without waiting; the thread is detached.
+    func stopDetached() {
+        let (sendDisconnect, thread) = state.withLock { s -> (Bool, pthread_t?) in
+            let connected = s.phase == .connected
+            if s.phase != .stopped && s.phase != .idle {
+                s.phase = .stopping
+                s.stopDeadline = ContinuousClock.now + .seconds(3)
+            }
+            defer { s.thread = nil }
+            return (connected, s.thread)
+        }
+        if sendDisconnect { _ = mosquitto_disconnect_v5(mosq, 0, nil) }
+        wakeup.signal()
+        if let thread { pthread_detach(thread) }
+    }
+}
+
+/// OpenSSL's passphrase callback for an encrypted client key. libmosquitto passes its own
+/// instance as OpenSSL user data; the box is its user data.
+private func tlsKeyPassword(
+    _ buffer: UnsafeMutablePointer<CChar>?, _ size: Int32, _ rwflag: Int32, _ userdata: UnsafeMutableRawPointer?
+) -> Int32 {
+    guard let buffer, let userdata, let box = mosquitto_userdata(OpaquePointer(userdata)) else { return 0 }
+    let core = Unmanaged<MQTTClientCore>.fromOpaque(box).takeUnretainedValue()
+    guard let password = core.keyPassword, !password.isEmpty, password.count <= Int(size) else { return 0 }
+    password.withUnsafeBytes { UnsafeMutableRawPointer(buffer).copyMemory(from: $0.baseAddress!, byteCount: $0.count) }
+    return Int32(password.count)
+}
