@@ -1,0 +1,112 @@
+import BinaryCoding
+import BridgeConfig
+import BridgeCore
+import BridgeStore
+import DeviceProfiles
+import Foundation
+import Logging
+import Mosquitto
+import ServiceLifecycle
+
+/// Errors that stop the bridge from starting, each saying what to fix.
+public struct StartupError: Error, CustomStringConvertible {
+    public let description: String
+    public init(_ description: String) { self.description = description }
+}
+
+/// `gatt2mqtt run`: the MQTT client, the bridge core and the BLE central, as one `Service`.
+/// Start: subscribe (before connecting, so a persistent session's queued commands find their
+/// route), connect, announce, run the device sessions. Graceful shutdown (SIGTERM/SIGINT):
+/// stop the sessions (links closed), publish `offline`, flush, disconnect.
+public struct BridgeService: Service {
+    let configuration: Configuration
+    let central: any BLECentral
+    let logger: Logger
+    let databasePath: String
+
+    public init(configuration: Configuration, central: any BLECentral, logger: Logger) {
+        self.configuration = configuration
+        self.central = central
+        self.logger = logger
+        databasePath = configuration.database.path ?? BridgeService.defaultDatabasePath()
+    }
+
+    /// `$STATE_DIRECTORY/gatt2mqtt.sqlite` (systemd) or `~/.local/state/gatt2mqtt/gatt2mqtt.sqlite`.
+    public static func defaultDatabasePath() -> String {
+        let env = ProcessInfo.processInfo.environment
+        if let dir = env["STATE_DIRECTORY"], !dir.isEmpty { return dir + "/gatt2mqtt.sqlite" }
+        let home = env["HOME"] ?? NSHomeDirectory()
+        return home + "/.local/state/gatt2mqtt/gatt2mqtt.sqlite"
+    }
+
+    /// The MQTT client options the configuration describes (Will = `bridge/state` offline).
+    public static func mqttOptions(_ c: Configuration) throws -> MQTTConnectOptions {
+        let m = c.mqtt
+        var o = MQTTConnectOptions(host: m.host, port: m.port, clientID: m.clientID,
+                                   protocolVersion: m.protocolVersion == .v5 ? .v5 : .v311,
+                                   keepAlive: Int(m.keepAlive.components.seconds), cleanSession: false)
+        if m.protocolVersion == .v5 { o.sessionExpiryInterval = 7 * 24 * 3600 }
+        o.will = MQTTWill(topic: Topics(base: m.baseTopic).bridgeState, payload: Array(#"{"state":"offline"}"#.utf8),
+                          qos: .atLeastOnce, retain: true)
+        o.reconnect = MQTTReconnectPolicy(minimumDelay: m.reconnectMin, maximumDelay: m.reconnectMax, retryInitialConnect: true)
+        if let user = m.username {
+            let password: MQTTPassword? = m.passwordFile.map { .file($0) } ?? m.passwordEnvironment.map { .environment($0) }
+            o.credentials = MQTTCredentials(username: user, password: password)
+        }
+        if m.useTLS {
+            let t = m.tls ?? MQTTSettings.TLS()
+            o.tls = MQTTTLSOptions(caFile: t.caFile, caDirectory: t.caDirectory ?? (t.caFile == nil ? "/etc/ssl/certs" : nil),
+                                   certificateFile: t.certificateFile, keyFile: t.keyFile, version: t.version,
+                                   verifyHostname: t.verifyHostname)
+        }
+        return o
+    }
+
+    public func run() async throws {
+        let store: BridgeStore
+        do { store = try BridgeStore(path: databasePath) } catch { throw StartupError("\(error)") }
+        let client: MQTTClient
+        do { client = try MQTTClient(options: try Self.mqttOptions(configuration), logger: logger) } catch {
+            throw StartupError("MQTT: \(error)")
+        }
+        let port = MosquittoPort(client: client, logger: logger)
+        let clock = { @Sendable () -> UInt64 in UInt64(Date().timeIntervalSince1970 * 1e9) }
+        let bridge = try Bridge(configuration: configuration, store: store, mqtt: port, central: central,
+                                drivers: { try makeDriver(for: $0, now: clock) }, logger: logger)
+        var subscriptions: [MQTTSubscription] = []
+        for filter in bridge.subscriptions {
+            subscriptions.append(try await client.subscribe(filter, qos: .atLeastOnce, options: MQTTSubscribeOptions(noLocal: true)))
+        }
+        let events = client.connectionEvents()
+        do { try await client.connect() } catch { throw StartupError("MQTT broker \(configuration.mqtt.host):\(configuration.mqtt.port): \(error)") }
+        logger.info("connected to the broker", metadata: ["host": "\(configuration.mqtt.host)", "port": "\(configuration.mqtt.port)"])
+
+        await withDiscardingTaskGroup { group in
+            group.addTask { await port.run() }
+            for s in subscriptions {
+                group.addTask {
+                    for await m in s {
+                        bridge.handle(InboundMessage(topic: m.topic, payload: m.payload, retain: m.retain,
+                                                     responseTopic: m.properties.responseTopic, correlationData: m.properties.correlationData))
+                    }
+                }
+            }
+            group.addTask {
+                var first = true
+                for await e in events {
+                    if case .connected = e {
+                        if first { first = false } else { await bridge.brokerReconnected() }
+                    }
+                }
+            }
+            // The bridge runs until graceful shutdown; then it publishes `offline` and returns.
+            await cancelWhenGracefulShutdown { await bridge.run() }
+            port.finish()
+            // Let the queued publishes (offline state included) go out, then close.
+            try? await Task.sleep(for: .milliseconds(200))
+            await client.disconnect()
+            group.cancelAll()
+        }
+        logger.info("stopped")
+    }
+}

@@ -1,0 +1,81 @@
+import BinaryCoding
+import BridgeConfig
+import BridgeCore
+import BridgeRuntime
+import Foundation
+import Logging
+import Mosquitto
+import ServiceLifecycle
+import Testing
+
+/// `BridgeService` against a real mosquitto (started by the test) and a fake BLE central:
+/// commands and state travel through the broker exactly as a hub sees them.
+@Suite(.serialized) struct BridgeServiceTests {
+    static func config(port: Int, db: String) throws -> Configuration {
+        try Configuration(yaml: """
+            mqtt:
+              url: mqtt://127.0.0.1:\(port)
+              client_id: bridge-under-test
+              reconnect_min: 50ms
+              reconnect_max: 200ms
+            database:
+              path: \(db)
+            devices:
+              - id: lamp
+                address: C0:FF:EE:00:00:09
+                profile: custom
+                characteristics:
+                  - uuid: FFF1
+                    codec: layout
+                    direction: write
+                    topic: led
+                    layout:
+                      fields:
+                        - {name: on, type: u8}
+                  - {uuid: FFF2, codec: raw, direction: notify, topic: reading}
+            """)
+    }
+
+    @Test func commandsAndStateThroughARealBroker() async throws {
+        let broker = try MosquittoBroker()
+        defer { broker.stop() }
+        let dir = try TemporaryDirectory()
+        let device = FakeDevice()
+        let central = FakeCentral(["C0:FF:EE:00:00:09": device])
+        let service = BridgeService(configuration: try Self.config(port: broker.port, db: dir.path + "/state.sqlite"),
+                                    central: central, logger: Logger(label: "test"))
+        let hub = try await broker.client()
+        let responses = try await hub.subscribe("gatt2mqtt/lamp/response")
+        let state = try await hub.subscribe("gatt2mqtt/lamp")
+        let bridgeState = try await hub.subscribe("gatt2mqtt/bridge/state")
+        let group = ServiceGroup(configuration: .init(services: [service], logger: Logger(label: "test")))
+
+        try await withThrowingTaskGroup(of: Void.self) { tasks in
+            tasks.addTask { try await group.run() }
+            let online = await collect(bridgeState, count: 1)
+            #expect(online.first?.payloadString == #"{"state":"online"}"#)
+            // A hub that subscribes later gets it as a retained message.
+            let late = await collect(try await hub.subscribe("gatt2mqtt/bridge/state"), count: 1)
+            #expect(late.first?.retain == true && late.first?.payloadString == #"{"state":"online"}"#)
+            // Wait for the device link, then command it as a hub would.
+            #expect(await eventually { device.state.withLock { $0.link != nil } })
+            try await hub.publish(topic: "gatt2mqtt/lamp/set", payload: Array(#"{"led":{"on":1},"transaction":"t1"}"#.utf8), qos: .atLeastOnce)
+            try await hub.publish(topic: "gatt2mqtt/lamp/set", payload: Array("{broken".utf8), qos: .atLeastOnce)
+            let r = await collect(responses, count: 2)
+            let texts = Set(r.map(\.payloadString))
+            #expect(texts.contains(#"{"transaction":"t1","status":"ok","command":{"led":{"on":1}}}"#))
+            #expect(texts.contains { $0.contains(#""code":"invalid_json""#) })
+            #expect(device.writes == [[0x01]])
+            // A notification becomes retained state on the broker.
+            device.notify([0xAB], on: "FFF2")
+            let s = await collect(state, count: 1)
+            #expect(s.first?.payloadString == #"{"reading":"ab"}"#)
+            await group.triggerGracefulShutdown()
+            try await tasks.next()
+            // After a graceful stop the retained bridge state says offline.
+            let offline = await collect(try await hub.subscribe("gatt2mqtt/bridge/state"), count: 1)
+            #expect(offline.first?.payloadString == #"{"state":"offline"}"# && offline.first?.retain == true)
+        }
+        await hub.disconnect()
+    }
+}

@@ -1,0 +1,1 @@
+../BridgeCoreTests/Fakes.swift
