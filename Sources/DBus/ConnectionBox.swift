@@ -1,0 +1,478 @@
+import CDBus
+import Foundation
+import Synchronization
+
+/// The state shared between callers and the dispatch thread of one connection.
+///
+/// `@unchecked Sendable`: `raw` is an immutable pointer to a libdbus connection (thread-safe
+/// after `dbus_threads_init_default()`, and only the dispatch thread does I/O on it); all
+/// mutable state sits behind `state`'s `Mutex`. The box is the user data of the connection's
+/// filter (retained once there, released by libdbus' free function when the filter is removed).
+final class ConnectionBox: @unchecked Sendable {
+    let raw: OpaquePointer
+    /// Self-pipe that wakes the dispatch thread's `poll` (read end, write end).
+    let wakeRead: Int32
+    let wakeWrite: Int32
+    let state: Mutex<State>
+
+    /// The address of a libdbus object (watch, timeout, message, pending call) as a plain value,
+    /// so that it can sit in the locked state; it is turned back into a pointer only on the
+    /// dispatch thread, which is the only thread that uses these objects.
+    struct Handle: Hashable, Sendable {
+        let bits: UInt
+        init(_ p: OpaquePointer) { bits = UInt(bitPattern: Int(bitPattern: p)) }
+        var pointer: OpaquePointer { OpaquePointer(bitPattern: Int(bitPattern: bits))! }
+    }
+
+    struct Watch {
+        var handle: Handle
+        var fd: Int32
+        var flags: UInt32
+        var enabled: Bool
+    }
+
+    struct Timer {
+        var handle: Handle
+        var interval: Int32
+        var enabled: Bool
+        var deadline: ContinuousClock.Instant
+    }
+
+    enum Command {
+        /// Send an owned message (+1), no reply wanted.
+        case send(Handle)
+        /// Send an owned message as a call, completing `PendingBox`.
+        case call(Handle, timeoutMs: Int32, PendingBox)
+        /// Cancel the pending call with this id.
+        case cancel(UInt64)
+    }
+
+    struct Subscription {
+        var rule: DBusMatchRule
+        var continuation: AsyncThrowingStream<DBusMessage, any Error>.Continuation
+        /// Current unique-name owner of `rule.sender` when that is a well-known name.
+        var senderOwner: String?
+    }
+
+    struct State {
+        var watches: [Handle: Watch] = [:]
+        var timers: [Handle: Timer] = [:]
+        var queue: [Command] = []
+        /// No new work is accepted (closed by us or lost).
+        var closed = false
+        var stopRequested = false
+        var pendingBoxes: [UInt64: PendingBox] = [:]
+        var pendingCalls: [UInt64: Handle] = [:]
+        var subscriptions: [UInt64: Subscription] = [:]
+        var nextID: UInt64 = 1
+        var registry = ObjectRegistry()
+
+        mutating func makeID() -> UInt64 {
+            defer { nextID += 1 }
+            return nextID
+        }
+    }
+
+    private init(raw: OpaquePointer) {
+        self.raw = raw
+        var fds: [Int32] = [-1, -1]
+        if pipe(&fds) == 0 {
+            for fd in fds {
+                _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+                _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
+            }
+        } else {
+            fds = [-1, -1]
+        }
+        self.wakeRead = fds[0]
+        self.wakeWrite = fds[1]
+        self.state = Mutex(State())
+    }
+
+    deinit {
+        if wakeRead >= 0 { close(wakeRead) }
+        if wakeWrite >= 0 { close(wakeWrite) }
+    }
+
+    /// Opens, registers and starts a connection (blocking; runs on a connect thread).
+    static func open(_ bus: DBusBus) -> Result<DBusConnection, DBusError> {
+        var err = CDBus.DBusError()
+        dbus_error_init(&err)
+        let raw: OpaquePointer?
+        switch bus {
+        case .system, .session:
+            raw = dbus_bus_get_private(bus == .system ? DBUS_BUS_SYSTEM : DBUS_BUS_SESSION, &err)
+            if raw == nil { return .failure(LibDBus.take(&err)) }
+        case let .address(address):
+            guard !address.utf8.contains(0) else { return .failure(.invalidArgument("address contains NUL")) }
+            raw = address.withCString { dbus_connection_open_private($0, &err) }
+            guard let raw else { return .failure(LibDBus.take(&err)) }
+            dbus_connection_set_exit_on_disconnect(raw, 0)
+            if dbus_bus_register(raw, &err) == 0 {
+                let e = LibDBus.take(&err)
+                dbus_connection_close(raw)
+                dbus_connection_unref(raw)
+                return .failure(e)
+            }
+        }
+        guard let raw else { return .failure(.connectionFailed(name: "", message: "no connection")) }
+        dbus_connection_set_exit_on_disconnect(raw, 0)
+        let unique = dbus_bus_get_unique_name(raw).map { String(cString: $0) } ?? ""
+        let box = ConnectionBox(raw: raw)
+        guard box.wakeRead >= 0, box.install() else {
+            dbus_connection_close(raw)
+            dbus_connection_unref(raw)
+            return .failure(.outOfMemory)
+        }
+        let thread = Thread { box.runLoop() }
+        thread.name = "dbus-dispatch"
+        thread.start()
+        return .success(DBusConnection(box: box, uniqueName: unique))
+    }
+
+    // MARK: libdbus integration
+
+    private var userData: UnsafeMutableRawPointer { Unmanaged.passUnretained(self).toOpaque() }
+
+    static func from(_ data: UnsafeMutableRawPointer?) -> ConnectionBox {
+        Unmanaged<ConnectionBox>.fromOpaque(data!).takeUnretainedValue()
+    }
+
+    /// Installs the filter (retaining `self` once) and the watch/timeout functions.
+    private func install() -> Bool {
+        let retained = Unmanaged.passRetained(self).toOpaque()
+        guard dbus_connection_add_filter(raw, ConnectionBox.filterFunction, retained, { data in
+            Unmanaged<ConnectionBox>.fromOpaque(data!).release()
+        }) != 0 else {
+            Unmanaged<ConnectionBox>.fromOpaque(retained).release()
+            return false
+        }
+        let watchesOK = dbus_connection_set_watch_functions(raw, { watch, data in
+            ConnectionBox.from(data).addWatch(watch!)
+            return 1
+        }, { watch, data in
+            ConnectionBox.from(data).removeWatch(watch!)
+        }, { watch, data in
+            ConnectionBox.from(data).addWatch(watch!)
+        }, userData, nil)
+        let timersOK = dbus_connection_set_timeout_functions(raw, { t, data in
+            ConnectionBox.from(data).addTimer(t!)
+            return 1
+        }, { t, data in
+            ConnectionBox.from(data).removeTimer(t!)
+        }, { t, data in
+            ConnectionBox.from(data).addTimer(t!)
+        }, userData, nil)
+        dbus_connection_set_wakeup_main_function(raw, { data in ConnectionBox.from(data).wake() }, userData, nil)
+        return watchesOK != 0 && timersOK != 0
+    }
+
+    private static let filterFunction: DBusHandleMessageFunction = { _, message, data in
+        // `message` is borrowed: libdbus keeps ownership, so it is never unref'd here.
+        guard let message, let data else { return DBUS_HANDLER_RESULT_NOT_YET_HANDLED }
+        return ConnectionBox.from(data).handleIncoming(message)
+    }
+
+    private func addWatch(_ w: OpaquePointer) {
+        let entry = Watch(handle: Handle(w), fd: dbus_watch_get_unix_fd(w), flags: dbus_watch_get_flags(w),
+                          enabled: dbus_watch_get_enabled(w) != 0)
+        state.withLock { $0.watches[Handle(w)] = entry }
+        wake()
+    }
+
+    private func removeWatch(_ w: OpaquePointer) {
+        state.withLock { _ = $0.watches.removeValue(forKey: Handle(w)) }
+        wake()
+    }
+
+    private func addTimer(_ t: OpaquePointer) {
+        let interval = dbus_timeout_get_interval(t)
+        let entry = Timer(handle: Handle(t), interval: interval, enabled: dbus_timeout_get_enabled(t) != 0,
+                          deadline: .now + .milliseconds(Int64(interval)))
+        state.withLock { $0.timers[Handle(t)] = entry }
+        wake()
+    }
+
+    private func removeTimer(_ t: OpaquePointer) {
+        state.withLock { _ = $0.timers.removeValue(forKey: Handle(t)) }
+        wake()
+    }
+
+    func wake() {
+        var one: UInt8 = 1
+        _ = write(wakeWrite, &one, 1)  // EAGAIN: the pipe is full, which wakes poll just as well
+    }
+
+    // MARK: Commands from other threads
+
+    /// Queues a command for the dispatch thread; `false` (and nothing queued) once closed.
+    func enqueue(_ command: Command) -> Bool {
+        let accepted = state.withLock { s -> Bool in
+            guard !s.closed else { return false }
+            s.queue.append(command)
+            return true
+        }
+        if accepted { wake() }
+        return accepted
+    }
+
+    /// Sends an owned message without waiting; the message is released either way.
+    func send(_ message: OpaquePointer) throws(DBusError) {
+        guard enqueue(.send(Handle(message))) else {
+            dbus_message_unref(message)
+            throw .disconnected
+        }
+    }
+
+    func requestStop() {
+        state.withLock { $0.stopRequested = true }
+        wake()
+    }
+
+    // MARK: The dispatch thread
+
+    func runLoop() {
+        while true {
+            let (commands, stop) = state.withLock { s -> ([Command], Bool) in
+                let c = s.queue
+                s.queue = []
+                return (c, s.stopRequested)
+            }
+            for c in commands { execute(c) }
+            if stop { break }
+            while dbus_connection_dispatch(raw) == DBUS_DISPATCH_DATA_REMAINS {}
+            if dbus_connection_get_is_connected(raw) == 0 {
+                // The Disconnected message has been dispatched by now (it is queued last).
+                markClosed()
+                break
+            }
+            pollOnce()
+        }
+        teardown()
+    }
+
+    private func pollOnce() {
+        let (watches, timers) = state.withLock { s in (Array(s.watches.values), Array(s.timers.values)) }
+        var fds = [pollfd(fd: wakeRead, events: Int16(POLLIN), revents: 0)]
+        var polled: [Watch] = []
+        for w in watches where w.enabled && w.fd >= 0 {
+            var events: Int16 = 0
+            if w.flags & DBUS_WATCH_READABLE.rawValue != 0 { events |= Int16(POLLIN) }
+            if w.flags & DBUS_WATCH_WRITABLE.rawValue != 0 { events |= Int16(POLLOUT) }
+            fds.append(pollfd(fd: w.fd, events: events, revents: 0))
+            polled.append(w)
+        }
+        let now = ContinuousClock.now
+        var waitMs: Int32 = -1
+        for t in timers where t.enabled {
+            let left = max(0, (t.deadline - now).milliseconds + 1)
+            waitMs = waitMs < 0 ? Int32(clamping: left) : min(waitMs, Int32(clamping: left))
+        }
+        let n = poll(&fds, nfds_t(fds.count), waitMs)
+        if n < 0 { return }  // EINTR: go round again
+        if fds[0].revents != 0 {
+            var sink = [UInt8](repeating: 0, count: 256)
+            while read(wakeRead, &sink, sink.count) > 0 {}
+        }
+        for (i, w) in polled.enumerated() {
+            let r = fds[i + 1].revents
+            guard r != 0 else { continue }
+            var flags: UInt32 = 0
+            if r & Int16(POLLIN) != 0 { flags |= DBUS_WATCH_READABLE.rawValue }
+            if r & Int16(POLLOUT) != 0 { flags |= DBUS_WATCH_WRITABLE.rawValue }
+            if r & Int16(POLLERR) != 0 { flags |= DBUS_WATCH_ERROR.rawValue }
+            if r & Int16(POLLHUP) != 0 { flags |= DBUS_WATCH_HANGUP.rawValue }
+            // Only watches still registered (handling one may remove others).
+            let live = state.withLock { $0.watches[w.handle]?.enabled == true }
+            if live { _ = dbus_watch_handle(w.handle.pointer, flags) }
+        }
+        let after = ContinuousClock.now
+        for t in timers where t.enabled && t.deadline <= after {
+            let key = t.handle
+            let live = state.withLock { s -> Bool in
+                guard var entry = s.timers[key], entry.enabled else { return false }
+                entry.deadline = after + .milliseconds(Int64(entry.interval))
+                s.timers[key] = entry
+                return true
+            }
+            if live { _ = dbus_timeout_handle(t.handle.pointer) }
+        }
+    }
+
+    private func execute(_ command: Command) {
+        switch command {
+        case let .send(handle):
+            let msg = handle.pointer
+            _ = dbus_connection_send(raw, msg, nil)
+            dbus_message_unref(msg)
+        case let .call(handle, timeoutMs, box):
+            let msg = handle.pointer
+            var pending: OpaquePointer?
+            let ok = dbus_connection_send_with_reply(raw, msg, &pending, timeoutMs)
+            dbus_message_unref(msg)
+            guard ok != 0 else { return finish(box, .failure(.outOfMemory)) }
+            guard let pending else { return finish(box, .failure(.disconnected)) }
+            let registered = state.withLock { s -> Bool in
+                guard s.pendingBoxes[box.id] != nil else { return false }  // cancelled meanwhile
+                s.pendingCalls[box.id] = Handle(pending)
+                return true
+            }
+            guard registered else {
+                dbus_pending_call_cancel(pending)
+                dbus_pending_call_unref(pending)
+                return
+            }
+            let data = Unmanaged.passRetained(box).toOpaque()
+            let notifySet = dbus_pending_call_set_notify(pending, { pending, data in
+                let box = Unmanaged<PendingBox>.fromOpaque(data!).takeUnretainedValue()
+                box.connection?.complete(box, pending!)
+            }, data, { data in Unmanaged<PendingBox>.fromOpaque(data!).release() })
+            if notifySet == 0 {
+                Unmanaged<PendingBox>.fromOpaque(data).release()
+                dbus_pending_call_cancel(pending)
+                forgetPending(box.id)?.unref()
+                finish(box, .failure(.outOfMemory))
+            } else if dbus_pending_call_get_completed(pending) != 0 {
+                complete(box, pending)
+            }
+        case let .cancel(id):
+            if let pending = forgetPending(id) {
+                dbus_pending_call_cancel(pending.pointer)
+                pending.unref()
+            }
+        }
+    }
+
+    private struct PendingRef {
+        let pointer: OpaquePointer
+        func unref() { dbus_pending_call_unref(pointer) }
+    }
+
+    private func forgetPending(_ id: UInt64) -> PendingRef? {
+        state.withLock { s in
+            s.pendingBoxes.removeValue(forKey: id)
+            return s.pendingCalls.removeValue(forKey: id).map { PendingRef(pointer: $0.pointer) }
+        }
+    }
+
+    /// A pending call finished (on the dispatch thread): steal the reply and resolve the box.
+    func complete(_ box: PendingBox, _ pending: OpaquePointer) {
+        guard let ref = forgetPending(box.id) else { return }  // already resolved
+        defer { ref.unref() }
+        guard let reply = dbus_pending_call_steal_reply(pending) else {
+            return finish(box, .failure(.disconnected))
+        }
+        defer { dbus_message_unref(reply) }
+        let result: Result<DBusMessage, DBusError>
+        do {
+            let msg = try DBusMessage(copying: reply)
+            if let error = msg.asError {
+                if msg.errorName == DBusErrorName.noReply && msg.sender == nil {
+                    // Synthesised by libdbus: our timeout, or the connection went away.
+                    result = .failure(dbus_connection_get_is_connected(raw) == 0
+                        ? .disconnected : .timeout(method: box.method, milliseconds: box.timeoutMs))
+                } else {
+                    result = .failure(error)
+                }
+            } else {
+                result = .success(msg)
+            }
+        } catch {
+            result = .failure(error)
+        }
+        finish(box, result)
+    }
+
+    private func finish(_ box: PendingBox, _ result: Result<DBusMessage, DBusError>) {
+        state.withLock { _ = $0.pendingBoxes.removeValue(forKey: box.id) }
+        box.resolve(result)
+    }
+
+    /// Marks the connection closed and ends every signal stream with `.disconnected`.
+    func markClosed() {
+        let subs = state.withLock { s -> [Subscription] in
+            s.closed = true
+            let all = Array(s.subscriptions.values)
+            s.subscriptions = [:]
+            return all
+        }
+        for sub in subs { sub.continuation.finish(throwing: DBusError.disconnected) }
+    }
+
+    private func teardown() {
+        markClosed()
+        dbus_connection_close(raw)
+        while dbus_connection_dispatch(raw) == DBUS_DISPATCH_DATA_REMAINS {}
+        let (queue, boxes, calls) = state.withLock { s in
+            let r = (s.queue, Array(s.pendingBoxes.values), Array(s.pendingCalls.values))
+            s.queue = []
+            s.pendingBoxes = [:]
+            s.pendingCalls = [:]
+            s.registry = ObjectRegistry()
+            return r
+        }
+        for c in queue {
+            switch c {
+            case let .send(msg): dbus_message_unref(msg.pointer)
+            case let .call(msg, _, box):
+                dbus_message_unref(msg.pointer)
+                box.resolve(.failure(.disconnected))
+            case .cancel: break
+            }
+        }
+        for p in calls {
+            dbus_pending_call_cancel(p.pointer)
+            dbus_pending_call_unref(p.pointer)
+        }
+        for b in boxes { b.resolve(.failure(.disconnected)) }
+        dbus_connection_set_watch_functions(raw, nil, nil, nil, nil, nil)
+        dbus_connection_set_timeout_functions(raw, nil, nil, nil, nil, nil)
+        dbus_connection_set_wakeup_main_function(raw, nil, nil, nil)
+        // Releases the filter's retain of this box (exactly once, via the free function).
+        dbus_connection_remove_filter(raw, ConnectionBox.filterFunction, Unmanaged.passUnretained(self).toOpaque())
+        dbus_connection_unref(raw)
+    }
+}
+
+/// One outstanding method call. The continuation is resumed exactly once: by the reply, the
+/// timeout, the connection's end or cancellation, whichever comes first.
+final class PendingBox: Sendable {
+    let id: UInt64
+    let method: String
+    let timeoutMs: Int
+    weak let connection: ConnectionBox?
+
+    private struct State {
+        var continuation: CheckedContinuation<Result<DBusMessage, DBusError>, Never>?
+        var early: Result<DBusMessage, DBusError>?
+        var done = false
+    }
+    private let state = Mutex(State())
+
+    init(id: UInt64, method: String, timeoutMs: Int, connection: ConnectionBox) {
+        self.id = id
+        self.method = method
+        self.timeoutMs = timeoutMs
+        self.connection = connection
+    }
+
+    func attach(_ c: CheckedContinuation<Result<DBusMessage, DBusError>, Never>) {
+        let early: Result<DBusMessage, DBusError>? = state.withLock { s in
+            if let e = s.early { s.early = nil; return e }
+            s.continuation = c
+            return nil
+        }
+        if let early { c.resume(returning: early) }
+    }
+
+    func resolve(_ r: Result<DBusMessage, DBusError>) {
+        let c: CheckedContinuation<Result<DBusMessage, DBusError>, Never>? = state.withLock { s in
+            guard !s.done else { return nil }
+            s.done = true
+            if let c = s.continuation { s.continuation = nil; return c }
+            s.early = r
+            return nil
+        }
+        c?.resume(returning: r)
+    }
+}

@@ -1,0 +1,135 @@
+import CDBus
+import Foundation
+import Synchronization
+
+/// Which bus to connect to (spec/bluez.md: "Use the system bus through libdbus' normal
+/// look-up … which honours `DBUS_SYSTEM_BUS_ADDRESS`").
+public enum DBusBus: Sendable, Equatable {
+    /// The system bus, found by libdbus (`dbus_bus_get_private(DBUS_BUS_SYSTEM)`), which honours
+    /// `DBUS_SYSTEM_BUS_ADDRESS`.
+    case system
+    /// The session bus (`DBUS_SESSION_BUS_ADDRESS`).
+    case session
+    /// A bus daemon at a D-Bus address such as `unix:path=/tmp/x` (D-Bus Specification,
+    /// "Server Addresses"), opened with `dbus_connection_open_private` + `dbus_bus_register`.
+    case address(String)
+}
+
+/// A private connection to a message bus, driven by its own dispatch thread and bridged to
+/// async Swift (issue 4 §1; D-Bus Specification, "Message Bus Specification").
+///
+/// Every call has a timeout; when the connection drops, pending and later calls fail with
+/// ``DBusError/disconnected`` and signal streams end with that error. Close it with ``close()``
+/// (or use ``withConnection(_:timeout:_:)``); dropping the last reference also closes it.
+public final class DBusConnection: Sendable {
+    let box: ConnectionBox
+
+    /// The unique name the bus gave this connection (e.g. `:1.42`).
+    public let uniqueName: String
+
+    init(box: ConnectionBox, uniqueName: String) {
+        self.box = box
+        self.uniqueName = uniqueName
+    }
+
+    deinit { box.requestStop() }
+
+    /// Opens a private connection to `bus`, registers with it (`Hello`) and starts the dispatch
+    /// thread. The blocking libdbus connect runs on its own thread; if it takes longer than
+    /// `timeout` the caller gets ``DBusError/timeout(method:milliseconds:)`` (and a late
+    /// connection is closed).
+    public static func connect(_ bus: DBusBus, timeout: Duration = .seconds(25)) async throws(DBusError)
+        -> DBusConnection
+    {
+        LibDBus.initialiseThreads()
+        let once = ConnectOnce()
+        let ms = Int(timeout.milliseconds)
+        let timer = Task {
+            try? await Task.sleep(for: timeout)
+            if !Task.isCancelled { _ = once.resume(with: .failure(.timeout(method: "connect", milliseconds: ms))) }
+        }
+        defer { timer.cancel() }
+        let thread = Thread {
+            let outcome = ConnectionBox.open(bus)
+            if !once.resume(with: outcome) {
+                // The caller gave up (timeout): this connection is not wanted.
+                if case let .success(connection) = outcome { connection.close() }
+            }
+        }
+        thread.name = "dbus-connect"
+        thread.start()
+        let result: Result<DBusConnection, DBusError> = await withCheckedContinuation { once.set($0) }
+        return try result.get()
+    }
+
+    /// Runs `body` with a new connection and closes it afterwards, also when `body` throws.
+    public static func withConnection<R: Sendable>(
+        _ bus: DBusBus, timeout: Duration = .seconds(25), _ body: (DBusConnection) async throws -> R
+    ) async throws -> R {
+        let connection = try await connect(bus, timeout: timeout)
+        defer { connection.close() }
+        return try await body(connection)
+    }
+
+    /// Closes the connection: pending calls fail with ``DBusError/disconnected``, signal streams
+    /// end, exported objects disappear. Idempotent, returns at once (the dispatch thread
+    /// finishes the teardown).
+    public func close() { box.requestStop() }
+
+    /// Whether the connection is still usable (not closed and not lost).
+    public var isConnected: Bool { box.state.withLock { !$0.closed } }
+}
+
+/// One-shot bridge for `connect`: whichever of result and timeout comes first wins.
+private final class ConnectOnce: Sendable {
+    private struct State {
+        var continuation: CheckedContinuation<Result<DBusConnection, DBusError>, Never>?
+        var result: Result<DBusConnection, DBusError>?
+        var done = false
+    }
+    private let state = Mutex(State())
+
+    func set(_ c: CheckedContinuation<Result<DBusConnection, DBusError>, Never>) {
+        let ready: Result<DBusConnection, DBusError>? = state.withLock { s in
+            if let r = s.result { s.result = nil; return r }
+            s.continuation = c
+            return nil
+        }
+        if let ready { c.resume(returning: ready) }
+    }
+
+    /// Returns whether `r` is the outcome the caller gets.
+    func resume(with r: Result<DBusConnection, DBusError>) -> Bool {
+        let (won, c): (Bool, CheckedContinuation<Result<DBusConnection, DBusError>, Never>?) = state.withLock { s in
+            guard !s.done else { return (false, nil) }
+            s.done = true
+            if let c = s.continuation { s.continuation = nil; return (true, c) }
+            s.result = r
+            return (true, nil)
+        }
+        c?.resume(returning: r)
+        return won
+    }
+}
+
+extension Duration {
+    var milliseconds: Int64 {
+        let (s, atto) = components
+        return s * 1000 + atto / 1_000_000_000_000_000
+    }
+}
+
+enum LibDBus {
+    private static let threadsReady: Bool = { dbus_threads_init_default() != 0 }()
+    /// `dbus_threads_init_default()`, once per process.
+    static func initialiseThreads() { _ = threadsReady }
+
+    /// Moves a libdbus `DBusError` into ours and frees it.
+    static func take(_ err: inout CDBus.DBusError) -> DBusError {
+        defer { dbus_error_free(&err) }
+        guard dbus_error_is_set(&err) != 0 else { return .connectionFailed(name: "", message: "unknown failure") }
+        let name = err.name.map { String(cString: $0) } ?? ""
+        let message = err.message.map { String(cString: $0) } ?? ""
+        return .connectionFailed(name: name, message: message)
+    }
+}

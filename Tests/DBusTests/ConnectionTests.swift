@@ -1,0 +1,328 @@
+import Foundation
+import Testing
+@testable import DBus
+
+/// Client-side behaviour against a real dbus-daemon: marshalling, timeouts, errors, signals,
+/// name ownership, fd passing, connection loss.
+@Suite(.timeLimit(.minutes(1))) struct ConnectionTests {
+    static let samples: [DBusValue] = [
+        .byte(0), .byte(255), .boolean(true), .boolean(false), .int16(-32768), .uint16(65535),
+        .int32(-2_147_483_648), .uint32(4_294_967_295), .int64(Int64.min), .uint64(UInt64.max),
+        .double(-1.5), .double(Double.greatestFiniteMagnitude), .string(""), .string("héllo ✓"),
+        .objectPath("/"), .objectPath("/org/bluez/hci0/dev_C0_FF_EE_00_00_01"), .signature("a{oa{sa{sv}}}"),
+        .signature(""),
+        .bytes([]), .bytes([0, 1, 2, 0xFF]), .strings(["a", "b"]),
+        .array(element: .properties, []),
+        .dictionary(key: .string, value: .variant, []),
+        ([
+            "UUIDs": .strings(["0000180f-0000-1000-8000-00805f9b34fb"]), "Transport": .string("le"),
+            "DuplicateData": .boolean(false),
+        ] as [String: DBusValue]).dbusValue,
+        [UInt16(0x02F2): DBusValue.bytes([1, 2, 3])].dbusValue,
+        ["0000fea6-0000-1000-8000-00805f9b34fb": [UInt8]([9, 8])].dbusValue,
+        [DBusObjectPath("/org/bluez/hci0"): ["org.bluez.Adapter1": ["Powered": DBusValue.boolean(true)]]].dbusValue,
+        .struct([.int32(1), .string("x"), .array(element: .struct([.string, .variant]),
+                                                 [.struct([.string("k"), .variant(.uint16(7))])])]),
+        .variant(.variant(.int32(3))),
+        .array(element: .array(.byte), [.bytes([1]), .bytes([])]),
+    ]
+
+    @Test func everyTypeRoundTripsThroughTheDaemon() async throws {
+        try await withBus { bus in
+            let server = try await EchoServer.start(bus)
+            defer { server.close() }
+            let client = try await bus.connect()
+            defer { client.close() }
+            for value in Self.samples {
+                let reply = try await client.echo("Echo", [.variant(value)])
+                #expect(reply.signature == "v")
+                #expect(reply.body == [.variant(value)], "\(value.signature)")
+            }
+            let basics: [DBusValue] = [.byte(7), .boolean(true), .int16(-2), .uint16(2), .int32(-3), .uint32(3),
+                                       .int64(-4), .uint64(4), .double(0.25), .string("s"), .objectPath("/o"),
+                                       .signature("g")]
+            let reply = try await client.echo("EchoBasics", basics)
+            #expect(reply.signature == EchoServer.basics)
+            #expect(reply.body == basics)
+            let managed = Self.samples[26]
+            let m = try await client.echo("EchoManaged", [managed])
+            let decoded = try m.decode(0, as: [DBusObjectPath: [String: [String: DBusValue]]].self)
+            #expect(decoded["/org/bluez/hci0"]?["org.bluez.Adapter1"]?["Powered"] == .boolean(true))
+        }
+    }
+
+    @Test func invalidValuesAreRejectedBeforeSending() async throws {
+        try await withBus { bus in
+            let client = try await bus.connect()
+            defer { client.close() }
+            await #expect(throws: DBusError.self) {
+                try await client.call(destination: "org.example.Echo", path: "/bad//path", interface: nil, method: "X")
+            }
+            await #expect(throws: DBusError.self) {
+                try await client.call(destination: "org.example.Echo", path: "/", interface: "no dots", method: "X")
+            }
+            await #expect(throws: DBusError.self) {
+                try await client.call(destination: "org.example.Echo", path: "/", interface: nil, method: "X",
+                                      arguments: [.array(element: .string, [.uint32(1)])])
+            }
+            // The connection is still fine afterwards.
+            #expect(try await client.nameOwner("org.freedesktop.DBus") == "org.freedesktop.DBus")
+        }
+    }
+
+    @Test func callTimesOutWithTypedError() async throws {
+        try await withBus { bus in
+            let server = try await EchoServer.start(bus)
+            defer { server.close() }
+            let client = try await bus.connect()
+            defer { client.close() }
+            let start = ContinuousClock.now
+            await #expect(throws: DBusError.timeout(method: "org.example.Echo.Sleep", milliseconds: 200)) {
+                try await client.echo("Sleep", [.uint32(3000)], timeout: .milliseconds(200))
+            }
+            #expect(ContinuousClock.now - start < .seconds(2))
+            // A call that finishes in time still works.
+            _ = try await client.echo("Sleep", [.uint32(10)])
+        }
+    }
+
+    @Test func errorsKeepTheirNames() async throws {
+        try await withBus { bus in
+            let server = try await EchoServer.start(bus)
+            defer { server.close() }
+            let client = try await bus.connect()
+            defer { client.close() }
+            await #expect(throws: DBusError.remote(name: "org.bluez.Error.Failed", message: "Not connected")) {
+                try await client.echo("Fail", [.string("org.bluez.Error.Failed"), .string("Not connected")])
+            }
+            await #expect(throws: DBusError.remote(name: "com.example.Never.Heard.Of", message: "")) {
+                try await client.echo("Fail", [.string("com.example.Never.Heard.Of"), .string("")])
+            }
+            do {
+                _ = try await client.echo("NoSuchMethod", [])
+                Issue.record("no error")
+            } catch {
+                #expect((error as? DBusError)?.remoteName == DBusErrorName.unknownMethod)
+            }
+            do {
+                _ = try await client.echo("Upper", [.string("x")])
+                Issue.record("no error")
+            } catch {
+                #expect((error as? DBusError)?.remoteName == DBusErrorName.invalidArgs)
+            }
+            do {
+                _ = try await client.echo("BadReturn", [])
+                Issue.record("no error")
+            } catch {
+                #expect((error as? DBusError)?.remoteName == DBusErrorName.failed)
+            }
+            do {
+                _ = try await client.call(destination: "org.example.Nobody", path: "/", interface: "a.b", method: "C")
+                Issue.record("no error")
+            } catch {
+                #expect((error as? DBusError)?.remoteName == DBusErrorName.serviceUnknown)
+            }
+            do {
+                _ = try await client.call(destination: EchoServer.name, path: "/not/there", interface: "a.b", method: "C")
+                Issue.record("no error")
+            } catch {
+                #expect((error as? DBusError)?.remoteName == DBusErrorName.unknownObject)
+            }
+        }
+    }
+
+    @Test func signalsAreDeliveredAndUnsubscribed() async throws {
+        try await withBus { bus in
+            let server = try await EchoServer.start(bus)
+            defer { server.close() }
+            let client = try await bus.connect()
+            defer { client.close() }
+            // Well-known sender: routed through the tracked owner.
+            let rule = DBusMatchRule(sender: EchoServer.name, interface: EchoServer.interface, member: "Ping")
+            let stream = try await client.signals(matching: rule)
+            let other = try await client.signals(matching: DBusMatchRule(interface: EchoServer.interface, member: "Other"))
+            let pings = SignalCollector(stream)
+            let others = SignalCollector(other)
+            // Emitted right after subscribing: must not be lost.
+            try server.emitSignal(path: EchoServer.path, interface: EchoServer.interface, member: "Ping", arguments: [.uint32(1)])
+            try server.emitSignal(path: EchoServer.path, interface: EchoServer.interface, member: "Other", arguments: [])
+            try server.emitSignal(path: EchoServer.path, interface: EchoServer.interface, member: "Ping", arguments: [.uint32(2)])
+            let got = await pings.wait(count: 2)
+            #expect(got.map(\.body) == [[.uint32(1)], [.uint32(2)]])
+            #expect(got.first?.sender == server.uniqueName)
+            #expect(got.first?.path == EchoServer.path)
+            #expect(await others.wait(count: 1).count == 1)
+
+            // Cancelling the consumer ends the stream and removes the subscription.
+            pings.cancel()
+            #expect(await pings.waitEnd() != nil)
+            try await Task.sleep(for: .milliseconds(50))
+            #expect(client.box.state.withLock { $0.subscriptions.count } == 1)
+            others.cancel()
+            #expect(await others.waitEnd() != nil)
+            try await Task.sleep(for: .milliseconds(50))
+            #expect(client.box.state.withLock { $0.subscriptions.isEmpty })
+        }
+    }
+
+    @Test func droppingAStreamRemovesItsMatch() async throws {
+        try await withBus { bus in
+            let client = try await bus.connect()
+            defer { client.close() }
+            do {
+                let s = try await client.signals(matching: DBusMatchRule(interface: "org.example.Echo"))
+                #expect(client.box.state.withLock { $0.subscriptions.count } == 1)
+                _ = s
+            }
+            #expect(client.box.state.withLock { $0.subscriptions.isEmpty })
+            // withSignals removes its match when the closure returns.
+            try await client.withSignals(matching: DBusMatchRule(member: "X")) { _ in
+                #expect(client.box.state.withLock { $0.subscriptions.count } == 1)
+            }
+            #expect(client.box.state.withLock { $0.subscriptions.isEmpty })
+        }
+    }
+
+    @Test func nameOwnership() async throws {
+        try await withBus { bus in
+            let a = try await bus.connect()
+            defer { a.close() }
+            let b = try await bus.connect()
+            defer { b.close() }
+            #expect(a.uniqueName.hasPrefix(":") && a.uniqueName != b.uniqueName)
+            #expect(try await a.nameOwner("org.example.Owned") == nil)
+            #expect(try await a.requestName("org.example.Owned") == .primaryOwner)
+            #expect(try await a.requestName("org.example.Owned") == .alreadyOwner)
+            #expect(try await b.requestName("org.example.Owned") == .exists)
+            #expect(try await b.nameOwner("org.example.Owned") == a.uniqueName)
+            #expect(try await a.releaseName("org.example.Owned") == 1)
+            #expect(try await b.nameOwner("org.example.Owned") == nil)
+            await #expect(throws: DBusError.self) { try await a.requestName("not a name") }
+        }
+    }
+
+    @Test func unixFDsAreSentAndReceived() async throws {
+        try await withBus { bus in
+            let sockets = AcquiredSockets()
+            let server = try await EchoServer.start(bus, sockets: sockets)
+            defer { server.close() }
+            let client = try await bus.connect()
+            defer { client.close() }
+            let reply = try await client.echo("AcquireWrite", [[String: DBusValue]().dbusValue])
+            #expect(reply.signature == "hq")
+            let fd = try reply.decode(0, as: DBusUnixFD.self)
+            #expect(try reply.decode(1, as: UInt16.self) == 23)
+            let payload: [UInt8] = [0x01, 0x02, 0x03]
+            #expect(write(fd.fileDescriptor, payload, payload.count) == payload.count)
+            let serverEnd = try #require(sockets.take())
+            var buf = [UInt8](repeating: 0, count: 16)
+            let n = read(serverEnd.fileDescriptor, &buf, buf.count)
+            #expect(Array(buf.prefix(max(n, 0))) == payload)
+
+            // An fd sent by the client arrives as the same open file (inode compare).
+            var pair: [Int32] = [-1, -1]
+            #expect(socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &pair) == 0)
+            let mine = DBusUnixFD(taking: pair[0])
+            _ = DBusUnixFD(taking: pair[1])
+            let echoed = try await client.echo("Echo", [.variant(.unixFD(mine))])
+            guard case let .variant(.unixFD(back))? = echoed.body.first else {
+                Issue.record("no fd back: \(echoed)")
+                return
+            }
+            var s1 = stat(), s2 = stat()
+            fstat(mine.fileDescriptor, &s1)
+            fstat(back.fileDescriptor, &s2)
+            #expect(back.fileDescriptor != mine.fileDescriptor)
+            #expect(s1.st_ino == s2.st_ino)
+        }
+    }
+
+    @Test func daemonKilledMidCallFailsWithoutHanging() async throws {
+        let bus = try TestBus()
+        defer { bus.stop() }
+        let server = try await EchoServer.start(bus)
+        defer { server.close() }
+        let client = try await bus.connect()
+        defer { client.close() }
+        let stream = try await client.signals(matching: DBusMatchRule(interface: "org.example.Echo"))
+        let collector = SignalCollector(stream)
+        let start = ContinuousClock.now
+        async let outcome: DBusError? = {
+            do {
+                _ = try await client.echo("Sleep", [.uint32(20_000)], timeout: .seconds(30))
+                return nil
+            } catch {
+                return error as? DBusError
+            }
+        }()
+        try await Task.sleep(for: .milliseconds(200))
+        bus.stop()
+        #expect(await outcome == .disconnected)
+        #expect(ContinuousClock.now - start < .seconds(5))
+        #expect(await collector.waitEnd() == .some(.disconnected))
+        // Later calls fail at once.
+        await #expect(throws: DBusError.disconnected) { try await client.echo("Sleep", [.uint32(1)]) }
+        #expect(!client.isConnected)
+        await #expect(throws: DBusError.disconnected) {
+            try await client.signals(matching: DBusMatchRule(member: "X"))
+        }
+    }
+
+    @Test func closeFailsPendingCallsAndCancellationCancels() async throws {
+        try await withBus { bus in
+            let server = try await EchoServer.start(bus)
+            defer { server.close() }
+            let client = try await bus.connect()
+            let task = Task { () -> DBusError? in
+                do {
+                    _ = try await client.echo("Sleep", [.uint32(10_000)], timeout: .seconds(20))
+                    return nil
+                } catch {
+                    return error as? DBusError
+                }
+            }
+            try await Task.sleep(for: .milliseconds(100))
+            task.cancel()
+            #expect(await task.value == .cancelled)
+
+            let pending = Task { () -> DBusError? in
+                do {
+                    _ = try await client.echo("Sleep", [.uint32(10_000)], timeout: .seconds(20))
+                    return nil
+                } catch {
+                    return error as? DBusError
+                }
+            }
+            try await Task.sleep(for: .milliseconds(100))
+            client.close()
+            #expect(await pending.value == .disconnected)
+        }
+    }
+
+    @Test func connectingToNothingFailsQuickly() async throws {
+        let start = ContinuousClock.now
+        do {
+            _ = try await DBusConnection.connect(.address("unix:path=/tmp/gatt2mqtt-no-such-bus-\(getpid())"))
+            Issue.record("connected to nothing")
+        } catch {
+            guard case .connectionFailed = error else {
+                Issue.record("\(error)")
+                return
+            }
+        }
+        #expect(ContinuousClock.now - start < .seconds(5))
+    }
+
+    @Test func systemBusHonoursEnvironmentVariable() async throws {
+        try await withBus { bus in
+            setenv("DBUS_SYSTEM_BUS_ADDRESS", bus.address, 1)
+            let system = try await DBusConnection.connect(.system, timeout: .seconds(10))
+            defer { system.close() }
+            #expect(try await system.nameOwner("org.freedesktop.DBus") == "org.freedesktop.DBus")
+            let other = try await bus.connect()
+            defer { other.close() }
+            #expect(try await system.requestName("org.example.Sys") == .primaryOwner)
+            #expect(try await other.nameOwner("org.example.Sys") == system.uniqueName)
+        }
+    }
+}
