@@ -217,12 +217,17 @@ public final class BlueZClient: Sendable {
 
     /// Waits until `check` finds what it needs in the cache (checked now and after every change),
     /// or throws ``BlueZError/timeout(_:)`` after `timeout`; `failure` may end the wait early.
+    ///
+    /// `listener` lets a caller register before it sends the call whose effects it waits for;
+    /// `failed` sees every event after that.
     func waitFor<T: Sendable>(
         _ what: String, timeout: Duration,
+        listener: (AsyncStream<Event>, id: UInt64, remove: @Sendable () -> Void)? = nil,
         failure: @escaping @Sendable ([DBusObjectPath: Interfaces]) -> BlueZError? = { _ in nil },
+        failed: @escaping @Sendable (Event) -> BlueZError? = { _ in nil },
         _ check: @escaping @Sendable ([DBusObjectPath: Interfaces]) -> T?
     ) async throws(BlueZError) -> T {
-        let (events, id, remove) = listen()
+        let (events, id, remove) = listener ?? listen()
         defer { remove() }
         let timer = Task { [weak self] in
             try? await Task.sleep(for: timeout)
@@ -240,7 +245,9 @@ public final class BlueZClient: Sendable {
             switch e {
             case .timedOut: throw .timeout("\(what) within \(timeout)")
             case .closed: throw .bus(.disconnected)
-            default: if let found = try evaluate() { return found }
+            default:
+                if let found = try evaluate() { return found }
+                if let e = failed(e) { throw e }
             }
         }
         throw .bus(.disconnected)

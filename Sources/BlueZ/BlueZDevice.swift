@@ -100,14 +100,25 @@ extension BlueZClient {
         let start = ContinuousClock.now
         let state = connectionState(device)
         if state.connected, state.servicesResolved { return }
+        // Listen before Connect so a Connected=false after it is never missed.
+        let listener = listen()
         if !state.connected {
-            try await call(device.path, Self.device1, "Connect", timeout: timeout)
+            do {
+                try await call(device.path, Self.device1, "Connect", timeout: timeout)
+            } catch {
+                listener.remove()
+                throw error
+            }
         }
         let remaining = max(.milliseconds(1), timeout - (ContinuousClock.now - start))
         let path = device.path
-        _ = try await waitFor("ServicesResolved on \(device.address)", timeout: remaining, failure: { objs in
-            guard let p = objs[path]?[Self.device1] else { return .doesNotExist("device \(device.address) was removed") }
-            return p["Connected"]?.boolValue == false ? .connectionFailed("link to \(device.address) lost while resolving services") : nil
+        _ = try await waitFor("ServicesResolved on \(device.address)", timeout: remaining, listener: listener, failure: { objs in
+            objs[path]?[Self.device1] == nil ? .doesNotExist("device \(device.address) was removed") : nil
+        }, failed: { event in
+            if case let .changed(p, i, changed, _) = event, p == path, i == Self.device1, changed["Connected"]?.boolValue == false {
+                return .connectionFailed("link to \(device.address) lost while resolving services")
+            }
+            return nil
         }) { objs in
             objs[path]?[Self.device1]?["ServicesResolved"]?.boolValue == true ? true : nil
         }

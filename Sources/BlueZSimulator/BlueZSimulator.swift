@@ -224,20 +224,17 @@ public final class BlueZSimulator: Sendable {
         let path = adapterPath.appending("dev_" + address.replacingOccurrences(of: ":", with: "_"))
         let exportNow = try state.withLock { (s) throws(BlueZSimulatorError) -> Bool in
             guard s.devices[address] == nil else { throw .duplicateDevice(address) }
-            s.devices[address] = DeviceState(device: device, path: path)
+            var d = DeviceState(device: device, path: path)
+            if alreadyConnected {
+                d.connected = true
+                d.epoch = 1
+            }
+            s.devices[address] = d
             s.byPath[path] = address
             return alreadyConnected || s.sessions.values.contains { $0.matches(device) }
         }
         if exportNow { try wrap { () throws(DBusError) in try exportDevice(address, withRSSI: !alreadyConnected) } }
-        if alreadyConnected {
-            let epoch = state.withLock { s -> UInt64 in
-                s.devices[address]?.connected = true
-                s.devices[address]?.epoch += 1
-                return s.devices[address]?.epoch ?? 0
-            }
-            try? connection.setProperty(path, interface: Self.device1, "Connected", .boolean(true))
-            resolveServices(address, epoch: epoch)
-        }
+        if alreadyConnected { resolveServices(address, epoch: 1) }
     }
 
     /// Moves a device in or out of range (out of range: connects fail as for an absent device;
