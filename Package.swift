@@ -50,7 +50,7 @@ let package = Package(
         .target(name: "DBus", dependencies: ["CDBus"]),
 
         // MARK: Bluetooth over D-Bus
-        .target(name: "BlueZ", dependencies: ["DBus"]),
+        .target(name: "BlueZ", dependencies: ["DBus", "BridgeCore"]),
         .target(name: "BlueZSimulator", dependencies: ["DBus"]),
 
         // MARK: The bridge
@@ -78,7 +78,7 @@ let package = Package(
         .testTarget(name: "GattLayoutTests", dependencies: ["GattLayout", "BinaryCoding"], exclude: ["Corpus"]),
         .testTarget(name: "MosquittoTests", dependencies: ["Mosquitto"], exclude: ["Fixtures"]),
         .testTarget(name: "DBusTests", dependencies: ["DBus"], exclude: ["Fixtures"]),
-        .testTarget(name: "BlueZTests", dependencies: ["BlueZ", "BlueZSimulator", "DBus"], exclude: ["Fixtures"]),
+        .testTarget(name: "BlueZTests", dependencies: ["BlueZ", "BlueZSimulator", "DBus", "BridgeCore"], exclude: ["Fixtures"]),
         .testTarget(name: "BridgeConfigTests", dependencies: ["BridgeConfig", "BinaryCoding"]),
         .testTarget(name: "BridgeCoreTests", dependencies: ["BridgeCore", "BridgeConfig", "BridgeStore", "BinaryCoding"]),
         .testTarget(name: "BridgeStoreTests", dependencies: ["BridgeStore", "BinaryCoding"]),

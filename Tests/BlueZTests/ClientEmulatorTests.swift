@@ -125,8 +125,9 @@ func code(_ e: any Error) -> String { (e as? BlueZError)?.code ?? "\(e)" }
             try await env.client.write([9], to: wo, type: .command)
 
             let writes = env.simulator.received(echoAddress).filter { $0.method == "WriteValue" }
-            #expect(writes.map(\.value) == [[1, 2, 3], [4, 5], Array(long[0..<20]), Array(long[20..<40]), Array(long[40..<45]),
-                                            long, [1], [0xEE], [9]])
+            let chunks: [[UInt8]] = [Array(long[0..<20]), Array(long[20..<40]), Array(long[40..<45])]
+            let expectedValues: [[UInt8]] = [[1, 2, 3], [4, 5]] + chunks + [long, [1], [0xEE], [9]]
+            #expect(writes.map(\.value) == expectedValues)
             #expect(writes.map(\.writeType) == ["request", "command", "command", "command", "command", "command", "request",
                                                 "request", "command"])
             #expect(writes.map(\.delivered) == [true, true, true, true, true, false, false, true, false])
