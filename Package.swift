@@ -65,7 +65,7 @@ let package = Package(
         .executableTarget(
             name: "gatt2mqtt",
             dependencies: [
-                "BinaryCoding", "CapsCodec", "GoProCodec", "GattLayout", "BridgeConfig",
+                "BinaryCoding", "CapsCodec", "GoProCodec", "GattLayout", "BridgeConfig", "BlueZ", "BlueZSimulator", "DBus",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Yams", package: "Yams"),
             ]
