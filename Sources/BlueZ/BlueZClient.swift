@@ -180,8 +180,8 @@ public final class BlueZClient: Sendable {
                     // Link lost: notification streams under the device end (BLELink contract).
                     for p in s.notify.keys where p.isDescendant(of: path) {
                         finished += s.notify.removeValue(forKey: p).map { Array($0.values) } ?? []
-                        s.echo[p] = nil
                     }
+                    for p in s.echo.keys where p.isDescendant(of: path) { s.echo[p]?.reset() }
                 }
                 event = .changed(path, iface, changed, invalidated)
             default:

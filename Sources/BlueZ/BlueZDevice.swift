@@ -155,6 +155,37 @@ extension BlueZClient {
         try await call("/org/bluez", "org.bluez.AgentManager1", "RequestDefaultAgent", [.objectPath(path)])
     }
 
+    /// Exports an `org.bluez.Agent1` at `path` on this client's connection that accepts every
+    /// request without user interaction (Just Works confirmation and authorisation, passkey 0),
+    /// then registers it as the default agent with capability `NoInputNoOutput` — what a
+    /// headless bridge needs to pair (spec/bluez.md behaviour 9).
+    public func registerHeadlessAgent(path: DBusObjectPath = "/gatt2mqtt/agent") async throws(BlueZError) {
+        let ok: @Sendable (DBusMethodCall) async throws -> [DBusValue] = { _ in [] }
+        let agent = DBusInterface("org.bluez.Agent1", methods: [
+            DBusMethod("Release", handler: ok),
+            DBusMethod("RequestPinCode", in: [DBusArgument("device", .objectPath)], out: [DBusArgument("pincode", .string)]) { _ in
+                [.string("0000")]
+            },
+            DBusMethod("DisplayPinCode", in: [DBusArgument("device", .objectPath), DBusArgument("pincode", .string)], handler: ok),
+            DBusMethod("RequestPasskey", in: [DBusArgument("device", .objectPath)], out: [DBusArgument("passkey", .uint32)]) { _ in
+                [.uint32(0)]
+            },
+            DBusMethod("DisplayPasskey", in: [DBusArgument("device", .objectPath), DBusArgument("passkey", .uint32),
+                                              DBusArgument("entered", .uint16)], handler: ok),
+            DBusMethod("RequestConfirmation", in: [DBusArgument("device", .objectPath), DBusArgument("passkey", .uint32)],
+                       handler: ok),
+            DBusMethod("RequestAuthorization", in: [DBusArgument("device", .objectPath)], handler: ok),
+            DBusMethod("AuthorizeService", in: [DBusArgument("device", .objectPath), DBusArgument("uuid", .string)], handler: ok),
+            DBusMethod("Cancel", handler: ok),
+        ])
+        do {
+            try connection.export(path, interfaces: [agent])
+        } catch {
+            throw BlueZError(error, context: "exporting the agent at \(path)")
+        }
+        try await registerAgent(path: path, capability: "NoInputNoOutput")
+    }
+
     // MARK: GATT
 
     /// Finds a characteristic by UUID (`2A37`, 32/128-bit, `GP-0072`) under the device, optionally
