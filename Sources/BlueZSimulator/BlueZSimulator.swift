@@ -35,12 +35,15 @@ public final class BlueZSimulator: Sendable {
         public var absentConnectTimeout: Duration
         /// Unpaired devices vanish this long after discovery stops or they disconnect (behaviour 4: ~30 s).
         public var removalDelay: Duration
+        /// Export `org.gatt2mqtt.Simulator1` at ``BlueZSimulator/controlPath`` (fault injection over D-Bus).
+        public var controlInterface: Bool
 
         public init(version: Version = .v5_66, adapterAddress: String = "00:1A:7D:DA:71:13",
                     connectDelay: Duration = .milliseconds(20), resolveDelay: Duration = .milliseconds(50),
                     disconnectDelay: Duration = .seconds(2), absentConnectTimeout: Duration = .seconds(20),
-                    removalDelay: Duration = .seconds(30))
+                    removalDelay: Duration = .seconds(30), controlInterface: Bool = true)
         {
+            self.controlInterface = controlInterface
             self.version = version
             self.adapterAddress = adapterAddress
             self.connectDelay = connectDelay
@@ -190,6 +193,7 @@ public final class BlueZSimulator: Sendable {
             try connection.addObjectManager(at: .root)
             try connection.export("/org/bluez", interfaces: [agentManager()])
             try connection.export(adapterPath, interfaces: [adapterInterface()])
+            if options.controlInterface { try connection.export(Self.controlPath, interfaces: [controlInterface()]) }
             let reply = try await connection.requestName(Self.busName)
             guard reply == .primaryOwner || reply == .alreadyOwner else { throw BlueZSimulatorError.nameTaken(Self.busName) }
         } catch let e as BlueZSimulatorError {
@@ -212,6 +216,7 @@ public final class BlueZSimulator: Sendable {
         }
         for t in tasks { t.cancel() }
         try? connection.unexportTree("/org/bluez")
+        try? connection.unexport(Self.controlPath)
     }
 
     // MARK: Devices (Swift API)

@@ -387,4 +387,40 @@ func code(_ e: any Error) -> String { (e as? BlueZError)?.code ?? "\(e)" }
             #expect(value.contains("[byte 0x55]"))
         }
     }
+
+    @Test func controlInterfaceOverDBus() async throws {
+        try await withEmulator(devices: [GenericDevice.batteryHeartRate()]) { env in
+            let base = ["call", "--address", env.bus.address, "--dest", "org.bluez", "--object-path", "/org/gatt2mqtt/Simulator",
+                        "--method"]
+            let device = try await discover(env, hrAddress)
+            _ = try await tool("/usr/bin/gdbus", base + ["org.gatt2mqtt.Simulator1.SetFaults", hrAddress,
+                                                         "{'RefuseConnections': <true>}"])
+            do {
+                try await env.client.connect(device)
+                Issue.record("refused connect succeeded")
+            } catch {
+                #expect(code(error) == "connection_failed")
+            }
+            _ = try await tool("/usr/bin/gdbus", base + ["org.gatt2mqtt.Simulator1.SetFaults", hrAddress,
+                                                         "{'RefuseConnections': <false>}"])
+            _ = try await tool("/usr/bin/gdbus", base + ["org.gatt2mqtt.Simulator1.InjectError", hrAddress, "ReadValue",
+                                                         "org.bluez.Error.NotPermitted", "Not paired"])
+            try await env.client.connect(device)
+            let m = try env.client.characteristic("2A37", on: device)
+            let stream = try await env.client.notifications(m)
+            let sent = try await tool("/usr/bin/gdbus", base + ["org.gatt2mqtt.Simulator1.Notify", hrAddress, "2A37", "[byte 0x00, 0x50]"])
+            #expect(sent.contains("true"))
+            #expect(await collect(stream, count: 1) == [[0x00, 0x50]])
+            await #expect(throws: BlueZError.notPermitted("Not paired (ReadValue on \(try env.client.characteristic("2A19", on: device).path))")) {
+                _ = try await env.client.read(try env.client.characteristic("2A19", on: device))
+            }
+            let received = try await tool("/usr/bin/gdbus", base + ["org.gatt2mqtt.Simulator1.Received", hrAddress])
+            #expect(received.contains("'Method': <'StartNotify'>"))
+            await #expect(throws: (any Error).self) {
+                _ = try await tool("/usr/bin/gdbus", base + ["org.gatt2mqtt.Simulator1.DropLink", "00:00:00:00:00:00"])
+            }
+            _ = try await tool("/usr/bin/gdbus", base + ["org.gatt2mqtt.Simulator1.DropLink", hrAddress])
+            #expect(await eventually { !env.client.connectionState(device).connected })
+        }
+    }
 }
