@@ -423,4 +423,32 @@ func code(_ e: any Error) -> String { (e as? BlueZError)?.code ?? "\(e)" }
             #expect(await eventually { !env.client.connectionState(device).connected })
         }
     }
+
+    @Test func disconnectWindowRSSIInvalidationAndVanishAfterDisconnect() async throws {
+        var options = Emulator.fast
+        options.disconnectDelay = .milliseconds(400)
+        try await withEmulator(options, devices: [GenericDevice.batteryHeartRate()]) { env in
+            let adapter = try env.client.adapter()
+            let scan = try await env.client.scan(adapter)
+            let device = try await env.client.waitForDevice(hrAddress, timeout: .seconds(2))
+            #expect(await eventually { env.client.object(device.path)?["org.bluez.Device1"]?["RSSI"] != nil })
+            try await env.client.connect(device)
+            try await scan.stop()
+            // RSSI is invalidated when discovery stops (behaviour 4); the connected device stays.
+            #expect(await eventually { env.client.object(device.path)?["org.bluez.Device1"]?["RSSI"] == nil })
+            let m = try env.client.characteristic("2A37", on: device)
+            // Disconnect takes a while; StartNotify meanwhile fails NotConnected (behaviour 5).
+            async let gone: Void = env.client.disconnect(device)
+            try await Task.sleep(for: .milliseconds(100))
+            await #expect(throws: BlueZError.notConnected("Not Connected (StartNotify on \(m.path))")) {
+                _ = try await env.client.notifications(m)
+            }
+            try await gone
+            // Unpaired and disconnected with no discovery: it vanishes, children first.
+            let removals = env.client.connectionStates(device)
+            #expect(await eventually { env.client.object(device.path) == nil })
+            #expect(env.client.object(m.path) == nil)
+            #expect(await collect(removals, count: 5, seconds: 0.2).count <= 1)
+        }
+    }
 }
