@@ -3,13 +3,17 @@ import DBus
 /// A device known to BlueZ (`org.bluez.Device1`, bluez doc/org.bluez.Device.rst). A value that
 /// names the device; every operation reads the client's cache afresh.
 public struct BlueZDevice: Sendable, Hashable {
+    /// e.g. `/org/bluez/hci0/dev_C0_FF_EE_00_00_01`.
     public let path: DBusObjectPath
+    /// Upper-case `C0:FF:EE:00:00:01` form.
     public let address: String
 }
 
 /// A device's link state (`Connected`, `ServicesResolved`).
 public struct ConnectionState: Sendable, Equatable {
+    /// `Device1.Connected`: the link is up (the only sign of a dropped link on 5.66, behaviour 8).
     public var connected: Bool
+    /// `Device1.ServicesResolved`: GATT calls work only while this is true (behaviour 1).
     public var servicesResolved: Bool
     public init(connected: Bool, servicesResolved: Bool) {
         self.connected = connected
@@ -20,8 +24,10 @@ public struct ConnectionState: Sendable, Equatable {
 /// A characteristic found by UUID under a device (`org.bluez.GattCharacteristic1`). Its path is
 /// valid for the current connection only (spec/bluez.md: re-resolve after every reconnect).
 public struct BlueZCharacteristic: Sendable, Hashable {
+    /// e.g. `…/dev_…/service000a/char000b`; valid until the link drops.
     public let path: DBusObjectPath
     public let uuid: BluetoothUUID
+    /// BlueZ `Flags` ("read", "write", "write-without-response", "notify", …).
     public let flags: [String]
     /// The ATT MTU BlueZ reports (`MTU`), 23 when absent.
     public let mtu: Int
