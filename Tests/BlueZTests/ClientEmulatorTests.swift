@@ -451,4 +451,34 @@ func code(_ e: any Error) -> String { (e as? BlueZError)?.code ?? "\(e)" }
             #expect(await collect(removals, count: 5, seconds: 0.2).count <= 1)
         }
     }
+
+    @Test func silentDeviceAndReplyDelayTimeOut() async throws {
+        try await withEmulator(devices: [GenericDevice.batteryHeartRate()]) { env in
+            let device = try await discover(env, hrAddress)
+            try await env.client.connect(device)
+            let battery = try env.client.characteristic("2A19", on: device)
+            try env.simulator.updateFaults(hrAddress) { $0.replyDelay = .milliseconds(300) }
+            let t0 = ContinuousClock.now
+            #expect(try await env.client.read(battery) == [85])
+            #expect(ContinuousClock.now - t0 >= .milliseconds(280))
+            await #expect(throws: BlueZError.self) { _ = try await env.client.read(battery, timeout: .milliseconds(100)) }
+            try env.simulator.updateFaults(hrAddress) { $0 = .init(); $0.silent = true }
+            do {
+                _ = try await env.client.read(battery, timeout: .milliseconds(200))
+                Issue.record("read from a silent device succeeded")
+            } catch {
+                #expect(code(error) == "timeout")
+            }
+            // The silent device's pending call fails once the link drops.
+            async let pending = env.client.read(battery, timeout: .seconds(5))
+            try await Task.sleep(for: .milliseconds(100))
+            try env.simulator.dropLink(hrAddress)
+            do {
+                _ = try await pending
+                Issue.record("read survived link loss")
+            } catch {
+                #expect(error as? BlueZError == .failed(name: "org.bluez.Error.Failed", message: "Operation failed (ReadValue on \(battery.path))"))
+            }
+        }
+    }
 }
