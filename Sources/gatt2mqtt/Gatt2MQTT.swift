@@ -7,7 +7,8 @@ struct Gatt2MQTT: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "gatt2mqtt",
         abstract: "A bridge between MQTT and Bluetooth LE devices (GoPro cameras, Rokid glasses, GATT sensors).",
-        subcommands: [CapsCommand.self, GoProCommand.self, LayoutCommand.self, CheckConfigCommand.self]
+        subcommands: [CapsCommand.self, GoProCommand.self, LayoutCommand.self, CheckConfigCommand.self,
+                      ScanCommand.self, GattCommand.self, SimulateCommand.self]
     )
 
     /// Contract: any invalid input exits with status 1 and one line on stderr; help exits 0.

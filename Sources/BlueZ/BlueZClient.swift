@@ -1,0 +1,273 @@
+import DBus
+import Synchronization
+
+/// A typed async client of bluetoothd (`org.bluez`) over D-Bus, with an object cache fed by
+/// `GetManagedObjects`, `InterfacesAdded/Removed` and `PropertiesChanged` (issue 4 §2;
+/// spec/bluez.md "Objects a client sees").
+///
+/// The signal subscription is made before `GetManagedObjects`, so nothing between the two is
+/// lost. Object paths are never kept across reconnects: characteristics are looked up by UUID
+/// under the device for every operation.
+public final class BlueZClient: Sendable {
+    /// BlueZ's bus name.
+    public static let busName = "org.bluez"
+    static let adapter1 = "org.bluez.Adapter1"
+    static let device1 = "org.bluez.Device1"
+    static let service1 = "org.bluez.GattService1"
+    static let char1 = "org.bluez.GattCharacteristic1"
+
+    /// An object's interfaces and their properties, as cached.
+    public typealias Interfaces = [String: [String: DBusValue]]
+
+    /// A change of the cache, as listeners see it.
+    enum Event: Sendable {
+        case added(DBusObjectPath, [String])
+        case removed(DBusObjectPath, [String])
+        case changed(DBusObjectPath, String, [String: DBusValue], [String])
+        case timedOut
+        case closed
+    }
+
+    struct Store {
+        var objects: [DBusObjectPath: Interfaces] = [:]
+        var listeners: [UInt64: AsyncStream<Event>.Continuation] = [:]
+        var notify: [DBusObjectPath: [UInt64: AsyncStream<[UInt8]>.Continuation]] = [:]
+        var echo: [DBusObjectPath: ReadEchoFilter] = [:]
+        var nextID: UInt64 = 1
+        var pump: Task<Void, Never>?
+        var closed = false
+        mutating func id() -> UInt64 {
+            defer { nextID += 1 }
+            return nextID
+        }
+    }
+
+    /// The connection this client talks over.
+    public let connection: DBusConnection
+    let ownsConnection: Bool
+    let store = Mutex(Store())
+    /// Default timeout of BlueZ method calls.
+    public let callTimeout: Duration
+
+    init(connection: DBusConnection, owns: Bool, callTimeout: Duration) {
+        self.connection = connection
+        self.ownsConnection = owns
+        self.callTimeout = callTimeout
+    }
+
+    /// Opens a connection to `bus` (the system bus by default, honouring
+    /// `DBUS_SYSTEM_BUS_ADDRESS`) and starts a client on it; ``close()`` closes both.
+    public static func connect(_ bus: DBusBus = .system, callTimeout: Duration = .seconds(30)) async throws(BlueZError)
+        -> BlueZClient
+    {
+        let c: DBusConnection
+        do {
+            c = try await DBusConnection.connect(bus, timeout: .seconds(10))
+        } catch {
+            throw BlueZError(error, context: "connecting to the bus")
+        }
+        do {
+            return try await start(BlueZClient(connection: c, owns: true, callTimeout: callTimeout))
+        } catch {
+            c.close()
+            throw error
+        }
+    }
+
+    /// Starts a client on an existing connection (which the caller keeps owning).
+    public static func start(on connection: DBusConnection, callTimeout: Duration = .seconds(30)) async throws(BlueZError)
+        -> BlueZClient
+    {
+        try await start(BlueZClient(connection: connection, owns: false, callTimeout: callTimeout))
+    }
+
+    private static func start(_ client: BlueZClient) async throws(BlueZError) -> BlueZClient {
+        let signals: DBusSignalStream
+        let snapshot: [DBusObjectPath: Interfaces]
+        do {
+            // One rule for every signal from org.bluez keeps ObjectManager and Properties signals in order.
+            signals = try await client.connection.signals(matching: DBusMatchRule(sender: busName), bufferLimit: 4096)
+            let reply = try await client.connection.call(
+                destination: busName, path: .root, interface: "org.freedesktop.DBus.ObjectManager",
+                method: "GetManagedObjects", timeout: client.callTimeout)
+            snapshot = try reply.decode(0)
+        } catch {
+            throw BlueZError(error, context: "GetManagedObjects")
+        }
+        client.store.withLock { $0.objects = snapshot }
+        let pump = Task { [weak client] in
+            do {
+                for try await m in signals {
+                    guard let client else { return }
+                    client.apply(m)
+                }
+            } catch {}
+            client?.shutDown()
+        }
+        client.store.withLock { $0.pump = pump }
+        return client
+    }
+
+    /// Stops the client: streams end, pending waits fail; closes the connection if the client opened it.
+    public func close() {
+        let pump = store.withLock { $0.pump }
+        pump?.cancel()
+        shutDown()
+        if ownsConnection { connection.close() }
+    }
+
+    deinit {
+        store.withLock { $0.pump }?.cancel()
+    }
+
+    func shutDown() {
+        let (listeners, notifies) = store.withLock { s -> ([AsyncStream<Event>.Continuation], [AsyncStream<[UInt8]>.Continuation]) in
+            s.closed = true
+            defer {
+                s.listeners = [:]
+                s.notify = [:]
+            }
+            return (Array(s.listeners.values), s.notify.values.flatMap(\.values))
+        }
+        for l in listeners {
+            l.yield(.closed)
+            l.finish()
+        }
+        for n in notifies { n.finish() }
+    }
+
+    // MARK: Cache
+
+    /// A copy of the cached object tree.
+    public var objects: [DBusObjectPath: Interfaces] { store.withLock { $0.objects } }
+
+    /// One object's cached interfaces.
+    public func object(_ path: DBusObjectPath) -> Interfaces? { store.withLock { $0.objects[path] } }
+
+    /// Applies one signal from org.bluez to the cache and fans it out (pump task).
+    func apply(_ m: DBusMessage) {
+        var event: Event?
+        var deliveries: [(AsyncStream<[UInt8]>.Continuation, [UInt8])] = []
+        var finished: [AsyncStream<[UInt8]>.Continuation] = []
+        let listeners = store.withLock { s -> [AsyncStream<Event>.Continuation] in
+            switch (m.interface, m.member) {
+            case ("org.freedesktop.DBus.ObjectManager", "InterfacesAdded"):
+                guard let path: DBusObjectPath = try? m.decode(0), let added: Interfaces = try? m.decode(1) else { return [] }
+                for (i, props) in added { s.objects[path, default: [:]][i] = props }
+                event = .added(path, Array(added.keys))
+            case ("org.freedesktop.DBus.ObjectManager", "InterfacesRemoved"):
+                guard let path: DBusObjectPath = try? m.decode(0), let removed: [String] = try? m.decode(1) else { return [] }
+                for i in removed { s.objects[path]?[i] = nil }
+                if s.objects[path]?.isEmpty == true { s.objects[path] = nil }
+                if removed.contains(Self.char1) {
+                    finished += s.notify.removeValue(forKey: path).map { Array($0.values) } ?? []
+                    s.echo[path] = nil
+                }
+                event = .removed(path, removed)
+            case ("org.freedesktop.DBus.Properties", "PropertiesChanged"):
+                guard let path = m.path, let iface: String = try? m.decode(0),
+                      let changed: [String: DBusValue] = try? m.decode(1) else { return [] }
+                let invalidated: [String] = (try? m.decode(2)) ?? []
+                if s.objects[path] != nil {
+                    for (k, v) in changed { s.objects[path]![iface, default: [:]][k] = v }
+                    for k in invalidated { s.objects[path]![iface]?[k] = nil }
+                }
+                if iface == Self.char1, let value = changed["Value"]?.bytesValue {
+                    let out = s.echo[path, default: ReadEchoFilter()].signal(value)
+                    for v in out { for c in (s.notify[path] ?? [:]).values { deliveries.append((c, v)) } }
+                }
+                if iface == Self.device1, changed["Connected"]?.boolValue == false {
+                    // Link lost: notification streams under the device end (BLELink contract).
+                    for p in s.notify.keys where p.isDescendant(of: path) {
+                        finished += s.notify.removeValue(forKey: p).map { Array($0.values) } ?? []
+                    }
+                    for p in s.echo.keys where p.isDescendant(of: path) { s.echo[p]?.reset() }
+                }
+                event = .changed(path, iface, changed, invalidated)
+            default:
+                return []
+            }
+            return Array(s.listeners.values)
+        }
+        for (c, v) in deliveries { c.yield(v) }
+        for c in finished { c.finish() }
+        if let event { for l in listeners { l.yield(event) } }
+    }
+
+    /// Registers a listener of cache events; call `remove` when done.
+    func listen() -> (AsyncStream<Event>, id: UInt64, remove: @Sendable () -> Void) {
+        let (stream, continuation) = AsyncStream<Event>.makeStream(bufferingPolicy: .bufferingNewest(4096))
+        let id = store.withLock { s -> UInt64? in
+            guard !s.closed else { return nil }
+            let id = s.id()
+            s.listeners[id] = continuation
+            return id
+        }
+        guard let id else {
+            continuation.yield(.closed)
+            continuation.finish()
+            return (stream, 0, {})
+        }
+        let remove: @Sendable () -> Void = { [weak self] in
+            let c = self?.store.withLock { $0.listeners.removeValue(forKey: id) }
+            c?.finish()
+        }
+        return (stream, id, remove)
+    }
+
+    /// Waits until `check` finds what it needs in the cache (checked now and after every change),
+    /// or throws ``BlueZError/timeout(_:)`` after `timeout`; `failure` may end the wait early.
+    ///
+    /// `listener` lets a caller register before it sends the call whose effects it waits for;
+    /// `failed` sees every event after that.
+    func waitFor<T: Sendable>(
+        _ what: String, timeout: Duration,
+        listener: (AsyncStream<Event>, id: UInt64, remove: @Sendable () -> Void)? = nil,
+        failure: @escaping @Sendable ([DBusObjectPath: Interfaces]) -> BlueZError? = { _ in nil },
+        failed: @escaping @Sendable (Event) -> BlueZError? = { _ in nil },
+        _ check: @escaping @Sendable ([DBusObjectPath: Interfaces]) -> T?
+    ) async throws(BlueZError) -> T {
+        let (events, id, remove) = listener ?? listen()
+        defer { remove() }
+        let timer = Task { [weak self] in
+            try? await Task.sleep(for: timeout)
+            _ = self?.store.withLock { $0.listeners[id] }?.yield(.timedOut)
+        }
+        defer { timer.cancel() }
+        func evaluate() throws(BlueZError) -> T? {
+            let snapshot = objects
+            if let found = check(snapshot) { return found }
+            if let e = failure(snapshot) { throw e }
+            return nil
+        }
+        if let found = try evaluate() { return found }
+        for await e in events {
+            switch e {
+            case .timedOut: throw .timeout("\(what) within \(timeout)")
+            case .closed: throw .bus(.disconnected)
+            default:
+                if let found = try evaluate() { return found }
+                if let e = failed(e) { throw e }
+            }
+        }
+        throw .bus(.disconnected)
+    }
+
+    /// Calls a BlueZ method, mapping failures to ``BlueZError``.
+    @discardableResult
+    func call(_ path: DBusObjectPath, _ interface: String, _ method: String, _ args: [DBusValue] = [],
+              timeout: Duration? = nil) async throws(BlueZError) -> DBusMessage
+    {
+        do {
+            return try await connection.call(destination: Self.busName, path: path, interface: interface,
+                                             method: method, arguments: args, timeout: timeout ?? callTimeout)
+        } catch {
+            throw BlueZError(error, context: "\(method) on \(path)")
+        }
+    }
+
+    /// Sets a property through `org.freedesktop.DBus.Properties.Set`.
+    func setProperty(_ path: DBusObjectPath, _ interface: String, _ name: String, _ value: DBusValue) async throws(BlueZError) {
+        try await call(path, "org.freedesktop.DBus.Properties", "Set", [.string(interface), .string(name), .variant(value)])
+    }
+}

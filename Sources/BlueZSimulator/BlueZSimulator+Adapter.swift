@@ -1,0 +1,193 @@
+import DBus
+
+extension BlueZSimulator {
+    /// `/org/bluez` `org.bluez.AgentManager1`: registrations are accepted and remembered per caller
+    /// (spec/bluez.md, "Objects a client sees").
+    func agentManager() -> DBusInterface {
+        DBusInterface("org.bluez.AgentManager1", methods: [
+            DBusMethod("RegisterAgent", in: [DBusArgument("agent", .objectPath), DBusArgument("capability", .string)]) {
+                [weak self] call in
+                let path: DBusObjectPath = try call.decode(0)
+                let capability: String = try call.decode(1)
+                let known = ["", "DisplayOnly", "DisplayYesNo", "KeyboardOnly", "NoInputNoOutput", "KeyboardDisplay"]
+                guard known.contains(capability) else { throw BlueZErrors.invalidArguments }
+                try self?.state.withLock { (s) throws(DBusError) in
+                    guard s.agents[call.sender ?? ""] == nil else {
+                        throw DBusError.remote(name: "org.bluez.Error.AlreadyExists", message: "Already Exists")
+                    }
+                    s.agents[call.sender ?? ""] = path
+                }
+                return []
+            },
+            DBusMethod("RequestDefaultAgent", in: [DBusArgument("agent", .objectPath)]) { [weak self] call in
+                let path: DBusObjectPath = try call.decode(0)
+                guard self?.state.withLock({ $0.agents[call.sender ?? ""] == path }) == true else {
+                    throw BlueZErrors.doesNotExist
+                }
+                return []
+            },
+            DBusMethod("UnregisterAgent", in: [DBusArgument("agent", .objectPath)]) { [weak self] call in
+                let path: DBusObjectPath = try call.decode(0)
+                try self?.state.withLock { (s) throws(DBusError) in
+                    guard s.agents[call.sender ?? ""] == path else { throw BlueZErrors.doesNotExist }
+                    s.agents[call.sender ?? ""] = nil
+                }
+                return []
+            },
+        ])
+    }
+
+    /// `/org/bluez/hci0` `org.bluez.Adapter1` (bluez doc/org.bluez.Adapter.rst).
+    func adapterInterface() -> DBusInterface {
+        DBusInterface(
+            Self.adapter1,
+            methods: [
+                DBusMethod("StartDiscovery") { [weak self] call in
+                    try self?.startDiscovery(call.sender ?? "")
+                    return []
+                },
+                DBusMethod("StopDiscovery") { [weak self] call in
+                    try self?.stopDiscovery(call.sender ?? "")
+                    return []
+                },
+                DBusMethod("SetDiscoveryFilter", in: [DBusArgument("filter", .properties)]) { [weak self] call in
+                    let raw: [String: DBusValue] = try call.decode(0)
+                    try self?.setFilter(call.sender ?? "", raw)
+                    return []
+                },
+                DBusMethod("GetDiscoveryFilters", out: [DBusArgument("filters", .array(.string))]) { _ in
+                    [.strings(["UUIDs", "RSSI", "Pathloss", "Transport", "DuplicateData", "Discoverable", "Pattern"])]
+                },
+                DBusMethod("RemoveDevice", in: [DBusArgument("device", .objectPath)]) { [weak self] call in
+                    let path: DBusObjectPath = try call.decode(0)
+                    try self?.removeDevice(path)
+                    return []
+                },
+            ],
+            properties: [
+                DBusProperty("Address", .string(options.adapterAddress)),
+                DBusProperty("AddressType", .string("public")),
+                DBusProperty("Name", .string("gatt2mqtt-sim")),
+                DBusProperty("Alias", .string("gatt2mqtt-sim"), access: .readwrite),
+                DBusProperty("Powered", .boolean(true), access: .readwrite) { [weak self] v in
+                    if let on = v.boolValue { self?.setAdapterPowered(on) }
+                    return v
+                },
+                DBusProperty("Discoverable", .boolean(false), access: .readwrite),
+                DBusProperty("Pairable", .boolean(true), access: .readwrite),
+                DBusProperty("Discovering", .boolean(false)),
+                DBusProperty("UUIDs", .strings([])),
+            ])
+    }
+
+    func setFilter(_ sender: String, _ raw: [String: DBusValue]) throws(DBusError) {
+        var f = Filter()
+        for (k, v) in raw {
+            switch (k, v) {
+            case let ("UUIDs", .array(.string, items)): f.uuids = items.compactMap(\.stringValue).map(SimUUID.full)
+            case ("RSSI", .int16), ("Pathloss", .uint16), ("DuplicateData", .boolean), ("Discoverable", .boolean): break
+            case let ("Transport", .string(t)):
+                guard ["auto", "bredr", "le"].contains(t) else { throw BlueZErrors.invalidArguments }
+            case let ("Pattern", .string(p)): f.pattern = p
+            default: throw BlueZErrors.invalidArguments
+            }
+        }
+        state.withLock { s in
+            s.filters[sender] = f
+            if s.sessions[sender] != nil { s.sessions[sender] = f }
+        }
+    }
+
+    func startDiscovery(_ sender: String) throws(DBusError) {
+        let (first, toExport, toRefresh) = try state.withLock { (s) throws(DBusError) -> (Bool, [String], [String]) in
+            guard s.powered else { throw BlueZErrors.notReady }
+            guard s.sessions[sender] == nil else { throw BlueZErrors.busy }
+            let first = s.sessions.isEmpty
+            let f = s.filters[sender] ?? Filter()
+            s.sessions[sender] = f
+            var export: [String] = [], refresh: [String] = []
+            for (a, d) in s.devices where d.inRange && f.matches(d.device) {
+                s.devices[a]!.removalGeneration += 1
+                if d.exported { refresh.append(a) } else { export.append(a) }
+            }
+            return (first, export, refresh)
+        }
+        if first { try connection.setProperty(adapterPath, interface: Self.adapter1, "Discovering", .boolean(true)) }
+        for a in toExport.sorted() { try exportDevice(a, withRSSI: true) }
+        for a in toRefresh.sorted() {
+            let d = state.withLock { $0.devices[a] }
+            if let d {
+                try? connection.setProperty(d.path, interface: Self.device1, "RSSI", .int16(d.device.advertisement.rssi),
+                                            alwaysEmit: true)
+            }
+        }
+    }
+
+    func stopDiscovery(_ sender: String) throws(DBusError) {
+        let last = try state.withLock { (s) throws(DBusError) -> Bool in
+            guard s.powered else { throw BlueZErrors.notReady }
+            guard s.sessions.removeValue(forKey: sender) != nil else { throw BlueZErrors.failed("No discovery started") }
+            return s.sessions.isEmpty
+        }
+        if last { discoveryStopped() }
+    }
+
+    /// Discovering goes false, RSSI is invalidated on every exported device, and unpaired
+    /// disconnected devices are scheduled to vanish (behaviour 4).
+    func discoveryStopped() {
+        try? connection.setProperty(adapterPath, interface: Self.adapter1, "Discovering", .boolean(false))
+        let devices = state.withLock { s in s.devices.values.filter(\.exported) }
+        for d in devices {
+            // The DBus module cannot delete a stored property: RSSI is announced as invalidated
+            // (as bluetoothd does) but stays readable through Get/GetAll.
+            try? connection.emitSignal(
+                path: d.path, interface: "org.freedesktop.DBus.Properties", member: "PropertiesChanged",
+                arguments: [.string(Self.device1), .dictionary(key: .string, value: .variant, []), .strings(["RSSI"])])
+            if !d.connected, !d.paired { scheduleRemoval(d.device.address.uppercased()) }
+        }
+    }
+
+    func removeDevice(_ path: DBusObjectPath) throws(DBusError) {
+        let found = state.withLock { s -> (String, Bool)? in
+            guard let a = s.byPath[path], let d = s.devices[a], d.exported else { return nil }
+            return (a, d.connected)
+        }
+        guard let (address, connected) = found else { throw BlueZErrors.doesNotExist }
+        if connected { linkDown(address, emit: false) }
+        removeNow(address)
+    }
+
+    /// Removes a device's objects, children first (behaviour 4).
+    func removeNow(_ address: String) {
+        let path = state.withLock { s -> DBusObjectPath? in
+            guard var d = s.devices[address], d.exported else { return nil }
+            d.exported = false
+            d.gattExported = false
+            d.paired = false
+            d.chars = [:]
+            d.removalGeneration += 1
+            s.devices[address] = d
+            return d.path
+        }
+        if let path { try? connection.unexportTree(path) }
+    }
+
+    func scheduleRemoval(_ address: String) {
+        let generation = state.withLock { s -> UInt64 in
+            s.devices[address]?.removalGeneration += 1
+            return s.devices[address]?.removalGeneration ?? 0
+        }
+        let delay = options.removalDelay
+        spawn { [weak self] in
+            try? await Task.sleep(for: delay)
+            guard let self, !Task.isCancelled else { return }
+            let still = self.state.withLock { s -> Bool in
+                guard let d = s.devices[address] else { return false }
+                let discoverable = d.inRange && s.sessions.values.contains { $0.matches(d.device) }
+                return d.removalGeneration == generation && !d.connected && d.connecting == nil && !d.paired
+                    && !discoverable
+            }
+            if still { self.removeNow(address) }
+        }
+    }
+}

@@ -1,0 +1,92 @@
+import DBus
+
+extension BlueZSimulator {
+    /// Path of the control object (``controlInterface()``).
+    public static let controlPath: DBusObjectPath = "/org/gatt2mqtt/Simulator"
+
+    /// Notifies `value` from a device's characteristic as if the device sent it; returns whether
+    /// it went out (connected, resolved, someone subscribed).
+    @discardableResult
+    public func notify(_ address: String, characteristic uuid: String, _ value: [UInt8]) -> Bool {
+        let a = address.uppercased()
+        guard let epoch = state.withLock({ $0.devices[a]?.epoch }) else { return false }
+        return deviceNotified(a, epoch: epoch, uuid: SimUUID.full(uuid), value: value)
+    }
+
+    /// `org.gatt2mqtt.Simulator1`: the fault-injection API over D-Bus, for tests and demos that
+    /// run the emulator in another process (`gatt2mqtt simulate`). Errors are
+    /// `org.gatt2mqtt.Simulator.Error.UnknownDevice` / `.InvalidArguments`.
+    func controlInterface() -> DBusInterface {
+        @Sendable func device(_ call: DBusMethodCall) throws -> String {
+            let a: String = try call.decode(0)
+            return a.uppercased()
+        }
+        @Sendable func mapped(_ e: BlueZSimulatorError) -> DBusError {
+            switch e {
+            case let .unknownDevice(a): return .remote(name: "org.gatt2mqtt.Simulator.Error.UnknownDevice", message: "no device \(a)")
+            default: return .remote(name: "org.gatt2mqtt.Simulator.Error.Failed", message: e.description)
+            }
+        }
+        return DBusInterface("org.gatt2mqtt.Simulator1", methods: [
+            DBusMethod("DropLink", in: [DBusArgument("address", .string)]) { [weak self] call in
+                do { try self?.dropLink(try device(call)) } catch let e as BlueZSimulatorError { throw mapped(e) }
+                return []
+            },
+            DBusMethod("SetInRange", in: [DBusArgument("address", .string), DBusArgument("in_range", .boolean)]) { [weak self] call in
+                do { try self?.setInRange(try device(call), try call.decode(1)) } catch let e as BlueZSimulatorError { throw mapped(e) }
+                return []
+            },
+            DBusMethod("SetFaults", in: [DBusArgument("address", .string), DBusArgument("faults", .properties)]) { [weak self] call in
+                let raw: [String: DBusValue] = try call.decode(1)
+                var change: [(inout Faults) -> Void] = []
+                for (k, v) in raw {
+                    switch (k, v) {
+                    case let ("RefuseConnections", .boolean(b)): change.append { $0.refuseConnections = b }
+                    case let ("Silent", .boolean(b)): change.append { $0.silent = b }
+                    case let ("DropLinkOnWrite", .uint32(n)): change.append { $0.dropLinkOnWrite = n == 0 ? nil : Int(n) }
+                    case let ("ReplyDelayMs", .uint32(ms)): change.append { $0.replyDelay = .milliseconds(Int64(ms)) }
+                    default:
+                        throw DBusError.remote(name: "org.gatt2mqtt.Simulator.Error.InvalidArguments",
+                                               message: "unknown fault \(k) of type \(v.signature)")
+                    }
+                }
+                do {
+                    try self?.updateFaults(try device(call)) { f in for c in change { c(&f) } }
+                } catch let e as BlueZSimulatorError { throw mapped(e) }
+                return []
+            },
+            DBusMethod("InjectError", in: [DBusArgument("address", .string), DBusArgument("method", .string),
+                                           DBusArgument("name", .string), DBusArgument("message", .string)]) { [weak self] call in
+                let method: String = try call.decode(1)
+                let name: String = try call.decode(2)
+                let message: String = try call.decode(3)
+                do {
+                    try self?.updateFaults(try device(call)) { f in
+                        f.errors[method] = name.isEmpty ? nil : InjectedError(name: name, message: message)
+                    }
+                } catch let e as BlueZSimulatorError { throw mapped(e) }
+                return []
+            },
+            DBusMethod("SetAdapterPowered", in: [DBusArgument("powered", .boolean)]) { [weak self] call in
+                self?.setAdapterPowered(try call.decode(0))
+                return []
+            },
+            DBusMethod("Notify", in: [DBusArgument("address", .string), DBusArgument("uuid", .string),
+                                      DBusArgument("value", .array(.byte))], out: [DBusArgument("sent", .boolean)]) { [weak self] call in
+                let sent = self?.notify(try device(call), characteristic: try call.decode(1), try call.decode(2)) ?? false
+                return [.boolean(sent)]
+            },
+            DBusMethod("Received", in: [DBusArgument("address", .string)],
+                       out: [DBusArgument("calls", .array(.properties))]) { [weak self] call in
+                let records = self?.received(try device(call)) ?? []
+                return [.array(element: .properties, records.map { r in
+                    var d: [String: DBusValue] = ["Method": .string(r.method), "Value": .bytes(r.value), "Delivered": .boolean(r.delivered)]
+                    if let c = r.characteristic { d["Characteristic"] = .string(c) }
+                    if let t = r.writeType { d["Type"] = .string(t) }
+                    if let s = r.sender { d["Sender"] = .string(s) }
+                    return .properties(d)
+                })]
+            },
+        ])
+    }
+}

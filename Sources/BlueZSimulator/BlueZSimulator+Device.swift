@@ -1,0 +1,221 @@
+import DBus
+
+extension BlueZSimulator {
+    /// Exports `org.bluez.Device1` for a device (InterfacesAdded; bluez doc/org.bluez.Device.rst).
+    func exportDevice(_ address: String, withRSSI: Bool) throws(DBusError) {
+        let d = state.withLock { s -> DeviceState? in
+            guard var d = s.devices[address], !d.exported else { return nil }
+            d.exported = true
+            s.devices[address] = d
+            return d
+        }
+        guard let d else { return }
+        let ad = d.device.advertisement
+        var props: [DBusProperty] = [
+            DBusProperty("Address", .string(address)),
+            DBusProperty("AddressType", .string("public")),
+            DBusProperty("Alias", .string(ad.name ?? address.replacingOccurrences(of: ":", with: "-")), access: .readwrite),
+            DBusProperty("Adapter", .objectPath(adapterPath)),
+            DBusProperty("UUIDs", .strings(ad.uuids)),
+            DBusProperty("Connected", .boolean(d.connected)),
+            DBusProperty("ServicesResolved", .boolean(d.resolved)),
+            DBusProperty("Paired", .boolean(d.paired)),
+            DBusProperty("Bonded", .boolean(d.paired)),
+            DBusProperty("Trusted", .boolean(false), access: .readwrite),
+            DBusProperty("Blocked", .boolean(false), access: .readwrite),
+            DBusProperty("LegacyPairing", .boolean(false)),
+        ]
+        if let name = ad.name { props.insert(DBusProperty("Name", .string(name)), at: 2) }
+        if withRSSI { props.append(DBusProperty("RSSI", .int16(ad.rssi))) }
+        if !ad.manufacturerData.isEmpty {
+            props.append(DBusProperty("ManufacturerData", .dictionary(key: .uint16, value: .variant,
+                ad.manufacturerData.sorted { $0.key < $1.key }.map { DBusDictEntry(.uint16($0.key), .variant(.bytes($0.value))) })))
+        }
+        if !ad.serviceData.isEmpty {
+            props.append(DBusProperty("ServiceData", .dictionary(key: .string, value: .variant,
+                ad.serviceData.sorted { $0.key < $1.key }.map { DBusDictEntry(.string($0.key), .variant(.bytes($0.value))) })))
+        }
+        let methods: [DBusMethod] = [
+            DBusMethod("Connect") { [weak self] call in
+                try await self?.connect(address, sender: call.sender)
+                return []
+            },
+            DBusMethod("Disconnect") { [weak self] call in
+                try await self?.disconnect(address, sender: call.sender)
+                return []
+            },
+            DBusMethod("Pair") { [weak self] call in
+                try await self?.pair(address, sender: call.sender)
+                return []
+            },
+            DBusMethod("CancelPairing") { _ in throw BlueZErrors.doesNotExist },
+        ]
+        try connection.export(d.path, interfaces: [DBusInterface(Self.device1, methods: methods, properties: props)])
+    }
+
+    /// Injected error and reply delay for a device method; records the call.
+    func gate(_ address: String, _ method: String, sender: String?, record: Received? = nil) async throws(DBusError) {
+        let faults = state.withLock { s -> Faults? in
+            guard s.devices[address] != nil else { return nil }
+            if let record { s.devices[address]!.received.append(record) }
+            return s.devices[address]!.faults
+        }
+        guard let faults else { throw BlueZErrors.doesNotExist }
+        if faults.replyDelay > .zero { try? await Task.sleep(for: faults.replyDelay) }
+        if let e = faults.errors[method] { throw DBusError.remote(name: e.name, message: e.message) }
+    }
+
+    /// Polls `condition` every 5 ms until it holds or `limit` passed; returns whether it held.
+    func wait(_ limit: Duration, until condition: () -> Bool) async -> Bool {
+        let deadline = ContinuousClock.now + limit
+        while ContinuousClock.now < deadline {
+            if condition() { return true }
+            if Task.isCancelled { return false }
+            try? await Task.sleep(for: .milliseconds(5))
+        }
+        return condition()
+    }
+
+    /// Device1.Connect (behaviours 1 and 6): returns before ServicesResolved; a second Connect while
+    /// one is under way fails; an absent or silent device fails after `absentConnectTimeout`.
+    func connect(_ address: String, sender: String?) async throws(DBusError) {
+        try await gate(address, "Connect", sender: sender,
+                       record: Received(method: "Connect", value: [], delivered: true, sender: sender))
+        enum Plan { case already, refuse, absent(UInt64), link(UInt64) }
+        let plan = try state.withLock { (s) throws(DBusError) -> Plan in
+            guard s.powered else { throw BlueZErrors.notReady }
+            guard var d = s.devices[address], d.exported else { throw BlueZErrors.doesNotExist }
+            if d.connected, !d.disconnecting { return .already }
+            if d.connecting != nil || d.disconnecting {
+                throw options.version == .v5_66 ? BlueZErrors.failed("Operation already in progress") : BlueZErrors.inProgress
+            }
+            if d.faults.refuseConnections { return .refuse }
+            let id = s.id()
+            d.connecting = id
+            d.cancelConnect = false
+            d.removalGeneration += 1
+            s.devices[address] = d
+            return d.inRange && !d.faults.silent ? .link(id) : .absent(id)
+        }
+        let id: UInt64
+        switch plan {
+        case .already: return
+        case .refuse: throw BlueZErrors.failed("Software caused connection abort")
+        case let .absent(i), let .link(i): id = i
+        }
+        func cancelled() -> Bool { state.withLock { $0.devices[address]?.cancelConnect ?? true } }
+        func finish() { state.withLock { s in if s.devices[address]?.connecting == id { s.devices[address]?.connecting = nil } } }
+        if case .absent = plan {
+            let wasCancelled = await wait(options.absentConnectTimeout, until: cancelled)
+            finish()
+            if !state.withLock({ $0.devices[address]?.connected ?? false }) { scheduleIfIdle(address) }
+            throw wasCancelled ? BlueZErrors.failed("br-connection-canceled") : BlueZErrors.failed("le-connection-abort-by-local")
+        }
+        if await wait(options.connectDelay, until: cancelled) {
+            finish()
+            throw BlueZErrors.failed("br-connection-canceled")
+        }
+        let (path, epoch) = state.withLock { s -> (DBusObjectPath, UInt64) in
+            s.devices[address]!.connecting = nil
+            s.devices[address]!.connected = true
+            s.devices[address]!.epoch += 1
+            return (s.devices[address]!.path, s.devices[address]!.epoch)
+        }
+        try? connection.setProperty(path, interface: Self.device1, "Connected", .boolean(true))
+        resolveServices(address, epoch: epoch)
+    }
+
+    /// After `resolveDelay`: GATT objects exported (first time), ServicesResolved=true, the
+    /// device gets its link. Notify sessions carry over (re-armed by bluetoothd, behaviour 2).
+    func resolveServices(_ address: String, epoch: UInt64) {
+        let delay = options.resolveDelay
+        spawn { [weak self] in
+            try? await Task.sleep(for: delay)
+            guard let self, !Task.isCancelled else { return }
+            let d = self.state.withLock { s -> DeviceState? in
+                guard let d = s.devices[address], d.epoch == epoch, d.connected else { return nil }
+                return d
+            }
+            guard let d else { return }
+            if !d.gattExported { self.exportGATT(address) }
+            let ok = self.state.withLock { s -> Bool in
+                guard s.devices[address]?.epoch == epoch, s.devices[address]?.connected == true else { return false }
+                s.devices[address]!.resolved = true
+                return true
+            }
+            guard ok else { return }
+            try? self.connection.setProperty(d.path, interface: Self.device1, "ServicesResolved", .boolean(true))
+            d.device.linkChanged(SimulatedLink { [weak self] uuid, value in
+                self?.deviceNotified(address, epoch: epoch, uuid: uuid, value: value) ?? false
+            })
+        }
+    }
+
+    /// Device1.Disconnect: cancels a connection attempt, or takes `disconnectDelay` (behaviour 5).
+    func disconnect(_ address: String, sender: String?) async throws(DBusError) {
+        try await gate(address, "Disconnect", sender: sender,
+                       record: Received(method: "Disconnect", value: [], delivered: true, sender: sender))
+        enum Plan { case cancel, disconnect, none }
+        let plan = state.withLock { s -> Plan in
+            guard let d = s.devices[address] else { return .none }
+            if d.connecting != nil {
+                s.devices[address]!.cancelConnect = true
+                return .cancel
+            }
+            guard d.connected, !d.disconnecting else { return .none }
+            s.devices[address]!.disconnecting = true
+            return .disconnect
+        }
+        switch plan {
+        case .none: throw BlueZErrors.notConnected
+        case .cancel: return
+        case .disconnect:
+            try? await Task.sleep(for: options.disconnectDelay)
+            linkDown(address)
+        }
+    }
+
+    /// Device1.Pair: Just Works (no agent needed); Paired and Bonded go true.
+    func pair(_ address: String, sender: String?) async throws(DBusError) {
+        try await gate(address, "Pair", sender: sender,
+                       record: Received(method: "Pair", value: [], delivered: true, sender: sender))
+        let path = try state.withLock { (s) throws(DBusError) -> DBusObjectPath in
+            guard let d = s.devices[address] else { throw BlueZErrors.doesNotExist }
+            guard !d.paired else { throw DBusError.remote(name: "org.bluez.Error.AlreadyExists", message: "Already Exists") }
+            guard d.inRange, !d.faults.silent else { throw DBusError.remote(name: "org.bluez.Error.AuthenticationTimeout", message: "Authentication Timeout") }
+            s.devices[address]!.paired = true
+            return d.path
+        }
+        try? connection.setProperties(path, interface: Self.device1, ["Paired": .boolean(true), "Bonded": .boolean(true)])
+    }
+
+    /// The link is gone: ServicesResolved=false then Connected=false (behaviours 5 and 8), the
+    /// device loses its link, and an unpaired device is scheduled to vanish.
+    func linkDown(_ address: String, emit: Bool = true) {
+        let d = state.withLock { s -> DeviceState? in
+            guard var d = s.devices[address], d.connected else { return nil }
+            d.epoch += 1
+            d.connected = false
+            d.resolved = false
+            d.disconnecting = false
+            s.devices[address] = d
+            return d
+        }
+        guard let d else { return }
+        d.device.linkChanged(nil)
+        if emit, d.exported {
+            try? connection.setProperty(d.path, interface: Self.device1, "ServicesResolved", .boolean(false))
+            try? connection.setProperty(d.path, interface: Self.device1, "Connected", .boolean(false))
+        }
+        scheduleIfIdle(address)
+    }
+
+    /// Schedules removal of an unpaired, disconnected device when no discovery would keep it.
+    func scheduleIfIdle(_ address: String) {
+        let idle = state.withLock { s -> Bool in
+            guard let d = s.devices[address], d.exported, !d.paired, !d.connected else { return false }
+            return !(d.inRange && s.sessions.values.contains { $0.matches(d.device) })
+        }
+        if idle { scheduleRemoval(address) }
+    }
+}

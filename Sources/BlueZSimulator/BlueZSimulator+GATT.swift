@@ -1,0 +1,236 @@
+import DBus
+
+extension BlueZSimulator {
+    /// Exports `serviceXXXX`/`charYYYY` objects under the device (XXXX, YYYY: attribute handles
+    /// as bluetoothd names them), with GattService1 and GattCharacteristic1.
+    func exportGATT(_ address: String) {
+        guard let d = state.withLock({ $0.devices[address] }) else { return }
+        var handle: UInt16 = 0x000a
+        var chars: [DBusObjectPath: CharState] = [:]
+        var exports: [(DBusObjectPath, DBusInterface)] = []
+        func hex(_ h: UInt16) -> String {
+            let s = String(h, radix: 16)
+            return String(repeating: "0", count: max(0, 4 - s.count)) + s
+        }
+        for service in d.device.services {
+            let sp = d.path.appending("service" + hex(handle))
+            handle += 1
+            exports.append((sp, DBusInterface(Self.service1, properties: [
+                DBusProperty("UUID", .string(service.uuid)),
+                DBusProperty("Device", .objectPath(d.path)),
+                DBusProperty("Primary", .boolean(service.primary)),
+            ])))
+            for c in service.characteristics {
+                let cp = sp.appending("char" + hex(handle))
+                handle += c.flags.contains("notify") || c.flags.contains("indicate") ? 3 : 2
+                chars[cp] = CharState(uuid: c.uuid, flags: c.flags, value: c.value)
+                exports.append((cp, characteristicInterface(address, cp, c, service: sp, mtu: d.device.mtu)))
+            }
+            handle += 1
+        }
+        state.withLock { s in
+            s.devices[address]?.chars = chars
+            s.devices[address]?.gattExported = true
+        }
+        for (p, i) in exports { try? connection.export(p, interfaces: [i]) }
+    }
+
+    func characteristicInterface(_ address: String, _ path: DBusObjectPath, _ c: SimulatedCharacteristic,
+                                 service: DBusObjectPath, mtu: Int) -> DBusInterface
+    {
+        DBusInterface(
+            Self.char1,
+            methods: [
+                DBusMethod("ReadValue", in: [DBusArgument("options", .properties)], out: [DBusArgument("value", .array(.byte))]) {
+                    [weak self] call in
+                    guard let self else { return [.bytes([])] }
+                    let opts: [String: DBusValue] = try call.decode(0)
+                    return [.bytes(try await self.read(address, path, options: opts, sender: call.sender))]
+                },
+                DBusMethod("WriteValue", in: [DBusArgument("value", .array(.byte)), DBusArgument("options", .properties)]) {
+                    [weak self] call in
+                    let value: [UInt8] = try call.decode(0)
+                    let opts: [String: DBusValue] = try call.decode(1)
+                    try await self?.write(address, path, value, options: opts, sender: call.sender)
+                    return []
+                },
+                DBusMethod("StartNotify") { [weak self] call in
+                    try await self?.startNotify(address, path, sender: call.sender ?? "")
+                    return []
+                },
+                DBusMethod("StopNotify") { [weak self] call in
+                    try await self?.stopNotify(address, path, sender: call.sender ?? "")
+                    return []
+                },
+            ],
+            properties: [
+                DBusProperty("UUID", .string(c.uuid)),
+                DBusProperty("Service", .objectPath(service)),
+                DBusProperty("Flags", .strings(c.flags)),
+                DBusProperty("Value", .bytes(c.value)),
+                DBusProperty("Notifying", .boolean(false)),
+                DBusProperty("MTU", .uint16(UInt16(clamping: mtu))),
+            ])
+    }
+
+    /// The state a GATT call needs; fails as bluetoothd 5.66 does before ServicesResolved
+    /// (behaviour 1) or while disconnecting (behaviour 5: `NotConnected`).
+    func gattContext(_ address: String, _ path: DBusObjectPath, disconnectingError: DBusError? = nil)
+        throws(DBusError) -> (DeviceState, CharState)
+    {
+        try state.withLock { (s) throws(DBusError) -> (DeviceState, CharState) in
+            guard s.powered else { throw BlueZErrors.notReady }
+            guard let d = s.devices[address], let c = d.chars[path] else { throw BlueZErrors.doesNotExist }
+            if d.disconnecting, let disconnectingError { throw disconnectingError }
+            guard d.resolved, d.connected else { throw BlueZErrors.notConnectedFailed }
+            return (d, c)
+        }
+    }
+
+    /// A silent device never answers: wait until the link changes, then fail as a lost link does.
+    func silence(_ address: String, epoch: UInt64) async throws(DBusError) {
+        _ = await wait(.seconds(3600)) { state.withLock { $0.devices[address]?.epoch != epoch || $0.stopped } }
+        throw BlueZErrors.failed("Operation failed")
+    }
+
+    func read(_ address: String, _ path: DBusObjectPath, options: [String: DBusValue], sender: String?)
+        async throws(DBusError) -> [UInt8]
+    {
+        let uuid = state.withLock { $0.devices[address]?.chars[path]?.uuid }
+        try await gate(address, "ReadValue", sender: sender,
+                       record: Received(method: "ReadValue", characteristic: uuid, value: [], delivered: true, sender: sender))
+        let (d, c) = try gattContext(address, path)
+        if d.faults.silent { try await silence(address, epoch: d.epoch) }
+        guard c.flags.contains("read") || c.flags.contains("encrypt-read") || c.flags.contains("encrypt-authenticated-read")
+        else { throw BlueZErrors.notPermitted("Read not permitted") }
+        if c.flags.contains(where: { $0.hasPrefix("encrypt") && $0.hasSuffix("read") }), !d.paired {
+            throw BlueZErrors.notPermitted("Insufficient authentication")
+        }
+        var value: [UInt8]
+        do {
+            value = try d.device.handleRead(c.uuid, current: c.value)
+        } catch {
+            throw BlueZErrors.att(error.code, read: true)
+        }
+        state.withLock { $0.devices[address]?.chars[path]?.value = value }
+        // bluetoothd announces the value after every read, changed or not (behaviour 3).
+        try? connection.setProperty(path, interface: Self.char1, "Value", .bytes(value), alwaysEmit: true)
+        if let offset = options["offset"]?.integerValue {
+            guard offset >= 0, offset <= value.count else { throw BlueZErrors.att(0x07, read: true) }
+            value = Array(value[Int(offset)...])
+        }
+        return value
+    }
+
+    func write(_ address: String, _ path: DBusObjectPath, _ value: [UInt8], options: [String: DBusValue], sender: String?)
+        async throws(DBusError)
+    {
+        let c0 = state.withLock { $0.devices[address]?.chars[path] }
+        let requested = options["type"]?.stringValue
+        let type: String
+        switch requested {
+        case "command"?: type = "command"
+        case "request"?, "reliable"?: type = "request"
+        case nil: type = (c0?.flags.contains("write") ?? true) || !(c0?.flags.contains("write-without-response") ?? false) ? "request" : "command"
+        default: throw BlueZErrors.invalidArguments
+        }
+        try await gate(address, "WriteValue", sender: sender)
+        let (d, c) = try gattContext(address, path)
+        if d.faults.silent, type == "request" { try await silence(address, epoch: d.epoch) }
+        func record(_ delivered: Bool) {
+            state.withLock {
+                $0.devices[address]?.received.append(Received(method: "WriteValue", characteristic: c.uuid, value: value,
+                                                              writeType: type, delivered: delivered, sender: sender))
+            }
+        }
+        if type == "command", value.count > d.device.mtu - 3 {
+            record(false)
+            throw BlueZErrors.failed("Failed to initiate write")
+        }
+        // The N-th write loses the link (behaviour 5).
+        let drop = state.withLock { s -> Bool in
+            s.devices[address]!.writeCount += 1
+            return s.devices[address]!.faults.dropLinkOnWrite == s.devices[address]!.writeCount
+        }
+        if drop {
+            record(false)
+            let epoch = d.epoch
+            spawn { [weak self] in
+                try? await Task.sleep(for: .milliseconds(30))
+                guard let self, self.state.withLock({ $0.devices[address]?.epoch == epoch }) else { return }
+                self.linkDown(address)
+            }
+            if type == "request" { throw BlueZErrors.failed("Operation failed") }
+            return
+        }
+        if type == "command" {
+            // Not checked against Flags; a device without write-without-response drops it (behaviour 7).
+            let accepted = c.flags.contains("write-without-response") && !d.faults.silent
+            record(accepted)
+            if accepted { try? d.device.handleWrite(value, to: c.uuid, withResponse: false) }
+            return
+        }
+        guard c.flags.contains("write") || c.flags.contains(where: { $0.hasPrefix("encrypt") && $0.hasSuffix("write") })
+        else {
+            record(false)
+            throw BlueZErrors.notPermitted("Write not permitted")
+        }
+        if c.flags.contains(where: { $0.hasPrefix("encrypt") && $0.hasSuffix("write") }), !d.paired {
+            record(false)
+            throw BlueZErrors.notPermitted("Insufficient authentication")
+        }
+        record(true)
+        do {
+            try d.device.handleWrite(value, to: c.uuid, withResponse: true)
+        } catch {
+            throw BlueZErrors.att(error.code, read: false)
+        }
+    }
+
+    func startNotify(_ address: String, _ path: DBusObjectPath, sender: String) async throws(DBusError) {
+        let uuid = state.withLock { $0.devices[address]?.chars[path]?.uuid }
+        try await gate(address, "StartNotify", sender: sender,
+                       record: Received(method: "StartNotify", characteristic: uuid, value: [], delivered: true, sender: sender))
+        let (_, c) = try gattContext(address, path, disconnectingError: BlueZErrors.notConnected)
+        guard c.flags.contains("notify") || c.flags.contains("indicate") else { throw BlueZErrors.notSupported }
+        let first = state.withLock { s -> Bool in
+            // A second StartNotify from the same connection is a no-op (behaviour 2).
+            guard s.devices[address]?.chars[path]?.sessions.contains(sender) == false else { return false }
+            s.devices[address]?.chars[path]?.sessions.insert(sender)
+            return s.devices[address]?.chars[path]?.sessions.count == 1
+        }
+        if first { try? connection.setProperty(path, interface: Self.char1, "Notifying", .boolean(true)) }
+    }
+
+    func stopNotify(_ address: String, _ path: DBusObjectPath, sender: String) async throws(DBusError) {
+        let uuid = state.withLock { $0.devices[address]?.chars[path]?.uuid }
+        try await gate(address, "StopNotify", sender: sender,
+                       record: Received(method: "StopNotify", characteristic: uuid, value: [], delivered: true, sender: sender))
+        let last = try state.withLock { (s) throws(DBusError) -> Bool in
+            guard s.devices[address]?.chars[path] != nil else { throw BlueZErrors.doesNotExist }
+            guard s.devices[address]!.chars[path]!.sessions.remove(sender) != nil else {
+                throw BlueZErrors.failed("No notify session started")
+            }
+            return s.devices[address]!.chars[path]!.sessions.isEmpty
+        }
+        if last { try? connection.setProperty(path, interface: Self.char1, "Notifying", .boolean(false)) }
+    }
+
+    /// A device notified: `PropertiesChanged(Value)` on the characteristic when the link is the
+    /// current one, services are resolved and someone has a notify session.
+    func deviceNotified(_ address: String, epoch: UInt64, uuid: String, value: [UInt8]) -> Bool {
+        let path = state.withLock { s -> DBusObjectPath? in
+            guard let d = s.devices[address], d.epoch == epoch, d.resolved else { return nil }
+            guard let (p, _) = d.chars.first(where: { $0.value.uuid == uuid && !$0.value.sessions.isEmpty }) else { return nil }
+            s.devices[address]!.chars[p]!.value = value
+            return p
+        }
+        guard let path else { return false }
+        do {
+            try connection.setProperty(path, interface: Self.char1, "Value", .bytes(value), alwaysEmit: true)
+            return true
+        } catch {
+            return false
+        }
+    }
+}

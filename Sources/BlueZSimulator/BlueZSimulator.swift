@@ -1,0 +1,340 @@
+import DBus
+import Synchronization
+
+/// An emulated bluetoothd (5.66 by default) serving `org.bluez` on a D-Bus connection, with
+/// simulated devices and fault injection (issue 4 §3; spec/bluez.md, "Objects a client sees" and
+/// "bluetoothd behaviours").
+///
+/// ```swift
+/// let sim = BlueZSimulator(connection: conn, options: .init(removalDelay: .milliseconds(200)))
+/// try await sim.start()
+/// let hr = GenericDevice.batteryHeartRate()
+/// try sim.add(hr)
+/// ```
+/// Everything the emulator does is visible only over D-Bus; tests drive clients against it.
+public final class BlueZSimulator: Sendable {
+    /// Which bluetoothd to imitate where versions differ (spec/bluez.md behaviour 6).
+    public enum Version: Sendable, Equatable {
+        /// Concurrent Connect → `org.bluez.Error.Failed: Operation already in progress`.
+        case v5_66
+        /// Concurrent Connect → `org.bluez.Error.InProgress`.
+        case v5_81
+    }
+
+    /// Timings and identity of the emulated adapter; the defaults are bluetoothd's, tests shorten them.
+    public struct Options: Sendable {
+        public var version: Version
+        public var adapterAddress: String
+        /// Connect() returns after this (spec behaviour 1: before ServicesResolved).
+        public var connectDelay: Duration
+        /// ServicesResolved goes true this long after Connect() returned.
+        public var resolveDelay: Duration
+        /// Disconnect() of a connected device takes this long (spec behaviour 5: about 2 s).
+        public var disconnectDelay: Duration
+        /// Connect to an absent device fails after this (spec behaviour 6: 20–40 s).
+        public var absentConnectTimeout: Duration
+        /// Unpaired devices vanish this long after discovery stops or they disconnect (behaviour 4: ~30 s).
+        public var removalDelay: Duration
+        /// Export `org.gatt2mqtt.Simulator1` at ``BlueZSimulator/controlPath`` (fault injection over D-Bus).
+        public var controlInterface: Bool
+
+        public init(version: Version = .v5_66, adapterAddress: String = "00:1A:7D:DA:71:13",
+                    connectDelay: Duration = .milliseconds(20), resolveDelay: Duration = .milliseconds(50),
+                    disconnectDelay: Duration = .seconds(2), absentConnectTimeout: Duration = .seconds(20),
+                    removalDelay: Duration = .seconds(30), controlInterface: Bool = true)
+        {
+            self.controlInterface = controlInterface
+            self.version = version
+            self.adapterAddress = adapterAddress
+            self.connectDelay = connectDelay
+            self.resolveDelay = resolveDelay
+            self.disconnectDelay = disconnectDelay
+            self.absentConnectTimeout = absentConnectTimeout
+            self.removalDelay = removalDelay
+        }
+    }
+
+    /// A BlueZ error to answer a method with (fault injection).
+    public struct InjectedError: Sendable, Equatable {
+        /// Full D-Bus error name, e.g. `org.bluez.Error.Failed`.
+        public var name: String
+        public var message: String
+        public init(name: String, message: String) {
+            self.name = name
+            self.message = message
+        }
+    }
+
+    /// Faults of one device (issue 4 §3, "fault injection").
+    public struct Faults: Sendable, Equatable {
+        /// Connect() fails at once with `Failed: Software caused connection abort`.
+        public var refuseConnections = false
+        /// The link drops on the N-th write (counted from when this is set, 1-based; requests
+        /// fail with `Failed: Operation failed`, behaviour 5).
+        public var dropLinkOnWrite: Int?
+        /// Method name (`Connect`, `ReadValue`, `WriteValue`, `StartNotify`, …) → error answered instead.
+        public var errors: [String: InjectedError] = [:]
+        /// Every device method waits this long before doing anything.
+        public var replyDelay: Duration = .zero
+        /// The device stops answering: Connect times out as for an absent device, GATT calls never
+        /// answer until the link drops.
+        public var silent = false
+        public init() {}
+    }
+
+    /// One call a device received through the emulator, for assertions.
+    public struct Received: Sendable, Equatable {
+        /// `Connect`, `Disconnect`, `ReadValue`, `WriteValue`, `StartNotify`, `StopNotify`, `Pair`.
+        public var method: String
+        /// Characteristic UUID (128-bit lowercase) for GATT calls.
+        public var characteristic: String?
+        public var value: [UInt8]
+        /// `request` or `command` for writes.
+        public var writeType: String?
+        /// Whether it reached the device (a command without write-without-response is dropped).
+        public var delivered: Bool
+        /// The caller's unique bus name.
+        public var sender: String?
+    }
+
+    struct CharState {
+        var uuid: String
+        var flags: [String]
+        var value: [UInt8]
+        var sessions: Set<String> = []
+    }
+
+    struct DeviceState {
+        let device: any SimulatedDevice
+        let path: DBusObjectPath
+        var inRange = true
+        var exported = false
+        var connected = false
+        var connecting: UInt64?
+        var cancelConnect = false
+        var disconnecting = false
+        var resolved = false
+        var gattExported = false
+        var paired = false
+        var epoch: UInt64 = 0
+        var chars: [DBusObjectPath: CharState] = [:]
+        var writeCount = 0
+        var faults = Faults()
+        var received: [Received] = []
+        var removalGeneration: UInt64 = 0
+    }
+
+    struct State {
+        var powered = true
+        var sessions: [String: Filter] = [:]
+        var filters: [String: Filter] = [:]
+        var devices: [String: DeviceState] = [:]
+        var byPath: [DBusObjectPath: String] = [:]
+        var nextID: UInt64 = 1
+        var tasks: [Task<Void, Never>] = []
+        var started = false
+        var stopped = false
+        var agents: [String: DBusObjectPath] = [:]
+
+        mutating func id() -> UInt64 {
+            defer { nextID += 1 }
+            return nextID
+        }
+        var discovering: Bool { !sessions.isEmpty }
+    }
+
+    /// A discovery filter (Adapter1.SetDiscoveryFilter): UUIDs and Pattern are applied.
+    struct Filter: Sendable {
+        var uuids: [String] = []
+        var pattern = ""
+        func matches(_ d: any SimulatedDevice) -> Bool {
+            if !uuids.isEmpty, Set(uuids).isDisjoint(with: d.advertisement.uuids) { return false }
+            if !pattern.isEmpty, !d.address.hasPrefix(pattern.uppercased()),
+               !(d.advertisement.name ?? "").hasPrefix(pattern) { return false }
+            return true
+        }
+    }
+
+    /// The connection the emulator serves on.
+    public let connection: DBusConnection
+    public let options: Options
+    /// `/org/bluez/hci0`.
+    public let adapterPath: DBusObjectPath = "/org/bluez/hci0"
+    let state = Mutex(State())
+
+    public static let busName = "org.bluez"
+    static let device1 = "org.bluez.Device1"
+    static let adapter1 = "org.bluez.Adapter1"
+    static let char1 = "org.bluez.GattCharacteristic1"
+    static let service1 = "org.bluez.GattService1"
+
+    public init(connection: DBusConnection, options: Options = Options()) {
+        self.connection = connection
+        self.options = options
+    }
+
+    /// Owns `org.bluez`, exports `/` (ObjectManager), `/org/bluez` (AgentManager1) and the adapter,
+    /// and starts watching callers' connections (sessions end with them, behaviour 2).
+    public func start() async throws(BlueZSimulatorError) {
+        do {
+            // Watch first, so a caller that vanishes right after its call is not missed.
+            let owners = try await connection.signals(matching: DBusMatchRule(
+                sender: "org.freedesktop.DBus", interface: "org.freedesktop.DBus", member: "NameOwnerChanged"))
+            let watcher = Task { [weak self] in
+                do {
+                    for try await m in owners {
+                        guard case let .string(name)? = m.body.first, name.hasPrefix(":"),
+                              m.body.count == 3, case let .string(new) = m.body[2], new.isEmpty else { continue }
+                        self?.callerGone(name)
+                    }
+                } catch {}
+            }
+            state.withLock { $0.tasks.append(watcher) }
+            try connection.addObjectManager(at: .root)
+            try connection.export("/org/bluez", interfaces: [agentManager()])
+            try connection.export(adapterPath, interfaces: [adapterInterface()])
+            if options.controlInterface { try connection.export(Self.controlPath, interfaces: [controlInterface()]) }
+            let reply = try await connection.requestName(Self.busName)
+            guard reply == .primaryOwner || reply == .alreadyOwner else { throw BlueZSimulatorError.nameTaken(Self.busName) }
+        } catch let e as BlueZSimulatorError {
+            throw e
+        } catch let e as DBusError {
+            throw .dbus(e)
+        } catch {
+            throw .dbus(.invalidArgument("\(error)"))
+        }
+        state.withLock { $0.started = true }
+    }
+
+    /// Stops timers and watchers and removes the exported objects; the connection stays open
+    /// (the caller owns it).
+    public func stop() {
+        let tasks = state.withLock { s -> [Task<Void, Never>] in
+            s.stopped = true
+            defer { s.tasks = [] }
+            return s.tasks
+        }
+        for t in tasks { t.cancel() }
+        try? connection.unexportTree("/org/bluez")
+        try? connection.unexport(Self.controlPath)
+    }
+
+    // MARK: Devices (Swift API)
+
+    /// Puts `device` in range. It is exported (InterfacesAdded) when a discovery session whose
+    /// filter it matches is running, or at once with `alreadyConnected` (a link BlueZ already has:
+    /// exported connected and resolved, without RSSI).
+    public func add(_ device: any SimulatedDevice, alreadyConnected: Bool = false) throws(BlueZSimulatorError) {
+        let address = device.address.uppercased()
+        let path = adapterPath.appending("dev_" + address.replacingOccurrences(of: ":", with: "_"))
+        let exportNow = try state.withLock { (s) throws(BlueZSimulatorError) -> Bool in
+            guard s.devices[address] == nil else { throw .duplicateDevice(address) }
+            var d = DeviceState(device: device, path: path)
+            if alreadyConnected {
+                d.connected = true
+                d.epoch = 1
+            }
+            s.devices[address] = d
+            s.byPath[path] = address
+            return alreadyConnected || s.sessions.values.contains { $0.matches(device) }
+        }
+        if exportNow { try wrap { () throws(DBusError) in try exportDevice(address, withRSSI: !alreadyConnected) } }
+        if alreadyConnected { resolveServices(address, epoch: 1) }
+    }
+
+    /// Moves a device in or out of range (out of range: connects fail as for an absent device;
+    /// a connected link drops).
+    public func setInRange(_ address: String, _ inRange: Bool) throws(BlueZSimulatorError) {
+        let (connected, discoverable) = try state.withLock { (s) throws(BlueZSimulatorError) -> (Bool, Bool) in
+            guard let d = s.devices[address.uppercased()] else { throw .unknownDevice(address) }
+            s.devices[address.uppercased()]?.inRange = inRange
+            return (d.connected, inRange && !d.exported && s.sessions.values.contains { $0.matches(d.device) })
+        }
+        if !inRange, connected { linkDown(address.uppercased()) }
+        if discoverable { try wrap { () throws(DBusError) in try exportDevice(address.uppercased(), withRSSI: true) } }
+    }
+
+    /// Changes a device's faults.
+    public func updateFaults(_ address: String, _ change: (inout Faults) -> Void) throws(BlueZSimulatorError) {
+        try state.withLock { (s) throws(BlueZSimulatorError) in
+            guard s.devices[address.uppercased()] != nil else { throw .unknownDevice(address) }
+            change(&s.devices[address.uppercased()]!.faults)
+            s.devices[address.uppercased()]!.writeCount = 0
+        }
+    }
+
+    /// Drops the link now (as if the device went out of range for a moment): pending calls fail,
+    /// then `ServicesResolved=false` and `Connected=false` (behaviours 5, 8).
+    public func dropLink(_ address: String) throws(BlueZSimulatorError) {
+        guard state.withLock({ $0.devices[address.uppercased()] != nil }) else { throw .unknownDevice(address) }
+        linkDown(address.uppercased())
+    }
+
+    /// Powers the adapter on or off (off: discovery stops, every link drops, calls fail `NotReady`).
+    public func setAdapterPowered(_ on: Bool) {
+        let drop = state.withLock { s -> [String] in
+            s.powered = on
+            guard !on else { return [] }
+            s.sessions = [:]
+            for k in s.devices.keys where s.devices[k]!.connecting != nil { s.devices[k]!.cancelConnect = true }
+            return s.devices.values.filter(\.connected).map { $0.device.address.uppercased() }
+        }
+        try? connection.setProperty(adapterPath, interface: Self.adapter1, "Powered", .boolean(on))
+        if !on {
+            try? connection.setProperty(adapterPath, interface: Self.adapter1, "Discovering", .boolean(false))
+            for a in drop { linkDown(a) }
+        }
+    }
+
+    /// Every call the device received, in order.
+    public func received(_ address: String) -> [Received] {
+        state.withLock { $0.devices[address.uppercased()]?.received ?? [] }
+    }
+
+    /// The object path of a device.
+    public func devicePath(_ address: String) -> DBusObjectPath {
+        adapterPath.appending("dev_" + address.uppercased().replacingOccurrences(of: ":", with: "_"))
+    }
+
+    /// Whether a device is exported on the bus now.
+    public func isExported(_ address: String) -> Bool {
+        state.withLock { $0.devices[address.uppercased()]?.exported ?? false }
+    }
+
+    /// The unique names holding a notify session on a device's characteristic.
+    public func notifySessions(_ address: String, characteristic uuid: String) -> Set<String> {
+        let full = SimUUID.full(uuid)
+        return state.withLock { s in
+            s.devices[address.uppercased()]?.chars.values.first { $0.uuid == full }?.sessions ?? []
+        }
+    }
+
+    func wrap(_ body: () throws(DBusError) -> Void) throws(BlueZSimulatorError) {
+        do { try body() } catch { throw .dbus(error) }
+    }
+
+    func spawn(_ body: @escaping @Sendable () async -> Void) {
+        let t = Task { await body() }
+        state.withLock { s in
+            if s.stopped { t.cancel() } else { s.tasks.append(t) }
+        }
+    }
+
+    /// A caller's connection closed: its discovery and notify sessions end (behaviour 2).
+    func callerGone(_ name: String) {
+        let (stopDiscovery, notifying) = state.withLock { s -> (Bool, [(DBusObjectPath, Bool)]) in
+            let had = s.sessions.removeValue(forKey: name) != nil
+            s.filters[name] = nil
+            var changed: [(DBusObjectPath, Bool)] = []
+            for a in s.devices.keys {
+                for p in s.devices[a]!.chars.keys where s.devices[a]!.chars[p]!.sessions.contains(name) {
+                    s.devices[a]!.chars[p]!.sessions.remove(name)
+                    changed.append((p, !s.devices[a]!.chars[p]!.sessions.isEmpty))
+                }
+            }
+            return (had && s.sessions.isEmpty, changed)
+        }
+        for (p, on) in notifying { try? connection.setProperty(p, interface: Self.char1, "Notifying", .boolean(on)) }
+        if stopDiscovery { discoveryStopped() }
+    }
+}

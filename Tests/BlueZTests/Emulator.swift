@@ -1,0 +1,173 @@
+import BlueZ
+import BlueZSimulator
+import DBus
+import Foundation
+import Synchronization
+import Testing
+
+/// A private dbus-daemon for one test, configured by the committed `Fixtures/test-bus.conf`,
+/// listening on a fresh `unix:tmpdir=/tmp` socket; killed by its pid.
+final class TestBus: Sendable {
+    let address: String
+    let pid: Int32
+    private let process: Process
+
+    static var fixture: String {
+        URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Fixtures/test-bus.conf").path
+    }
+
+    init() throws {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: "/usr/bin/dbus-daemon")
+        p.arguments = ["--config-file=\(TestBus.fixture)", "--print-address=1", "--nofork"]
+        let out = Pipe()
+        p.standardOutput = out
+        p.standardError = FileHandle.nullDevice
+        try p.run()
+        var text = ""
+        let deadline = Date().addingTimeInterval(10)
+        while !text.contains("\n"), Date() < deadline {
+            let chunk = out.fileHandleForReading.availableData
+            if chunk.isEmpty { break }
+            text += String(decoding: chunk, as: UTF8.self)
+        }
+        guard let line = text.split(separator: "\n").first, line.hasPrefix("unix:") else {
+            kill(p.processIdentifier, SIGKILL)
+            p.waitUntilExit()
+            throw DBusError.connectionFailed(name: "test", message: "dbus-daemon printed no address: \(text)")
+        }
+        address = String(line)
+        pid = p.processIdentifier
+        process = p
+    }
+
+    func stop() {
+        if process.isRunning { kill(pid, SIGKILL) }
+        process.waitUntilExit()
+    }
+
+    deinit { stop() }
+
+    func connect() async throws -> DBusConnection {
+        try await DBusConnection.connect(.address(address), timeout: .seconds(10))
+    }
+}
+
+/// One test's world: a private bus, the emulator on its own connection, a client on another.
+struct Emulator {
+    let bus: TestBus
+    let simulatorConnection: DBusConnection
+    let simulator: BlueZSimulator
+    let client: BlueZClient
+
+    /// Fast timings so the suite stays under a minute.
+    static let fast = BlueZSimulator.Options(
+        connectDelay: .milliseconds(20), resolveDelay: .milliseconds(60), disconnectDelay: .milliseconds(80),
+        absentConnectTimeout: .milliseconds(300), removalDelay: .milliseconds(300))
+}
+
+/// Runs `body` in a fresh world; everything is stopped afterwards (the daemon by its pid).
+func withEmulator(_ options: BlueZSimulator.Options = Emulator.fast, devices: [any SimulatedDevice] = [],
+                  _ body: (Emulator) async throws -> Void) async throws
+{
+    let bus = try TestBus()
+    defer { bus.stop() }
+    let sc = try await bus.connect()
+    defer { sc.close() }
+    let sim = BlueZSimulator(connection: sc, options: options)
+    try await sim.start()
+    defer { sim.stop() }
+    for d in devices { try sim.add(d) }
+    let client = try await BlueZClient.connect(.address(bus.address), callTimeout: .seconds(5))
+    defer { client.close() }
+    try await body(Emulator(bus: bus, simulatorConnection: sc, simulator: sim, client: client))
+}
+
+/// A device with a characteristic for every write kind, whose write handler notifies the bytes
+/// reversed on the notify characteristic.
+func echoDevice(address: String = "C0:FF:EE:00:00:02", mtu: Int = 23) -> GenericDevice {
+    GenericDevice(
+        address: address,
+        advertisement: SimulatedAdvertisement(name: "Echo", rssi: -70, uuids: ["12345678-1234-5678-1234-56789abcdef0"]),
+        services: [SimulatedService("12345678-1234-5678-1234-56789abcdef0", characteristics: [
+            SimulatedCharacteristic("12345678-1234-5678-1234-56789abcdef1", flags: ["write", "write-without-response"]),
+            SimulatedCharacteristic("12345678-1234-5678-1234-56789abcdef2", flags: ["read", "notify"], value: [0xAA]),
+            SimulatedCharacteristic("12345678-1234-5678-1234-56789abcdef3", flags: ["read"], value: [1, 2, 3]),
+            SimulatedCharacteristic("12345678-1234-5678-1234-56789abcdef4", flags: ["write"]),
+        ])],
+        mtu: mtu,
+        onWrite: { (w: SimulatedWrite, d: GenericDevice) throws(SimulatedATTError) in
+            if w.value == [0xEE] { throw SimulatedATTError(0x80) }
+            d.notify("12345678-1234-5678-1234-56789abcdef2", w.value.reversed())
+        })
+}
+
+/// Scans until `address` shows up, then stops the scan.
+func discover(_ env: Emulator, _ address: String) async throws -> BlueZDevice {
+    let adapter = try env.client.adapter()
+    let scan = try await env.client.scan(adapter)
+    let device = try await env.client.waitForDevice(address, timeout: .seconds(5))
+    try await scan.stop()
+    return device
+}
+
+/// Takes elements from a stream until `count` arrived or `seconds` passed (then returns what came).
+func collect<T: Sendable>(_ stream: AsyncStream<T>, count: Int, seconds: Double = 3) async -> [T] {
+    let box = Collected<T>()
+    let task = Task {
+        for await x in stream { box.items.withLock { $0.append(x) } }
+        box.items.withLock { _ in }
+    }
+    _ = await eventually(seconds) { box.items.withLock { $0.count >= count } }
+    task.cancel()
+    return box.items.withLock { $0 }
+}
+
+final class Collected<T: Sendable>: Sendable {
+    let items = Mutex<[T]>([])
+}
+
+/// Polls `condition` for up to `seconds`.
+func eventually(_ seconds: Double = 3, _ condition: () -> Bool) async -> Bool {
+    let deadline = ContinuousClock.now + .milliseconds(Int64(seconds * 1000))
+    while ContinuousClock.now < deadline {
+        if condition() { return true }
+        try? await Task.sleep(for: .milliseconds(10))
+    }
+    return condition()
+}
+
+/// Runs an external command and returns its stdout; throws on a non-zero exit.
+func runTool(_ path: String, _ args: [String]) throws -> String {
+    let p = Process()
+    p.executableURL = URL(fileURLWithPath: path)
+    p.arguments = args
+    let out = Pipe(), err = Pipe()
+    p.standardOutput = out
+    p.standardError = err
+    try p.run()
+    let o = out.fileHandleForReading.readDataToEndOfFile()
+    let e = err.fileHandleForReading.readDataToEndOfFile()
+    p.waitUntilExit()
+    guard p.terminationStatus == 0 else {
+        throw DBusError.remote(name: "tool.failed", message: String(decoding: e, as: UTF8.self))
+    }
+    return String(decoding: o, as: UTF8.self)
+}
+
+/// `runTool` on its own thread, so the cooperative pool (which runs the emulator) stays free.
+func tool(_ path: String, _ args: [String]) async throws -> String {
+    try await withCheckedThrowingContinuation { cont in
+        Thread { cont.resume(with: Result { try runTool(path, args) }) }.start()
+    }
+}
+
+/// Polls an async `condition` for up to `seconds`.
+func eventuallyAsync(_ seconds: Double = 3, _ condition: () async -> Bool) async -> Bool {
+    let deadline = ContinuousClock.now + .milliseconds(Int64(seconds * 1000))
+    while ContinuousClock.now < deadline {
+        if await condition() { return true }
+        try? await Task.sleep(for: .milliseconds(20))
+    }
+    return await condition()
+}

@@ -1,0 +1,79 @@
+import Foundation
+import Testing
+
+/// `gatt2mqtt simulate` (private bus + emulated BlueZ) driven by `gatt2mqtt scan` and `gatt`.
+@Suite(.serialized, .timeLimit(.minutes(1))) struct BluetoothCLITests {
+    /// Starts `gatt2mqtt simulate`, returns its process and bus address; stop it by pid.
+    static func simulate() throws -> (Process, String) {
+        let p = Process()
+        p.executableURL = CLI.executable
+        p.arguments = ["simulate", "--seconds", "40", "--heart-rate-interval", "0.2"]
+        var env = ProcessInfo.processInfo.environment
+        env["SWIFT_BACKTRACE"] = "enable=no"
+        p.environment = env
+        let out = Pipe()
+        p.standardOutput = out
+        p.standardError = FileHandle.nullDevice
+        try p.run()
+        var text = ""
+        let deadline = Date().addingTimeInterval(10)
+        while !text.contains("\n"), Date() < deadline {
+            let chunk = out.fileHandleForReading.availableData
+            if chunk.isEmpty { break }
+            text += String(decoding: chunk, as: UTF8.self)
+        }
+        let prefix = "DBUS_SYSTEM_BUS_ADDRESS="
+        guard let line = text.split(separator: "\n").first, line.hasPrefix(prefix) else {
+            kill(p.processIdentifier, SIGKILL)
+            p.waitUntilExit()
+            throw CLIError("simulate printed \(text)")
+        }
+        return (p, String(line.dropFirst(prefix.count)))
+    }
+
+    struct CLIError: Error { let text: String; init(_ t: String) { text = t } }
+
+    @Test func scanReadWriteNotifyAgainstTheSimulator() throws {
+        let (sim, bus) = try Self.simulate()
+        defer {
+            kill(sim.processIdentifier, SIGTERM)
+            sim.waitUntilExit()
+        }
+        let scan = try CLI.run(["scan", "--bus", bus, "--seconds", "0.5", "--uuid", "180D"])
+        #expect(scan.status == 0)
+        #expect(scan.stdout.contains(#""address":"C0:FF:EE:00:00:01","name":"Sim HR","rssi":-55"#))
+        #expect(scan.stdout.contains(#""manufacturer_data":{"65535":"0102"}"#))
+
+        let read = try CLI.run(["gatt", "--bus", bus, "C0:FF:EE:00:00:01", "read", "2A19"])
+        #expect(read.status == 0)
+        #expect(read.stdout == "55\n")
+
+        let write = try CLI.run(["gatt", "--bus", bus, "C0:FF:EE:00:00:01", "write", "2A39", "01"])
+        #expect(write.stdout == "ok\n")
+        let refused = try CLI.run(["gatt", "--bus", bus, "C0:FF:EE:00:00:01", "write", "2A39", "02"])
+        #expect(refused.status == 1)
+        #expect(refused.stderr == "error: C0:FF:EE:00:00:01 2A39: att_error: ATT error 0x80\n")
+
+        let notify = try CLI.run(["gatt", "--bus", bus, "C0:FF:EE:00:00:01", "notify", "2A37", "--seconds", "1"])
+        #expect(notify.status == 0)
+        let lines = notify.stdout.split(separator: "\n")
+        #expect(lines.count >= 2)
+        #expect(lines.allSatisfy { $0.count == 4 && $0.hasPrefix("00") })
+
+        let missing = try CLI.run(["gatt", "--bus", bus, "C0:FF:EE:00:00:01", "read", "2A99"])
+        #expect(missing.status == 1)
+        #expect(missing.stderr.hasPrefix("error: C0:FF:EE:00:00:01 2A99: not_found"))
+    }
+
+    @Test func badArgumentsAndNoBus() throws {
+        let badUUID = try CLI.run(["gatt", "C0:FF:EE:00:00:01", "read", "xyz"])
+        #expect(badUUID.status == 1)
+        #expect(badUUID.stderr.contains("xyz"))
+        let badHex = try CLI.run(["gatt", "C0:FF:EE:00:00:01", "write", "2A39", "zz"])
+        #expect(badHex.status == 1)
+        #expect(badHex.stderr == "error: value: invalid hex at character 0: unexpected character 'z'\n")
+        let noBus = try CLI.run(["scan", "--bus", "unix:path=/tmp/gatt2mqtt-no-such-bus", "--seconds", "1"])
+        #expect(noBus.status == 1)
+        #expect(noBus.stderr.hasPrefix("error: cannot reach BlueZ on unix:path=/tmp/gatt2mqtt-no-such-bus"))
+    }
+}
