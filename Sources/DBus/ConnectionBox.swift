@@ -66,8 +66,6 @@ final class ConnectionBox: @unchecked Sendable {
         var subscriptions: [UInt64: Subscription] = [:]
         var nextID: UInt64 = 1
         var registry = ObjectRegistry()
-        /// The last handler task per object path: the next one waits for it (arrival order).
-        var handlerChains: [DBusObjectPath: (id: UInt64, task: Task<Void, Never>)] = [:]
 
         mutating func makeID() -> UInt64 {
             defer { nextID += 1 }
@@ -421,7 +419,6 @@ final class ConnectionBox: @unchecked Sendable {
             s.pendingBoxes = [:]
             s.pendingCalls = [:]
             s.registry = ObjectRegistry()
-            s.handlerChains = [:]
             return r
         }
         for c in queue {

@@ -231,22 +231,11 @@ extension ConnectionBox {
         }
     }
 
-    /// Runs a handler after every earlier handler for the same object path has finished, so one
-    /// object sees its calls one at a time in arrival order (as bluetoothd serves them); calls
-    /// to different paths run concurrently. Built-in Get/GetAll/Introspect answer at once.
+    /// Runs a handler in its own task. Calls to one object do not wait for each other: bluetoothd
+    /// answers asynchronously (a second Connect while the first is pending gets InProgress, a
+    /// Disconnect cancels a pending Connect), so a long handler must not block the next call.
     private func runInOrder(on path: DBusObjectPath, _ body: @escaping @Sendable () async -> Void) {
-        state.withLock { s in
-            let previous = s.handlerChains[path]?.task
-            let id = s.makeID()
-            let task = Task {
-                await previous?.value
-                await body()
-                self.state.withLock { s in
-                    if s.handlerChains[path]?.id == id { s.handlerChains[path] = nil }
-                }
-            }
-            s.handlerChains[path] = (id, task)
-        }
+        Task { await body() }
     }
 
     private func unknownMethod(_ m: DBusMessage) {
