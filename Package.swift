@@ -76,9 +76,11 @@ let package = Package(
         .executableTarget(
             name: "gatt2mqtt",
             dependencies: [
-                "BinaryCoding", "CapsCodec", "GoProCodec", "GattLayout", "BridgeConfig", "BlueZ", "BlueZSimulator", "DBus",
+                "BinaryCoding", "CapsCodec", "GoProCodec", "GattLayout", "BridgeConfig", "BridgeRuntime", "BlueZ", "BlueZSimulator", "DBus",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Yams", package: "Yams"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
             ]
         ),
 

@@ -318,13 +318,15 @@ actor DeviceSession {
                 if let r = request.read {
                     let value = try await link.read(r)
                     let outputs = driver.decodeRead(r, value)
-                    var data: JSONObject = [:]
+                    // The command's data: the decoded characteristic value, else the state it changed.
+                    var characteristic: JSONValue?
+                    var changed = JSONObject()
                     for o in outputs {
-                        if case let .state(s) = o { data.merge(s) }
-                        if case let .characteristic(_, v) = o, let s = v.objectValue { data.merge(s) }
+                        if case let .state(s) = o { changed.merge(s) }
+                        if case let .characteristic(_, v) = o { characteristic = v }
                     }
                     process(outputs, from: nil)
-                    finish(cmd, .ok, data: data.isEmpty ? nil : .object(data))
+                    finish(cmd, .ok, data: characteristic ?? (changed.isEmpty ? nil : .object(changed)))
                 } else if let key = request.expect {
                     inFlight = InFlight(command: cmd, expect: key, timeoutAt: .now + config.commandTimeout)
                 } else {
