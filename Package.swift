@@ -105,7 +105,7 @@ let package = Package(
             exclude: ["Fixtures"]
         ),
         .testTarget(name: "BridgeStoreTests", dependencies: ["BridgeStore", "BinaryCoding"]),
-        .testTarget(name: "CLITests", dependencies: ["BinaryCoding"]),
+        .testTarget(name: "CLITests", dependencies: ["BinaryCoding", "Mosquitto"], exclude: ["Fixtures"]),
     ],
     swiftLanguageModes: [.v6]
 )

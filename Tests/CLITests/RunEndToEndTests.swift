@@ -1,0 +1,74 @@
+import Foundation
+import Mosquitto
+import Testing
+
+/// The whole product as a user runs it: `mosquitto`, `gatt2mqtt simulate` (emulated BlueZ on a
+/// private bus) and `gatt2mqtt run` as separate processes; a hub client talks MQTT only.
+@Suite(.serialized, .timeLimit(.minutes(1))) struct RunEndToEndTests {
+    @Test func bridgeProcessAgainstBrokerAndEmulator() async throws {
+        let broker = try MosquittoBroker()
+        defer { broker.stop() }
+        let (sim, bus) = try BluetoothCLITests.simulate()
+        defer {
+            kill(sim.processIdentifier, SIGTERM)
+            sim.waitUntilExit()
+        }
+        let dir = try TemporaryDirectory()
+        let config = dir.path + "/bridge.yaml"
+        try """
+            mqtt:
+              url: mqtt://127.0.0.1:\(broker.port)
+            bluetooth:
+              bus_address: \(bus)
+            database:
+              path: \(dir.path)/state.sqlite
+            devices:
+              - id: heart
+                address: C0:FF:EE:00:00:01
+                profile: custom
+                characteristics:
+                  - {uuid: 2A37, codec: layout, layout: "builtin:heart_rate_measurement", topic: heart_rate}
+                  - {uuid: 2A19, codec: layout, layout: "builtin:battery_level", direction: [read, notify], topic: battery}
+                  - {uuid: 2A39, codec: raw, direction: write, topic: control}
+            """.write(toFile: config, atomically: true, encoding: .utf8)
+
+        let hub = try await broker.client()
+        let responses = try await hub.subscribe("gatt2mqtt/heart/response")
+        let heartRate = try await hub.subscribe("gatt2mqtt/heart/heart_rate")
+        let availability = try await hub.subscribe("gatt2mqtt/heart/availability")
+
+        let bridge = Process()
+        bridge.executableURL = CLI.executable
+        bridge.arguments = ["run", "--config", config, "--log-level", "warning"]
+        var env = ProcessInfo.processInfo.environment
+        env["SWIFT_BACKTRACE"] = "enable=no"
+        bridge.environment = env
+        bridge.standardOutput = FileHandle.nullDevice
+        bridge.standardError = FileHandle.nullDevice
+        try bridge.run()
+        defer {
+            if bridge.isRunning { kill(bridge.processIdentifier, SIGKILL) }
+            bridge.waitUntilExit()
+        }
+
+        let online = await collect(availability, count: 1)
+        #expect(online.first?.payloadString == #"{"state":"online"}"#)
+        // Notifications of the simulated sensor arrive decoded.
+        let hr = await collect(heartRate, count: 2)
+        #expect(hr.count == 2 && hr.allSatisfy { $0.payloadString.contains(#""heart_rate":"#) })
+        // A read through /get and a raw write through <topic>/write, each answered.
+        try await hub.publish(topic: "gatt2mqtt/heart/get", payload: Array(#"{"battery":""}"#.utf8), qos: .atLeastOnce)
+        let r1 = await collect(responses, count: 1)
+        #expect(r1.first?.payloadString == #"{"status":"ok","command":{"get":["battery"]},"data":{"battery_level":85}}"#)
+        try await hub.publish(topic: "gatt2mqtt/heart/control/write", payload: Array("02".utf8), qos: .atLeastOnce)
+        let r2 = await collect(responses, count: 1)
+        #expect(r2.first?.payloadString.contains(#""code":"bluetooth_error""#) == true, "the simulated control point refuses 02 with ATT 0x80")
+        // Graceful stop: offline retained, exit status 0.
+        kill(bridge.processIdentifier, SIGTERM)
+        bridge.waitUntilExit()
+        #expect(bridge.terminationStatus == 0)
+        let state = await collect(try await hub.subscribe("gatt2mqtt/bridge/state"), count: 1)
+        #expect(state.first?.payloadString == #"{"state":"offline"}"# && state.first?.retain == true)
+        await hub.disconnect()
+    }
+}
