@@ -1,45 +1,54 @@
 import ArgumentParser
 import BinaryCoding
 import BlueZ
+import DBus
 import Foundation
 
-/// `gatt2mqtt gatt ADDRESS read|write|notify UUID [HEX]`: one GATT operation on a device,
-/// connecting (or adopting the link BlueZ has) first (docs/bluez.md).
+/// `gatt2mqtt gatt --device ADDR [--services] [--read CHAR] [--write CHAR HEX [--command]]
+/// [--listen CHAR [--seconds N]]`: connect (or adopt the link BlueZ has) and run the operations
+/// in one invocation — subscribe first, then write, read, list; then print notifications until
+/// `--seconds` (docs/bluez.md).
 struct GattCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "gatt",
-        abstract: "Read, write or subscribe to a characteristic (UUID: 2A37, 128-bit or GP-XXXX); values in hex."
+        abstract: "Connect to a device and list, read, write or listen to characteristics (UUID: 2A37, 128-bit or GP-XXXX; values in hex)."
     )
-
-    enum Operation: String, ExpressibleByArgument, CaseIterable { case read, write, notify }
 
     @OptionGroup var busOptions: BusOptions
 
-    @Argument(help: "Device address, e.g. C0:FF:EE:00:00:01.")
-    var address: String
+    @Option(help: "Device address, e.g. C0:FF:EE:00:00:01.")
+    var device: String
 
-    @Argument(help: "read, write or notify.")
-    var operation: Operation
+    @Flag(help: "List services and characteristics with their flags.")
+    var services = false
 
-    @Argument(help: "Characteristic UUID.")
-    var uuid: String
+    @Option(help: "Read this characteristic and print its value in hex.")
+    var read: String?
 
-    @Argument(help: "Hex value to write.")
-    var value: String?
+    @Option(parsing: .upToNextOption, help: "Write: --write CHAR HEX.")
+    var write: [String] = []
 
-    @Flag(help: "Write without response (ATT Write Command, split to MTU-3).")
+    @Flag(help: "With --write: write without response (ATT Write Command, split to MTU-3).")
     var command = false
 
-    @Option(help: "Seconds to connect / to listen for notifications.")
+    @Option(help: "Subscribe to this characteristic; print each notification's hex on its own line.")
+    var listen: String?
+
+    @Option(help: "Seconds to connect, and to listen with --listen.")
     var seconds: Double = 10
 
     func validate() throws {
-        guard BluetoothUUID(uuid) != nil else { throw CLIError("\(uuid): not a 16/32/128-bit UUID or GP-XXXX") }
+        for u in [read, listen, write.first].compactMap({ $0 }) where BluetoothUUID(u) == nil {
+            throw CLIError("\(u): not a 16/32/128-bit UUID or GP-XXXX")
+        }
         guard seconds > 0, seconds <= 3600 else { throw CLIError("--seconds must be in (0, 3600], got \(seconds)") }
-        if operation == .write, value == nil { throw CLIError("write needs a hex value") }
-        if operation != .write, value != nil { throw CLIError("\(operation.rawValue) takes no value") }
-        if let value {
-            do { _ = try Hex.decode(value) } catch { throw CLIError("value: \(error)") }
+        if !write.isEmpty {
+            guard write.count == 2 else { throw CLIError("--write takes a characteristic and a hex value") }
+            do { _ = try Hex.decode(write[1]) } catch { throw CLIError("--write value: \(error)") }
+        }
+        if command, write.isEmpty { throw CLIError("--command goes with --write") }
+        if !services, read == nil, write.isEmpty, listen == nil {
+            throw CLIError("nothing to do: give --services, --read, --write or --listen")
         }
     }
 
@@ -48,33 +57,56 @@ struct GattCommand: AsyncParsableCommand {
         defer { client.close() }
         let adapter = try client.adapter(named: busOptions.adapter)
         let timeout = Duration.milliseconds(Int64(seconds * 1000))
-        var device = client.device(address, adapter: adapter)
-        if device == nil {
-            let scan = try await client.scan(adapter, filter: DiscoveryFilter(pattern: address.uppercased()))
-            device = try? await client.waitForDevice(address, adapter: adapter, timeout: timeout)
+        var found = client.device(device, adapter: adapter)
+        if found == nil {
+            let scan = try await client.scan(adapter, filter: DiscoveryFilter(pattern: device.uppercased()))
+            found = try? await client.waitForDevice(device, adapter: adapter, timeout: timeout)
             try? await scan.stop()
         }
-        guard let device else { throw CLIError("device \(address) not found on \(adapter.name)") }
+        guard let dev = found else { throw CLIError("device \(device) not found on \(adapter.name)") }
+        var step = "connect"
         do {
-            try await client.connect(device, timeout: timeout)
-            let c = try client.characteristic(uuid, on: device)
-            switch operation {
-            case .read:
-                emit(Hex.encode(try await client.read(c)))
-            case .write:
-                try await client.write(try Hex.decode(value ?? ""), to: c, type: command ? .command : .request)
+            try await client.connect(dev, timeout: timeout)
+            var notifications: AsyncStream<[UInt8]>?
+            if let listen {
+                step = listen
+                notifications = try await client.notifications(try client.characteristic(listen, on: dev))
+            }
+            if write.count == 2 {
+                step = write[0]
+                try await client.write(try Hex.decode(write[1]), to: try client.characteristic(write[0], on: dev),
+                                       type: command ? .command : .request)
                 emit("ok")
-            case .notify:
-                let values = try await client.notifications(c)
+            }
+            if let read {
+                step = read
+                emit(Hex.encode(try await client.read(try client.characteristic(read, on: dev))))
+            }
+            if services { printServices(client, dev) }
+            if let notifications, let listen {
+                let c = try client.characteristic(listen, on: dev)
                 let stop = Task {
                     try? await Task.sleep(for: timeout)
                     try? await client.stopNotifications(c)
                 }
-                for await v in values { emit(Hex.encode(v)) }
+                for await v in notifications { emit(Hex.encode(v)) }
                 stop.cancel()
             }
         } catch let e as BlueZError {
-            throw CLIError("\(address) \(uuid): \(e)")
+            throw CLIError("\(device) \(step): \(e)")
+        }
+    }
+
+    /// Services and their characteristics from BlueZ's object tree, in path order.
+    func printServices(_ client: BlueZClient, _ dev: BlueZDevice) {
+        let objects = client.objects.filter { $0.key.rawValue.hasPrefix(dev.path.rawValue + "/") }.sorted { $0.key < $1.key }
+        for (_, interfaces) in objects {
+            if let s = interfaces["org.bluez.GattService1"] {
+                emit("service \(s["UUID"]?.stringValue ?? "?")\(s["Primary"]?.boolValue == true ? " (primary)" : "")")
+            } else if let c = interfaces["org.bluez.GattCharacteristic1"] {
+                let flags = c["Flags"]?.arrayItems?.compactMap { $0.stringValue }.joined(separator: ",") ?? ""
+                emit("  characteristic \(c["UUID"]?.stringValue ?? "?") [\(flags)]")
+            }
         }
     }
 }

@@ -40,6 +40,9 @@ struct ScanCommand: AsyncParsableCommand {
     @Option(help: "Only devices whose address or name starts with this.")
     var pattern: String?
 
+    @Flag(help: "One JSON object per line (address, name, rssi, uuids, manufacturer and service data).")
+    var json = false
+
     func validate() throws {
         guard seconds > 0, seconds <= 3600 else { throw CLIError("--seconds must be in (0, 3600], got \(seconds)") }
         for u in uuids where BluetoothUUID(u) == nil { throw CLIError("--uuid \(u): not a 16/32/128-bit UUID or GP-XXXX") }
@@ -56,7 +59,12 @@ struct ScanCommand: AsyncParsableCommand {
         }
         var seen: Set<String> = []
         for await d in scan.devices where seen.insert(d.address).inserted {
-            emit(Self.json(d).jsonText)
+            if json {
+                emit(Self.json(d).jsonText)
+            } else {
+                let rssi = d.rssi.map { "\($0) dBm" } ?? "-"
+                emit("\(d.address)  \(rssi)  \(d.name ?? "(no name)")  \(d.uuids.joined(separator: ","))")
+            }
         }
         timer.cancel()
         try await scan.stop()

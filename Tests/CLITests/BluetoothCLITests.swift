@@ -39,39 +39,53 @@ import Testing
             kill(sim.processIdentifier, SIGTERM)
             sim.waitUntilExit()
         }
-        let scan = try CLI.run(["scan", "--bus", bus, "--seconds", "0.5", "--uuid", "180D"])
+        let table = try CLI.run(["scan", "--bus", bus, "--seconds", "0.5"])
+        #expect(table.status == 0)
+        #expect(table.stdout.hasPrefix("C0:FF:EE:00:00:01  -55 dBm  Sim HR  "))
+        let scan = try CLI.run(["scan", "--bus", bus, "--seconds", "0.5", "--uuid", "180D", "--json"])
         #expect(scan.status == 0)
         #expect(scan.stdout.contains(#""address":"C0:FF:EE:00:00:01","name":"Sim HR","rssi":-55"#))
         #expect(scan.stdout.contains(#""manufacturer_data":{"65535":"0102"}"#))
 
-        let read = try CLI.run(["gatt", "--bus", bus, "C0:FF:EE:00:00:01", "read", "2A19"])
+        let read = try CLI.run(["gatt", "--bus", bus, "--device", "C0:FF:EE:00:00:01", "--read", "2A19"])
         #expect(read.status == 0)
         #expect(read.stdout == "55\n")
 
-        let write = try CLI.run(["gatt", "--bus", bus, "C0:FF:EE:00:00:01", "write", "2A39", "01"])
+        let write = try CLI.run(["gatt", "--bus", bus, "--device", "C0:FF:EE:00:00:01", "--write", "2A39", "01"])
         #expect(write.stdout == "ok\n")
-        let refused = try CLI.run(["gatt", "--bus", bus, "C0:FF:EE:00:00:01", "write", "2A39", "02"])
+        let refused = try CLI.run(["gatt", "--bus", bus, "--device", "C0:FF:EE:00:00:01", "--write", "2A39", "02"])
         #expect(refused.status == 1)
         #expect(refused.stderr == "error: C0:FF:EE:00:00:01 2A39: att_error: ATT error 0x80\n")
 
-        let notify = try CLI.run(["gatt", "--bus", bus, "C0:FF:EE:00:00:01", "notify", "2A37", "--seconds", "1"])
+        let notify = try CLI.run(["gatt", "--bus", bus, "--device", "C0:FF:EE:00:00:01", "--listen", "2A37", "--seconds", "1"])
         #expect(notify.status == 0)
         let lines = notify.stdout.split(separator: "\n")
         #expect(lines.count >= 2)
         #expect(lines.allSatisfy { $0.count == 4 && $0.hasPrefix("00") })
 
-        let missing = try CLI.run(["gatt", "--bus", bus, "C0:FF:EE:00:00:01", "read", "2A99"])
+        // Combined: subscribe first, then write the control point (which makes the sensor notify),
+        // then list the services.
+        let combined = try CLI.run(["gatt", "--bus", bus, "--device", "C0:FF:EE:00:00:01", "--listen", "2A37",
+                                    "--write", "2A39", "01", "--services", "--seconds", "1"])
+        #expect(combined.status == 0)
+        let out = combined.stdout.split(separator: "\n").map(String.init)
+        #expect(out.first == "ok")
+        #expect(out.contains { $0.hasPrefix("service 0000180d-0000-1000-8000-00805f9b34fb") })
+        #expect(out.contains { $0.hasPrefix("  characteristic 00002a37-0000-1000-8000-00805f9b34fb [") && $0.contains("notify") })
+        #expect(out.contains("08000000"), "the control point's notification")
+
+        let missing = try CLI.run(["gatt", "--bus", bus, "--device", "C0:FF:EE:00:00:01", "--read", "2A99"])
         #expect(missing.status == 1)
         #expect(missing.stderr.hasPrefix("error: C0:FF:EE:00:00:01 2A99: not_found"))
     }
 
     @Test func badArgumentsAndNoBus() throws {
-        let badUUID = try CLI.run(["gatt", "C0:FF:EE:00:00:01", "read", "xyz"])
+        let badUUID = try CLI.run(["gatt", "--device", "C0:FF:EE:00:00:01", "--read", "xyz"])
         #expect(badUUID.status == 1)
         #expect(badUUID.stderr.contains("xyz"))
-        let badHex = try CLI.run(["gatt", "C0:FF:EE:00:00:01", "write", "2A39", "zz"])
+        let badHex = try CLI.run(["gatt", "--device", "C0:FF:EE:00:00:01", "--write", "2A39", "zz"])
         #expect(badHex.status == 1)
-        #expect(badHex.stderr == "error: value: invalid hex at character 0: unexpected character 'z'\n")
+        #expect(badHex.stderr == "error: --write value: invalid hex at character 0: unexpected character 'z'\n")
         let noBus = try CLI.run(["scan", "--bus", "unix:path=/tmp/gatt2mqtt-no-such-bus", "--seconds", "1"])
         #expect(noBus.status == 1)
         #expect(noBus.stderr.hasPrefix("error: cannot reach BlueZ on unix:path=/tmp/gatt2mqtt-no-such-bus"))
