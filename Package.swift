@@ -70,13 +70,14 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        .target(name: "DeviceSimulators", dependencies: ["BlueZSimulator", "GoProCodec", "CapsCodec", "BinaryCoding"]),
         .target(name: "BridgeStore", dependencies: ["BinaryCoding", .product(name: "GRDB", package: "GRDB.swift")]),
 
         // MARK: Executable (thin)
         .executableTarget(
             name: "gatt2mqtt",
             dependencies: [
-                "BinaryCoding", "CapsCodec", "GoProCodec", "GattLayout", "BridgeConfig", "BridgeRuntime", "BlueZ", "BlueZSimulator", "DBus",
+                "BinaryCoding", "CapsCodec", "GoProCodec", "GattLayout", "BridgeConfig", "BridgeRuntime", "BlueZ", "BlueZSimulator", "DeviceSimulators", "DBus",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Yams", package: "Yams"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

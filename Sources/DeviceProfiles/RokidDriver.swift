@@ -101,14 +101,11 @@ public struct RokidDriver: DeviceDriver {
         case let .response(id, _):
             var out: [DriverOutput] = []
             if let s = pendingState.removeValue(forKey: id) { out.append(.state(s)) }
-            var data = JSONObject()
-            if let sub = packet.subCommand { data["sub_command"] = .string(sub) }
-            if !packet.payload.isNull { data["payload"] = packet.payload }
             if packet.subCommand == "Dev_GetGlassInfo", let info = packet.payload.objectValue {
                 out.append(.state(Self.knownState(from: info)))
             }
-            out.append(.response(key: "req:\(id)", result: .success(data.isEmpty ? nil : .object(data))))
-            out.append(.characteristic(topic: "response", value: packet.json))
+            // The RESPONSE packet, as JSON, is the command's data on `<device>/response`.
+            out.append(.response(key: "req:\(id)", result: .success(packet.json)))
             return out
         case .notify:
             var out: [DriverOutput] = [.event(packet.json)]

@@ -1,6 +1,7 @@
 import ArgumentParser
 import BlueZSimulator
 import DBus
+import DeviceSimulators
 import Foundation
 
 /// `gatt2mqtt simulate`: a private dbus-daemon with the emulated BlueZ and a battery + heart-rate
@@ -10,11 +11,14 @@ import Foundation
 struct SimulateCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "simulate",
-        abstract: "Run an emulated BlueZ on a private D-Bus with a simulated battery + heart-rate device."
+        abstract: "Run an emulated BlueZ on a private D-Bus with simulated devices (GoPro, Rokid glasses, heart-rate sensor)."
     )
 
-    @Option(help: "Address of the simulated device.")
+    @Option(help: "Address of the heart-rate sensor when no --device is given.")
     var address: String = "C0:FF:EE:00:00:01"
+
+    @Option(name: .customLong("device"), help: "A simulated device KIND@ADDRESS, KIND = gopro, rokid or hr (repeatable), e.g. gopro@C0:FF:EE:00:00:01.")
+    var devices: [String] = []
 
     @Option(help: "Stop after this many seconds (default: run until SIGINT/SIGTERM).")
     var seconds: Double?
@@ -38,10 +42,27 @@ struct SimulateCommand: AsyncParsableCommand {
         </busconfig>
         """
 
+    static func isAddress(_ a: String) -> Bool {
+        let parts = a.split(separator: ":", omittingEmptySubsequences: false)
+        return parts.count == 6 && parts.allSatisfy({ $0.count == 2 && $0.allSatisfy(\.isHexDigit) })
+    }
+
+    /// `--device` values as (kind, address).
+    var specs: [(kind: String, address: String)] {
+        devices.isEmpty ? [("hr", address)] : devices.map { d in
+            let parts = d.split(separator: "@", maxSplits: 1).map(String.init)
+            return (parts.first ?? "", parts.count == 2 ? parts[1].uppercased() : "")
+        }
+    }
+
     func validate() throws {
-        let parts = address.split(separator: ":")
-        guard parts.count == 6, parts.allSatisfy({ $0.count == 2 && $0.allSatisfy(\.isHexDigit) }) else {
+        guard Self.isAddress(address) else {
             throw CLIError("--address \(address): expected six hex pairs like C0:FF:EE:00:00:01")
+        }
+        for (d, spec) in zip(devices, specs) {
+            guard ["gopro", "rokid", "hr"].contains(spec.kind), Self.isAddress(spec.address) else {
+                throw CLIError("--device \(d): expected gopro@ADDRESS, rokid@ADDRESS or hr@ADDRESS")
+            }
         }
         if let seconds, !(seconds > 0) { throw CLIError("--seconds must be positive") }
         guard heartRateInterval >= 0 else { throw CLIError("--heart-rate-interval must not be negative") }
@@ -77,8 +98,17 @@ struct SimulateCommand: AsyncParsableCommand {
         let sim = BlueZSimulator(connection: connection)
         try await sim.start()
         defer { sim.stop() }
-        let device = GenericDevice.batteryHeartRate(address: address)
-        try sim.add(device)
+        var sensors: [GenericDevice] = []
+        for spec in specs {
+            switch spec.kind {
+            case "gopro": try sim.add(SimulatedGoPro(address: spec.address))
+            case "rokid": try sim.add(SimulatedRokid(address: spec.address))
+            default:
+                let hr = GenericDevice.batteryHeartRate(address: spec.address)
+                sensors.append(hr)
+                try sim.add(hr)
+            }
+        }
         emit("DBUS_SYSTEM_BUS_ADDRESS=\(busAddress)")
 
         signal(SIGINT, SIG_IGN)
@@ -104,7 +134,7 @@ struct SimulateCommand: AsyncParsableCommand {
             while !Task.isCancelled {
                 try? await Task.sleep(for: .milliseconds(Int64(heartRateInterval * 1000)))
                 bpm = bpm >= 90 ? 60 : bpm + 1
-                device.notify("2A37", [0x00, bpm])
+                for device in sensors { device.notify("2A37", [0x00, bpm]) }
             }
         }
         defer { beats.cancel() }

@@ -4,10 +4,10 @@ import Testing
 /// `gatt2mqtt simulate` (private bus + emulated BlueZ) driven by `gatt2mqtt scan` and `gatt`.
 @Suite(.serialized, .timeLimit(.minutes(1))) struct BluetoothCLITests {
     /// Starts `gatt2mqtt simulate`, returns its process and bus address; stop it by pid.
-    static func simulate() throws -> (Process, String) {
+    static func simulate(_ extra: [String] = []) throws -> (Process, String) {
         let p = Process()
         p.executableURL = CLI.executable
-        p.arguments = ["simulate", "--seconds", "40", "--heart-rate-interval", "0.2"]
+        p.arguments = ["simulate", "--seconds", "40", "--heart-rate-interval", "0.2"] + extra
         var env = ProcessInfo.processInfo.environment
         env["SWIFT_BACKTRACE"] = "enable=no"
         p.environment = env

@@ -8,7 +8,7 @@ import Testing
     @Test func acceptsTheShippedDemo() throws {
         let r = try CLI.run(["check-config", Self.configDir + "/demo.yaml"])
         #expect(r.status == 0)
-        #expect(r.stdout.contains("1 device(s)"))
+        #expect(r.stdout.contains("3 device(s)"))
     }
 
     @Test func typoIsOneLineWithPathAndLine() throws {

@@ -72,3 +72,62 @@ import Testing
         await hub.disconnect()
     }
 }
+
+extension RunEndToEndTests {
+    /// The issue's headline flows: GoPro shutter on → `ok` and state `encoding: true`; Rokid
+    /// brightness → RESPONSE → state.
+    @Test func goproAndRokidThroughTheBridgeProcess() async throws {
+        let broker = try MosquittoBroker()
+        defer { broker.stop() }
+        let (sim, bus) = try BluetoothCLITests.simulate(["--device", "gopro@C0:FF:EE:00:00:01", "--device", "rokid@C0:FF:EE:00:00:02"])
+        defer {
+            kill(sim.processIdentifier, SIGTERM)
+            sim.waitUntilExit()
+        }
+        let dir = try TemporaryDirectory()
+        let config = dir.path + "/bridge.yaml"
+        try """
+            mqtt:
+              url: mqtt://127.0.0.1:\(broker.port)
+            bluetooth:
+              bus_address: \(bus)
+            database:
+              path: \(dir.path)/state.sqlite
+            devices:
+              - {id: camera, address: "C0:FF:EE:00:00:01", profile: gopro}
+              - {id: glasses, address: "C0:FF:EE:00:00:02", profile: rokid}
+            """.write(toFile: config, atomically: true, encoding: .utf8)
+        let hub = try await broker.client()
+        let camera = try await hub.subscribe("gatt2mqtt/camera/response")
+        let glasses = try await hub.subscribe("gatt2mqtt/glasses/response")
+        let availability = try await hub.subscribe("gatt2mqtt/+/availability")
+        let cameraState = try await hub.subscribe("gatt2mqtt/camera")
+        let bridge = Process()
+        bridge.executableURL = CLI.executable
+        bridge.arguments = ["run", "--config", config, "--log-level", "warning"]
+        bridge.standardOutput = FileHandle.nullDevice
+        bridge.standardError = FileHandle.nullDevice
+        try bridge.run()
+        defer {
+            if bridge.isRunning { kill(bridge.processIdentifier, SIGKILL) }
+            bridge.waitUntilExit()
+        }
+        // Both devices connected (and the bridge subscribed) before commanding them.
+        let online = await collect(availability, count: 2)
+        #expect(online.map(\.payloadString) == [#"{"state":"online"}"#, #"{"state":"online"}"#])
+        try await hub.publish(topic: "gatt2mqtt/camera/set", payload: Array(#"{"command":"set_shutter","value":true,"transaction":"s1"}"#.utf8), qos: .atLeastOnce)
+        try await hub.publish(topic: "gatt2mqtt/glasses/set", payload: Array(#"{"command":"set_brightness","value":8,"transaction":"b1"}"#.utf8), qos: .atLeastOnce)
+        let c = await collect(camera, count: 1)
+        #expect(c.first?.payloadString.hasPrefix(#"{"transaction":"s1","status":"ok""#) == true, "\(c.map(\.payloadString))")
+        let g = await collect(glasses, count: 1)
+        #expect(g.first?.payloadString.hasPrefix(#"{"transaction":"b1","status":"ok""#) == true, "\(g.map(\.payloadString))")
+        // The camera's status push (encoding 1) reaches the retained state; collect what arrives.
+        let states = await collect(cameraState, count: 50, timeout: .seconds(3))
+        #expect(states.contains { $0.payloadString.contains(#""encoding":true"#) }, "\(states.map(\.payloadString))")
+        let glassesState = await collect(try await hub.subscribe("gatt2mqtt/glasses"), count: 1)
+        #expect(glassesState.first?.payloadString.contains(#""brightness":8"#) == true)
+        kill(bridge.processIdentifier, SIGTERM)
+        bridge.waitUntilExit()
+        await hub.disconnect()
+    }
+}

@@ -40,8 +40,7 @@ import Testing
         let resp = try CXRPacket.response(requestID: 1, args: CXRPacket.args("Dev_GlassSound", .uint32(5))).encoded()
         let out = feed(&d, resp)
         #expect(out.contains(.state(["volume": 5])))
-        #expect(out.contains { if case .response("req:1", .success) = $0 { return true }; return false })
-        #expect(out.contains { if case let .characteristic("response", v) = $0 { return v["type"] == "RESPONSE" }; return false })
+        #expect(out.contains { if case let .response("req:1", .success(v?)) = $0 { return v["type"] == "RESPONSE" && v["payload"] == 5 }; return false })
     }
 
     @Test func authRefusedIsADeviceError() throws {

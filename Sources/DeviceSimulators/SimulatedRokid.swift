@@ -1,0 +1,112 @@
+import BinaryCoding
+import BlueZSimulator
+import CapsCodec
+import Synchronization
+
+/// Simulated Rokid glasses on the GATT data path (spec rokid-caps.md §4): service 0x9100, write
+/// 0x9201, notify 0x9202, readable 0x9300/0x9301. A Caps stream in; AUTH_REQ → AUTH_RESP
+/// (retCode 0); REQUEST → RESPONSE with the same request id (args: the sub-command and data);
+/// brightness and volume kept, `Dev_GetGlassInfo` answered with a JSON payload, custom view
+/// state notified (`Custom_View_Opened`/`Closed`); responses sliced to MTU − 3.
+public final class SimulatedRokid: SimulatedDevice {
+    struct State {
+        var link: SimulatedLink?
+        var reader = CapsStreamReader()
+        var authenticated = false
+        var brightness: UInt32 = 5
+        var volume: UInt32 = 7
+        var battery: UInt32 = 90
+        var received: [CXRPacket] = []
+    }
+
+    public let address: String
+    public let advertisement: SimulatedAdvertisement
+    public let services: [SimulatedService]
+    public let mtu = 185
+    let state = Mutex(State())
+
+    public init(address: String = "C0:FF:EE:00:00:02", name: String = "Rokid Glasses") {
+        self.address = address.uppercased()
+        advertisement = SimulatedAdvertisement(name: name, rssi: -58, uuids: ["9100"], serviceData: ["9A01": Array("SIM0001".utf8)])
+        let info = (try? Caps([.string("sim-record"), .string(address.uppercased()), .string(""), .uint32(1), .uint32(1)]).encoded()) ?? []
+        services = [
+            SimulatedService("9100", characteristics: [
+                SimulatedCharacteristic("9201", flags: ["write", "write-without-response"]),
+                SimulatedCharacteristic("9202", flags: ["notify"]),
+                SimulatedCharacteristic("9300", flags: ["read"], value: info),
+                SimulatedCharacteristic("9301", flags: ["read"], value: info),
+            ]),
+        ]
+    }
+
+    /// Every packet the glasses received, in order.
+    public var receivedPackets: [CXRPacket] { state.withLock { $0.received } }
+
+    /// Changes the battery level and notifies `Dev_BatteryChanged`.
+    public func setBattery(_ level: UInt32) {
+        state.withLock { $0.battery = level }
+        send(.notify(channel: "Dev", args: CXRPacket.args("Dev_BatteryChanged", .uint32(level))))
+    }
+
+    public func handleRead(_ characteristic: String, current: [UInt8]) throws(SimulatedATTError) -> [UInt8] { current }
+
+    public func linkChanged(_ link: SimulatedLink?) {
+        state.withLock { s in
+            s.link = link
+            s.reader.reset()
+            s.authenticated = false
+        }
+    }
+
+    public func handleWrite(_ value: [UInt8], to characteristic: String, withResponse: Bool) throws(SimulatedATTError) {
+        guard characteristic.hasPrefix("00009201") else { throw .writeNotPermitted }
+        let packets: [CXRPacket] = state.withLock { s in
+            let objects: [Caps]
+            do { objects = try s.reader.feed(value) } catch {
+                s.reader.reset()
+                return []
+            }
+            let p = objects.compactMap { try? CXRPacket(caps: $0) }
+            s.received += p
+            return p
+        }
+        for p in packets { answer(p) }
+    }
+
+    func answer(_ packet: CXRPacket) {
+        switch packet {
+        case .authRequest:
+            state.withLock { $0.authenticated = true }
+            send(.authResponse(CXRAuthResponse(major: 1, minor: 12, retCode: 0, clientMac: "02:00:00:00:00:01")))
+        case let .request(id, _, args):
+            guard state.withLock({ $0.authenticated }) else { return }  // silence, as the glasses do
+            let sub = packet.subCommand ?? ""
+            var data: [CapsValue] = Array(args.members.dropFirst())
+            var notify: CXRPacket?
+            state.withLock { s in
+                switch sub {
+                case "Dev_GlassBrightness": if case let .uint32(v)? = data.first { s.brightness = v }
+                case "Dev_GlassSound": if case let .uint32(v)? = data.first { s.volume = v }
+                case "Dev_GetGlassInfo":
+                    data = [.string(#"{"battery":\#(s.battery),"brightness":\#(s.brightness),"volume":\#(s.volume)}"#)]
+                case "Open_Custom_View": notify = .notify(channel: "Custom_View", args: CXRPacket.args("Custom_View_Opened"))
+                case "Close_Custom_View": notify = .notify(channel: "Custom_View", args: CXRPacket.args("Custom_View_Closed"))
+                default: break
+                }
+            }
+            send(.response(requestID: id, args: Caps([.string(sub)] + data)))
+            if let notify { send(notify) }
+        default:
+            break
+        }
+    }
+
+    /// Sends a packet on 0x9202 in slices of MTU − 3 (no framing per slice, §4.3).
+    func send(_ packet: CXRPacket) {
+        guard let link = state.withLock({ $0.link }), let bytes = try? packet.encoded() else { return }
+        let size = mtu - 3
+        for start in stride(from: 0, to: bytes.count, by: size) {
+            link.notify("9202", Array(bytes[start..<min(start + size, bytes.count)]))
+        }
+    }
+}
