@@ -2,27 +2,69 @@ import Foundation
 import Mosquitto
 import Testing
 
-/// The whole product as a user runs it: `mosquitto`, `gatt2mqtt simulate` (emulated BlueZ on a
-/// private bus) and `gatt2mqtt run` as separate processes; a hub client talks MQTT only.
-@Suite(.serialized, .timeLimit(.minutes(1))) struct RunEndToEndTests {
-    @Test func bridgeProcessAgainstBrokerAndEmulator() async throws {
-        let broker = try MosquittoBroker()
-        defer { broker.stop() }
-        let (sim, bus) = try BluetoothCLITests.simulate()
-        defer {
-            kill(sim.processIdentifier, SIGTERM)
-            sim.waitUntilExit()
-        }
-        let dir = try TemporaryDirectory()
-        let config = dir.path + "/bridge.yaml"
+/// One end-to-end environment: a broker, `gatt2mqtt simulate` with `devices`, a state directory.
+/// `startBridge` runs `gatt2mqtt run` on a configuration whose `devices:` section is given.
+final class EndToEnd {
+    let broker: MosquittoBroker
+    let simulator: Process
+    let bus: String
+    let directory: TemporaryDirectory
+    var bridge: Process?
+
+    init(simulate devices: [String] = []) throws {
+        broker = try MosquittoBroker()
+        (simulator, bus) = try BluetoothCLITests.simulate(devices)
+        directory = try TemporaryDirectory()
+    }
+
+    func startBridge(devices yaml: String) throws -> Process {
+        let config = directory.path + "/bridge.yaml"
         try """
             mqtt:
               url: mqtt://127.0.0.1:\(broker.port)
             bluetooth:
               bus_address: \(bus)
             database:
-              path: \(dir.path)/state.sqlite
+              path: \(directory.path)/state.sqlite
             devices:
+            \(yaml)
+            """.write(toFile: config, atomically: true, encoding: .utf8)
+        let p = Process()
+        p.executableURL = CLI.executable
+        p.arguments = ["run", "--config", config, "--log-level", "warning"]
+        var env = ProcessInfo.processInfo.environment
+        env["SWIFT_BACKTRACE"] = "enable=no"
+        p.environment = env
+        p.standardOutput = FileHandle.nullDevice
+        p.standardError = FileHandle.nullDevice
+        try p.run()
+        bridge = p
+        return p
+    }
+
+    /// Stops every process by pid.
+    func stop() {
+        if let bridge {
+            if bridge.isRunning { kill(bridge.processIdentifier, SIGKILL) }
+            bridge.waitUntilExit()
+        }
+        kill(simulator.processIdentifier, SIGTERM)
+        simulator.waitUntilExit()
+        broker.stop()
+    }
+}
+
+/// The whole product as a user runs it: `mosquitto`, `gatt2mqtt simulate` (emulated BlueZ on a
+/// private bus) and `gatt2mqtt run` as separate processes; a hub client talks MQTT only.
+@Suite(.serialized, .timeLimit(.minutes(1))) struct RunEndToEndTests {
+    @Test func bridgeProcessAgainstBrokerAndEmulator() async throws {
+        let env = try EndToEnd()
+        defer { env.stop() }
+        let hub = try await env.broker.client()
+        let responses = try await hub.subscribe("gatt2mqtt/heart/response")
+        let heartRate = try await hub.subscribe("gatt2mqtt/heart/heart_rate")
+        let availability = try await hub.subscribe("gatt2mqtt/heart/availability")
+        let bridge = try env.startBridge(devices: """
               - id: heart
                 address: C0:FF:EE:00:00:01
                 profile: custom
@@ -30,26 +72,7 @@ import Testing
                   - {uuid: 2A37, codec: layout, layout: "builtin:heart_rate_measurement", topic: heart_rate}
                   - {uuid: 2A19, codec: layout, layout: "builtin:battery_level", direction: [read, notify], topic: battery}
                   - {uuid: 2A39, codec: raw, direction: write, topic: control}
-            """.write(toFile: config, atomically: true, encoding: .utf8)
-
-        let hub = try await broker.client()
-        let responses = try await hub.subscribe("gatt2mqtt/heart/response")
-        let heartRate = try await hub.subscribe("gatt2mqtt/heart/heart_rate")
-        let availability = try await hub.subscribe("gatt2mqtt/heart/availability")
-
-        let bridge = Process()
-        bridge.executableURL = CLI.executable
-        bridge.arguments = ["run", "--config", config, "--log-level", "warning"]
-        var env = ProcessInfo.processInfo.environment
-        env["SWIFT_BACKTRACE"] = "enable=no"
-        bridge.environment = env
-        bridge.standardOutput = FileHandle.nullDevice
-        bridge.standardError = FileHandle.nullDevice
-        try bridge.run()
-        defer {
-            if bridge.isRunning { kill(bridge.processIdentifier, SIGKILL) }
-            bridge.waitUntilExit()
-        }
+            """)
 
         let online = await collect(availability, count: 1)
         #expect(online.first?.payloadString == #"{"state":"online"}"#)
@@ -77,41 +100,17 @@ extension RunEndToEndTests {
     /// The issue's headline flows: GoPro shutter on → `ok` and state `encoding: true`; Rokid
     /// brightness → RESPONSE → state.
     @Test func goproAndRokidThroughTheBridgeProcess() async throws {
-        let broker = try MosquittoBroker()
-        defer { broker.stop() }
-        let (sim, bus) = try BluetoothCLITests.simulate(["--device", "gopro@C0:FF:EE:00:00:01", "--device", "rokid@C0:FF:EE:00:00:02"])
-        defer {
-            kill(sim.processIdentifier, SIGTERM)
-            sim.waitUntilExit()
-        }
-        let dir = try TemporaryDirectory()
-        let config = dir.path + "/bridge.yaml"
-        try """
-            mqtt:
-              url: mqtt://127.0.0.1:\(broker.port)
-            bluetooth:
-              bus_address: \(bus)
-            database:
-              path: \(dir.path)/state.sqlite
-            devices:
-              - {id: camera, address: "C0:FF:EE:00:00:01", profile: gopro}
-              - {id: glasses, address: "C0:FF:EE:00:00:02", profile: rokid}
-            """.write(toFile: config, atomically: true, encoding: .utf8)
-        let hub = try await broker.client()
+        let env = try EndToEnd(simulate: ["--device", "gopro@C0:FF:EE:00:00:01", "--device", "rokid@C0:FF:EE:00:00:02"])
+        defer { env.stop() }
+        let hub = try await env.broker.client()
         let camera = try await hub.subscribe("gatt2mqtt/camera/response")
         let glasses = try await hub.subscribe("gatt2mqtt/glasses/response")
         let availability = try await hub.subscribe("gatt2mqtt/+/availability")
         let cameraState = try await hub.subscribe("gatt2mqtt/camera")
-        let bridge = Process()
-        bridge.executableURL = CLI.executable
-        bridge.arguments = ["run", "--config", config, "--log-level", "warning"]
-        bridge.standardOutput = FileHandle.nullDevice
-        bridge.standardError = FileHandle.nullDevice
-        try bridge.run()
-        defer {
-            if bridge.isRunning { kill(bridge.processIdentifier, SIGKILL) }
-            bridge.waitUntilExit()
-        }
+        let bridge = try env.startBridge(devices: """
+              - {id: camera, address: "C0:FF:EE:00:00:01", profile: gopro}
+              - {id: glasses, address: "C0:FF:EE:00:00:02", profile: rokid}
+            """)
         // Both devices connected (and the bridge subscribed) before commanding them.
         let online = await collect(availability, count: 2)
         #expect(online.map(\.payloadString) == [#"{"state":"online"}"#, #"{"state":"online"}"#])
