@@ -57,6 +57,8 @@ public protocol DeviceDriver: Sendable {
     mutating func startupRequests() throws(CommandError) -> [DeviceRequest]
     /// A periodic internal request (GoPro keep-alive) and its interval.
     var keepAlive: (interval: Duration, request: DeviceRequest)? { get }
+    /// Periodic reads (configured `poll:`), each run on connect and then every interval.
+    var polls: [(interval: Duration, request: DeviceRequest)] { get }
     /// Whether the device accepts commands that do not bypass the busy gate.
     var isBusy: Bool { get }
     /// Encodes one command (`/set` element, `/set/<attr>` shortcut already turned into an object).
@@ -73,6 +75,7 @@ public protocol DeviceDriver: Sendable {
 
 extension DeviceDriver {
     public var keepAlive: (interval: Duration, request: DeviceRequest)? { nil }
+    public var polls: [(interval: Duration, request: DeviceRequest)] { [] }
     public var isBusy: Bool { false }
     public mutating func startupRequests() throws(CommandError) -> [DeviceRequest] { [] }
     public mutating func encodeWrite(topic: String, payload: [UInt8], mtu: Int) throws(CommandError) -> DeviceRequest {

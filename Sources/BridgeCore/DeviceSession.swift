@@ -95,6 +95,8 @@ actor DeviceSession {
     var available = false
     var lastGoodExchange = ContinuousClock.now
     var nextKeepAlive: ContinuousClock.Instant?
+    /// When each of the driver's polls is due next (nil while the link is down).
+    var nextPolls: [ContinuousClock.Instant] = []
 
     init(config: DeviceConfig, driver: any DeviceDriver, central: any BLECentral, output: SessionOutput,
          initialState: JSONObject, reconnect: (min: Duration, max: Duration), tick: Duration = .milliseconds(50)) {
@@ -232,6 +234,7 @@ actor DeviceSession {
             output.logger.error("profile start-up failed", metadata: ["device": "\(id)", "error": "\(error)"])
         }
         if let k = driver.keepAlive { nextKeepAlive = .now + k.interval }
+        nextPolls = driver.polls.map { _ in ContinuousClock.now }  // re-read on every connect
         setAvailable(true)
         try? output.store.markSeen(id, at: Date())
         output.event("device_connected", device: id)
@@ -242,6 +245,7 @@ actor DeviceSession {
         driver.linkLost()
         startupQueue = []
         nextKeepAlive = nil
+        nextPolls = []
         if let f = inFlight {
             inFlight = nil
             finish(f.command, .error, error: CommandError(.interrupted, "the link to \(id) was lost after the command was written (not repeated)"))
@@ -272,6 +276,13 @@ actor DeviceSession {
             setAvailable(false)
         }
         // Keep-alive.
+        if link != nil {
+            let polls = driver.polls
+            for i in nextPolls.indices where i < polls.count && ContinuousClock.now >= nextPolls[i] {
+                nextPolls[i] = .now + polls[i].interval
+                queue.append(PendingCommand(payload: .internal(polls[i].request), deadline: now + 30))
+            }
+        }
         if let k = driver.keepAlive, let next = nextKeepAlive, link != nil, ContinuousClock.now >= next {
             nextKeepAlive = .now + k.interval
             queue.insert(PendingCommand(payload: .internal(k.request), deadline: now + 10), at: 0)

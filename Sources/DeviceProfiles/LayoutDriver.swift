@@ -18,6 +18,8 @@ public struct LayoutDriver: DeviceDriver {
 
     let mappings: [Mapping]
     public let notifyCharacteristics: [CharacteristicID]
+    /// `poll:` mappings: a read every interval (and on each connect).
+    public let polls: [(interval: Duration, request: DeviceRequest)]
 
     /// Parses every mapping's layout now, so a bad layout is a start-up error naming the device.
     public init(device: DeviceConfig) throws(ConfigError) {
@@ -42,6 +44,9 @@ public struct LayoutDriver: DeviceDriver {
         }
         mappings = out
         notifyCharacteristics = out.filter { $0.config.directions.contains(.notify) }.map(\.id)
+        polls = out.compactMap { m in
+            m.config.pollInterval.map { ($0, DeviceRequest(writes: [], read: m.id, bypassesBusyGate: true)) }
+        }
     }
 
     func mapping(topic: String) -> Mapping? { mappings.first { $0.config.topic == topic } }

@@ -284,4 +284,31 @@ import Testing
         #expect(events.filter { $0.kind == "device_connected" }.count == 3)
         #expect(try store.devices().allSatisfy { $0.lastSeen != nil })
     }
+
+    @Test func pollsReadOnConnectAndThenPeriodically() async throws {
+        var config = Configuration()
+        var d = DeviceConfig(id: "dev", profile: .custom)
+        d.address = "C0:FF:EE:00:00:09"
+        config.devices = [d]
+        let device = FakeDevice()
+        let mqtt = FakeMQTT()
+        var driver = TestDriver()
+        driver.polls = [(.milliseconds(50), DeviceRequest(writes: [], read: CharacteristicID("2A19")))]
+        let bridge = try Bridge(configuration: config, store: try BridgeStore.inMemory(), mqtt: mqtt,
+                                central: FakeCentral(["C0:FF:EE:00:00:09": device]), drivers: { [driver] _ in driver },
+                                tick: .milliseconds(10))
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { await bridge.run() }
+            defer { group.cancelAll() }
+            let state = try await mqtt.wait(for: "gatt2mqtt/dev")
+            #expect(state[0].text == #"{"battery":42}"#)
+            let deadline = ContinuousClock.now + .seconds(3)
+            while device.state.withLock({ $0.reads }) < 3, ContinuousClock.now < deadline {
+                try await Task.sleep(for: .milliseconds(10))
+            }
+            #expect(device.state.withLock { $0.reads } >= 3)
+            #expect(mqtt.messages("gatt2mqtt/dev").count == 1, "unchanged values are not republished")
+            #expect(mqtt.messages("gatt2mqtt/dev/response").isEmpty, "polls are internal: no lifecycle messages")
+        }
+    }
 }

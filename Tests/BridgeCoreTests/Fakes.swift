@@ -27,7 +27,7 @@ final class FakeMQTT: MQTTPort {
 
 /// A scripted device behind a fake central: answers writes by notifying, can be away, can drop.
 final class FakeDevice: Sendable {
-    struct State { var present = true; var link: FakeLink?; var writes: [[UInt8]] = []; var answer = true; var connects = 0 }
+    struct State { var present = true; var link: FakeLink?; var writes: [[UInt8]] = []; var answer = true; var connects = 0; var reads = 0 }
     let state = Mutex(State())
 
     var writes: [[UInt8]] { state.withLock { $0.writes } }
@@ -60,7 +60,10 @@ final class FakeLink: BLELink {
         if answer, value.first == 1, value.count == 2 { continuation.yield(GATTNotification(characteristic: CharacteristicID("FFF2"), value: value)) }
     }
 
-    func read(_ characteristic: CharacteristicID) async throws(BLEError) -> [UInt8] { [42] }
+    func read(_ characteristic: CharacteristicID) async throws(BLEError) -> [UInt8] {
+        device.state.withLock { $0.reads += 1 }
+        return [42]
+    }
     func disconnect() async { continuation.finish() }
 }
 
@@ -93,6 +96,7 @@ final class FakeCentral: BLECentral {
 /// notify [2,x] is a battery push; anything else is garbage.
 struct TestDriver: DeviceDriver {
     let notifyCharacteristics = [CharacteristicID("FFF2")]
+    var polls: [(interval: Duration, request: DeviceRequest)] = []
 
     mutating func encode(_ command: JSONObject, mtu: Int) throws(CommandError) -> DeviceRequest {
         if command["get"] != nil { return DeviceRequest(writes: [], read: CharacteristicID("2A19")) }

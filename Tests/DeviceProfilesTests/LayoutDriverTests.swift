@@ -13,7 +13,7 @@ import Testing
             profile: custom
             characteristics:
               - {uuid: 2A37, codec: layout, layout: "builtin:heart_rate_measurement", topic: heart_rate}
-              - {uuid: 2A19, codec: layout, layout: "builtin:battery_level", direction: [read, notify], topic: battery}
+              - {uuid: 2A19, codec: layout, layout: "builtin:battery_level", direction: [read, notify], poll: 30s, topic: battery}
               - uuid: FFF1
                 codec: layout
                 direction: write
@@ -30,6 +30,7 @@ import Testing
     @Test func notificationsDecodeToTopicAndState() throws {
         var d = try driver()
         #expect(d.notifyCharacteristics.map(\.uuid) == ["2A37", "2A19", "FFF2"])
+        #expect(d.polls.count == 1 && d.polls[0].interval == .seconds(30) && d.polls[0].request.read == CharacteristicID("2A19"))
         let out = d.receive(GATTNotification(characteristic: CharacteristicID("2A37"), value: [0x00, 0x48]))
         let hr: JSONValue = ["sensor_contact_detected": false, "sensor_contact_supported": false, "heart_rate": 72]
         #expect(out == [.characteristic(topic: "heart_rate", value: hr), .state(["heart_rate": hr])])
