@@ -130,3 +130,56 @@ extension RunEndToEndTests {
         await hub.disconnect()
     }
 }
+
+extension RunEndToEndTests {
+    /// Puts a simulated device in or out of range through the emulator's control interface,
+    /// with an independent D-Bus client (gdbus).
+    static func setInRange(_ env: EndToEnd, _ address: String, _ on: Bool) throws {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: "/usr/bin/gdbus")
+        p.arguments = ["call", "--address", env.bus, "--dest", "org.bluez", "--object-path", "/org/gatt2mqtt/Simulator",
+                       "--method", "org.gatt2mqtt.Simulator1.SetInRange", address, on ? "true" : "false"]
+        p.standardOutput = FileHandle.nullDevice
+        p.standardError = FileHandle.nullDevice
+        try p.run()
+        p.waitUntilExit()
+        #expect(p.terminationStatus == 0)
+    }
+
+    /// A command queued for an away device survives `kill -9` of the bridge and is delivered
+    /// exactly once after the restart, when the device comes into range.
+    @Test func queuedCommandSurvivesSIGKILLAndIsDeliveredOnce() async throws {
+        let env = try EndToEnd()
+        defer { env.stop() }
+        try Self.setInRange(env, "C0:FF:EE:00:00:01", false)
+        let devices = """
+              - id: heart
+                address: C0:FF:EE:00:00:01
+                profile: custom
+                characteristics:
+                  - {uuid: 2A39, codec: raw, direction: write, topic: control}
+            """
+        let hub = try await env.broker.client()
+        let responses = try await hub.subscribe("gatt2mqtt/heart/response")
+        let bridgeState = try await hub.subscribe("gatt2mqtt/bridge/state")
+        var bridge = try env.startBridge(devices: devices)
+        #expect(await collect(bridgeState, count: 1).first?.payloadString == #"{"state":"online"}"#)
+        try await hub.publish(topic: "gatt2mqtt/heart/control/write", payload: Array("01".utf8), qos: .atLeastOnce)
+        let queued = await collect(responses, count: 1)
+        #expect(queued.first?.payloadString.contains(#""status":"queued""#) == true, "\(queued.map(\.payloadString))")
+
+        kill(bridge.processIdentifier, SIGKILL)
+        bridge.waitUntilExit()
+        #expect(bridge.terminationReason == .uncaughtSignal)
+        try Self.setInRange(env, "C0:FF:EE:00:00:01", true)
+        bridge = try env.startBridge(devices: devices)
+
+        let after = await collect(responses, count: 3, timeout: .seconds(15))
+        let statuses = after.compactMap { m -> String? in
+            guard let s = try? JSONSerialization.jsonObject(with: Data(m.payload)) as? [String: Any] else { return nil }
+            return s["status"] as? String
+        }
+        #expect(statuses.filter { $0 == "ok" }.count == 1, "\(after.map(\.payloadString))")
+        #expect(!statuses.contains("error"))
+    }
+}
