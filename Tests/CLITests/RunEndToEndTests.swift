@@ -183,3 +183,40 @@ extension RunEndToEndTests {
         #expect(!statuses.contains("error"))
     }
 }
+
+extension RunEndToEndTests {
+    /// The broker dies (SIGKILL) and comes back empty on the same port: the bridge reconnects,
+    /// republishes its retained topics, and commands work again.
+    @Test func brokerRestartRepublishesAndCommandsFlow() async throws {
+        let env = try EndToEnd()
+        defer { env.stop() }
+        var hub = try await env.broker.client()
+        let availability = try await hub.subscribe("gatt2mqtt/heart/availability")
+        _ = try env.startBridge(devices: """
+              - id: heart
+                address: C0:FF:EE:00:00:01
+                profile: custom
+                characteristics:
+                  - {uuid: 2A39, codec: raw, direction: write, topic: control}
+            """)
+        #expect(await collect(availability, count: 1).first?.payloadString == #"{"state":"online"}"#)
+        await hub.disconnect()
+
+        env.broker.kill()  // SIGKILL; the broker keeps nothing (persistence off)
+        try env.broker.start()
+        hub = try await env.broker.client()
+        // Retained topics are back because the bridge published them again after reconnecting.
+        let state = await collect(try await hub.subscribe("gatt2mqtt/bridge/state"), count: 1, timeout: .seconds(15))
+        #expect(state.first?.payloadString == #"{"state":"online"}"#)
+        let avail = await collect(try await hub.subscribe("gatt2mqtt/heart/availability"), count: 1, timeout: .seconds(5))
+        #expect(avail.first?.payloadString == #"{"state":"online"}"#)
+        let responses = try await hub.subscribe("gatt2mqtt/heart/response")
+        try await hub.publish(topic: "gatt2mqtt/heart/control/write", payload: Array("01".utf8), qos: .atLeastOnce)
+        let r = await collect(responses, count: 1, timeout: .seconds(5))
+        #expect(r.first?.payloadString == #"{"status":"ok","command":{"write":"control","payload":"01"}}"#)
+        // …and retained: a hub that subscribes now gets it from the broker's store.
+        let late = await collect(try await hub.subscribe("gatt2mqtt/heart/availability"), count: 1, timeout: .seconds(5))
+        #expect(late.first?.retain == true && late.first?.payloadString == #"{"state":"online"}"#)
+        await hub.disconnect()
+    }
+}
