@@ -17,6 +17,9 @@ public final class Bridge: Sendable {
     let logger: Logger
     let version: String
     let discovery: HomeAssistantDiscovery?
+    let counters = BridgeCounters()
+    let healthInterval: Duration
+    let started = ContinuousClock.now
 
     /// Every filter the bridge needs to subscribe to.
     public var subscriptions: [String] {
@@ -25,7 +28,8 @@ public final class Bridge: Sendable {
 
     public init(configuration: Configuration, store: BridgeStore, mqtt: any MQTTPort, central: any BLECentral,
                 drivers: DriverFactory, version: String = "0.1.0", logger: Logger = Logger(label: "gatt2mqtt.bridge"),
-                tick: Duration = .milliseconds(50)) throws {
+                tick: Duration = .milliseconds(50), healthInterval: Duration = .seconds(60)) throws {
+        self.healthInterval = healthInterval
         self.configuration = configuration
         self.topics = Topics(base: configuration.mqtt.baseTopic)
         self.store = store
@@ -38,7 +42,7 @@ public final class Bridge: Sendable {
         let output = SessionOutput(topics: topics, gate: ConnectGate(),
                                    history: (configuration.database.historyMaxEvents, configuration.database.historyMaxAge),
                                    mqtt: mqtt, store: store, stateQoS: configuration.mqtt.qos,
-                                   retainState: configuration.mqtt.retainState, logger: logger)
+                                   retainState: configuration.mqtt.retainState, logger: logger, counters: counters)
         var sessions: [String: DeviceSession] = [:]
         for device in configuration.devices {
             let driver = try drivers(device)
@@ -73,6 +77,13 @@ public final class Bridge: Sendable {
             for session in sessions.values {
                 group.addTask { await session.run() }
             }
+            group.addTask {
+                while !Task.isCancelled {
+                    try? await Task.sleep(for: self.healthInterval)
+                    if Task.isCancelled { break }
+                    await self.publishHealth()
+                }
+            }
         }
         mqtt.send(OutboundMessage(topic: topics.bridgeState, json: ["state": "offline"], qos: 1, retain: true))
     }
@@ -103,6 +114,19 @@ public final class Bridge: Sendable {
         for m in discovery.messages(for: configuration.devices) { mqtt.send(m) }
     }
 
+    /// `<base>/bridge/health` (QoS 0, not retained): uptime, memory, counters, per-device link
+    /// state and queue depth.
+    public func publishHealth() async {
+        var o = JSONObject()
+        o["uptime_s"] = .int((ContinuousClock.now - started).components.seconds)
+        if let rss = residentMemoryBytes() { o["rss_bytes"] = .int(Int64(rss)) }
+        o.merge(counters.json)
+        var devices = JSONObject()
+        for id in sessions.keys.sorted() { devices[id] = await sessions[id]!.health() }
+        o["devices"] = .object(devices)
+        mqtt.send(OutboundMessage(topic: topics.bridgeHealth, json: .object(o), qos: 0, retain: false))
+    }
+
     /// The broker came back (the client reconnected): republish retained state.
     public func brokerReconnected() async {
         announce()
@@ -129,7 +153,7 @@ public final class Bridge: Sendable {
             if entry.status == .sent {
                 if let id = entry.id { try? store.removeCommand(id) }
                 SessionOutput(topics: topics, gate: ConnectGate(), history: (0, .zero), mqtt: mqtt, store: store, stateQoS: 1,
-                              retainState: true, logger: logger)
+                              retainState: true, logger: logger, counters: counters)
                     .respond(cmd, device: entry.deviceID, .error,
                              error: CommandError(.interrupted, "the bridge stopped after the command was written (not repeated)"))
             } else {
@@ -187,6 +211,7 @@ public final class Bridge: Sendable {
     }
 
     func reject(device: String?, _ m: InboundMessage, transaction: JSONValue?, error: CommandError) {
+        counters.command(.error, error)
         let body = CommandResponse(transaction: transaction, status: .error, error: error).json
         if let rt = m.responseTopic {
             mqtt.send(OutboundMessage(topic: rt, json: body, qos: 1, retain: false, correlationData: m.correlationData))

@@ -41,6 +41,7 @@ struct SessionOutput: Sendable {
     let stateQoS: Int
     let retainState: Bool
     let logger: Logger
+    let counters: BridgeCounters
 
     /// Publishes a bridge event and keeps it in the bounded history.
     func event(_ kind: String, device: String, _ extra: JSONObject = [:]) {
@@ -53,6 +54,7 @@ struct SessionOutput: Sendable {
 
     func respond(_ cmd: PendingCommand, device: String, _ status: CommandStatus, data: JSONValue? = nil, error: CommandError? = nil) {
         guard !cmd.isInternal else { return }
+        counters.command(status, error)
         let body = CommandResponse(transaction: cmd.transaction, status: status, command: cmd.commandJSON, data: data, error: error)
         let topic = cmd.responseTopic ?? topics.response(device)
         mqtt.send(OutboundMessage(topic: topic, json: body.json, qos: 1, retain: false, correlationData: cmd.correlationData))
@@ -356,6 +358,7 @@ actor DeviceSession {
     }
 
     func process(_ outputs: [DriverOutput], from notification: GATTNotification?) {
+        if notification != nil { output.counters.notification() }
         if notification != nil { lastGoodExchange = .now; if !available, link != nil { setAvailable(true) } }
         var changed = JSONObject()
         for o in outputs {
@@ -405,6 +408,12 @@ actor DeviceSession {
 
     func publishState() {
         output.mqtt.send(OutboundMessage(topic: output.topics.state(id), json: .object(state), qos: output.stateQoS, retain: output.retainState))
+    }
+
+    /// For the health topic: link state and queue depth.
+    func health() -> JSONValue {
+        ["connected": .bool(link != nil), "available": .bool(available), "queue": .int(Int64(queue.count)),
+         "in_flight": .bool(inFlight != nil)]
     }
 
     /// Republishes retained topics (after the broker came back).

@@ -311,4 +311,34 @@ import Testing
             #expect(mqtt.messages("gatt2mqtt/dev/response").isEmpty, "polls are internal: no lifecycle messages")
         }
     }
+
+    @Test func healthCountsCommandsErrorsAndDevices() async throws {
+        var config = Configuration()
+        var d = DeviceConfig(id: "dev", profile: .custom)
+        d.address = "C0:FF:EE:00:00:09"
+        config.devices = [d]
+        let device = FakeDevice()
+        let mqtt = FakeMQTT()
+        let bridge = try Bridge(configuration: config, store: try BridgeStore.inMemory(), mqtt: mqtt,
+                                central: FakeCentral(["C0:FF:EE:00:00:09": device]), drivers: { _ in TestDriver() },
+                                tick: .milliseconds(10), healthInterval: .milliseconds(100))
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { await bridge.run() }
+            defer { group.cancelAll() }
+            _ = try await mqtt.wait(for: "gatt2mqtt/dev/availability")
+            bridge.handle(InboundMessage(topic: "gatt2mqtt/dev/set", payload: Array(#"{"command":"ping","value":1}"#.utf8)))
+            bridge.handle(InboundMessage(topic: "gatt2mqtt/dev/set", payload: Array("nope".utf8)))
+            _ = try await mqtt.wait(for: "gatt2mqtt/dev/response", count: 2)
+            let before = mqtt.messages("gatt2mqtt/bridge/health").count
+            let h = try await mqtt.wait(for: "gatt2mqtt/bridge/health", count: before + 1)
+            let last = h[h.count - 1]
+            #expect(last.qos == 0 && !last.retain)
+            let j = try JSONValue(parsing: last.payload)
+            #expect(j["commands"]?["ok"] == 1 && j["commands"]?["error"] == 1)
+            #expect(j["errors"] == ["invalid_json": 1])
+            #expect(j["notifications"] == 1)
+            #expect(j["devices"]?["dev"]?["connected"] == true && j["devices"]?["dev"]?["queue"] == 0)
+            #expect(j["uptime_s"]?.int64Value != nil && (j["rss_bytes"]?.int64Value ?? 0) > 0)
+        }
+    }
 }
