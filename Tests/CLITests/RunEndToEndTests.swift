@@ -220,3 +220,41 @@ extension RunEndToEndTests {
         await hub.disconnect()
     }
 }
+
+extension RunEndToEndTests {
+    /// The emulator drops the link on the first write (a write request then fails with
+    /// `Failed: Operation failed`, as bluetoothd does): the command ends `error`, the device goes
+    /// offline, the bridge reconnects, and the next command succeeds.
+    @Test func linkDroppedMidCommandThenRecovery() async throws {
+        let env = try EndToEnd()
+        defer { env.stop() }
+        let faults = Process()
+        faults.executableURL = URL(fileURLWithPath: "/usr/bin/gdbus")
+        faults.arguments = ["call", "--address", env.bus, "--dest", "org.bluez", "--object-path", "/org/gatt2mqtt/Simulator",
+                            "--method", "org.gatt2mqtt.Simulator1.SetFaults", "C0:FF:EE:00:00:01", "{'DropLinkOnWrite': <uint32 1>}"]
+        faults.standardOutput = FileHandle.nullDevice
+        try faults.run()
+        faults.waitUntilExit()
+        #expect(faults.terminationStatus == 0)
+        let hub = try await env.broker.client()
+        let responses = try await hub.subscribe("gatt2mqtt/heart/response")
+        let availability = try await hub.subscribe("gatt2mqtt/heart/availability")
+        _ = try env.startBridge(devices: """
+              - id: heart
+                address: C0:FF:EE:00:00:01
+                profile: custom
+                characteristics:
+                  - {uuid: 2A39, codec: raw, direction: write, topic: control}
+            """)
+        #expect(await collect(availability, count: 1).first?.payloadString == #"{"state":"online"}"#)
+        try await hub.publish(topic: "gatt2mqtt/heart/control/write", payload: Array("01".utf8), qos: .atLeastOnce)
+        let failed = await collect(responses, count: 1, timeout: .seconds(10))
+        #expect(failed.first?.payloadString.contains(#""status":"error""#) == true, "\(failed.map(\.payloadString))")
+        let back = await collect(availability, count: 2, timeout: .seconds(15))
+        #expect(back.map(\.payloadString) == [#"{"state":"offline"}"#, #"{"state":"online"}"#])
+        try await hub.publish(topic: "gatt2mqtt/heart/control/write", payload: Array("01".utf8), qos: .atLeastOnce)
+        let ok = await collect(responses, count: 1, timeout: .seconds(10))
+        #expect(ok.first?.payloadString == #"{"status":"ok","command":{"write":"control","payload":"01"}}"#)
+        await hub.disconnect()
+    }
+}
