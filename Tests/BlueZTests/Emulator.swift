@@ -89,23 +89,6 @@ func eventually(_ seconds: Double = 3, _ condition: () -> Bool) async -> Bool {
     return condition()
 }
 
-/// Runs an external command and returns its stdout; throws on a non-zero exit.
-func runTool(_ path: String, _ args: [String]) throws -> String {
-    let p = Process()
-    p.executableURL = URL(fileURLWithPath: path)
-    p.arguments = args
-    let out = Pipe(), err = Pipe()
-    p.standardOutput = out
-    p.standardError = err
-    try p.run()
-    let o = out.fileHandleForReading.readDataToEndOfFile()
-    let e = err.fileHandleForReading.readDataToEndOfFile()
-    p.waitUntilExit()
-    guard p.terminationStatus == 0 else {
-        throw DBusError.remote(name: "tool.failed", message: String(decoding: e, as: UTF8.self))
-    }
-    return String(decoding: o, as: UTF8.self)
-}
 
 /// `runTool` on its own thread, so the cooperative pool (which runs the emulator) stays free.
 func tool(_ path: String, _ args: [String]) async throws -> String {

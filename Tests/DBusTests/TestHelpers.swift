@@ -10,23 +10,6 @@ func withBus(_ body: (TestBus) async throws -> Void) async throws {
     try await body(bus)
 }
 
-/// Runs an external command (dbus-send, gdbus) and returns its stdout, failing on a non-zero exit.
-func runTool(_ path: String, _ args: [String]) throws -> String {
-    let p = Process()
-    p.executableURL = URL(fileURLWithPath: path)
-    p.arguments = args
-    let out = Pipe(), err = Pipe()
-    p.standardOutput = out
-    p.standardError = err
-    try p.run()
-    let o = out.fileHandleForReading.readDataToEndOfFile()
-    let e = err.fileHandleForReading.readDataToEndOfFile()
-    p.waitUntilExit()
-    guard p.terminationStatus == 0 else {
-        throw DBusError.remote(name: "tool.failed", message: String(decoding: e, as: UTF8.self))
-    }
-    return String(decoding: o, as: UTF8.self)
-}
 
 /// Consumes a signal stream in a task and lets the test wait (with a deadline) for what arrived.
 final class SignalCollector: Sendable {
