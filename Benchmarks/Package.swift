@@ -24,6 +24,13 @@ let package = Package(
             dependencies: [.product(name: "Mosquitto", package: "gatt2mqtt")],
             path: "MQTT/Swift"
         ),
+        // command → device → telemetry through mosquitto, the emulator and `gatt2mqtt run`:
+        // Benchmarks/Bridge/run.sh
+        .executableTarget(
+            name: "bridge-bench",
+            dependencies: [.product(name: "Mosquitto", package: "gatt2mqtt")],
+            path: "Bridge/Swift"
+        ),
     ],
     swiftLanguageModes: [.v6]
 )

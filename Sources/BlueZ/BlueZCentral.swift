@@ -65,8 +65,9 @@ public final class BlueZCentral: BLECentral {
     }
 }
 
-/// One connected device as BridgeCore's `BLELink`: characteristics are looked up by UUID for
-/// every operation (paths are not stable handles); notifications end on link loss.
+/// One connected device as BridgeCore's `BLELink`: characteristics are looked up by UUID under
+/// the device (paths are not stable handles across reconnects, so each link — one connection —
+/// resolves them afresh and keeps what it resolved); notifications end on link loss.
 final class BlueZLink: BLELink {
     let client: BlueZClient
     let device: BlueZDevice
@@ -74,6 +75,8 @@ final class BlueZLink: BLELink {
     let continuation: AsyncStream<GATTNotification>.Continuation
     let tasks = TaskBag()
     let mtu: Int
+    /// Characteristics resolved on this connection (a lookup walks the whole object cache).
+    private let resolved = Mutex<[CharacteristicID: BlueZCharacteristic]>([:])
 
     init(client: BlueZClient, device: BlueZDevice) {
         self.client = client
@@ -104,9 +107,17 @@ final class BlueZLink: BLELink {
 
     func finish() { continuation.finish() }
 
+    /// The characteristic for `id` on this connection, resolved once.
+    func characteristic(_ id: CharacteristicID) throws(BlueZError) -> BlueZCharacteristic {
+        if let c = resolved.withLock({ $0[id] }) { return c }
+        let c = try client.characteristic(id.uuid, service: id.service, on: device)
+        resolved.withLock { $0[id] = c }
+        return c
+    }
+
     func write(_ value: [UInt8], to characteristic: CharacteristicID, withResponse: Bool) async throws(BLEError) {
         do throws(BlueZError) {
-            let c = try client.characteristic(characteristic.uuid, service: characteristic.service, on: device)
+            let c = try self.characteristic(characteristic)
             try await client.write(value, to: c, type: withResponse ? .request : .command)
         } catch {
             throw BLEError(error)
@@ -115,7 +126,7 @@ final class BlueZLink: BLELink {
 
     func read(_ characteristic: CharacteristicID) async throws(BLEError) -> [UInt8] {
         do throws(BlueZError) {
-            let c = try client.characteristic(characteristic.uuid, service: characteristic.service, on: device)
+            let c = try self.characteristic(characteristic)
             return try await client.read(c)
         } catch {
             throw BLEError(error)

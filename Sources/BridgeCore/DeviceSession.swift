@@ -199,10 +199,13 @@ actor DeviceSession {
                 break
             }
         }
-        if cmd.outboxID == nil, !cmd.isInternal {
-            let entry = OutboxEntry(deviceID: id, transaction: cmd.transaction?.jsonText, command: cmd.commandJSON?.jsonText ?? "{}",
-                                    attribute: cmd.attribute, createdAt: Date(), deadline: cmd.deadline,
-                                    responseTopic: cmd.responseTopic, correlationData: cmd.correlationData.map { Data($0) })
+        // A command that goes out at once (link up, nothing ahead of it) is written to the outbox
+        // by `dispatch` as `sent`, in one commit, before it is written to the device; any other
+        // is stored `queued` here.
+        let immediate = link != nil && inFlight == nil && startupQueue.isEmpty && queue.isEmpty
+            && (!driver.isBusy || cmd.mayPassBusyGate(driver))
+        if cmd.outboxID == nil, !cmd.isInternal, !immediate {
+            let entry = outboxEntry(cmd, .queued)
             do throws(StoreError) {
                 let latest = config.offlinePolicy == .latest && cmd.attribute != nil
                 let (saved, replaced) = try output.store.enqueue(entry, replacingSameAttribute: latest)
@@ -320,7 +323,16 @@ actor DeviceSession {
                     continue
                 }
             }
-            if let oid = cmd.outboxID { try? output.store.setStatus(.sent, for: oid) }
+            // At most once: the outbox says `sent` before the device gets the first byte.
+            if let oid = cmd.outboxID {
+                try? output.store.setStatus(.sent, for: oid)
+            } else if !cmd.isInternal {
+                do throws(StoreError) {
+                    cmd.outboxID = try output.store.enqueue(outboxEntry(cmd, .sent)).entry.id
+                } catch {
+                    output.logger.error("outbox write failed", metadata: ["device": "\(id)", "error": "\(error)"])
+                }
+            }
             if cmd.announced { output.respond(cmd, device: id, .sent) }
             do throws(BLEError) {
                 for w in request.writes {
@@ -394,6 +406,12 @@ actor DeviceSession {
                 publishState()
             }
         }
+    }
+
+    func outboxEntry(_ cmd: PendingCommand, _ status: OutboxEntry.Status) -> OutboxEntry {
+        OutboxEntry(deviceID: id, transaction: cmd.transaction?.jsonText, command: cmd.commandJSON?.jsonText ?? "{}",
+                    attribute: cmd.attribute, status: status, createdAt: Date(), deadline: cmd.deadline,
+                    responseTopic: cmd.responseTopic, correlationData: cmd.correlationData.map { Data($0) })
     }
 
     func finish(_ cmd: PendingCommand, _ status: CommandStatus, data: JSONValue? = nil, error: CommandError? = nil) {

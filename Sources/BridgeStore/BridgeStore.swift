@@ -26,6 +26,9 @@ public enum StoreError: Error, Sendable, Equatable, CustomStringConvertible {
 /// A known device (the registry).
 public struct DeviceRecord: Codable, Sendable, Equatable, FetchableRecord, PersistableRecord {
     public static let databaseTableName = "device"
+    /// Dates are stored as seconds since 1970 (REAL), see migration v2.
+    public static func databaseDateEncodingStrategy(for column: String) -> DatabaseDateEncodingStrategy { .timeIntervalSince1970 }
+    public static func databaseDateDecodingStrategy(for column: String) -> DatabaseDateDecodingStrategy { .timeIntervalSince1970 }
     public var id: String
     public var address: String?
     public var profile: String
@@ -46,6 +49,9 @@ public struct DeviceRecord: Codable, Sendable, Equatable, FetchableRecord, Persi
 /// A command waiting for (or being written to) a device.
 public struct OutboxEntry: Codable, Sendable, Equatable, FetchableRecord, MutablePersistableRecord {
     public static let databaseTableName = "outbox"
+    /// Dates are stored as seconds since 1970 (REAL), see migration v2.
+    public static func databaseDateEncodingStrategy(for column: String) -> DatabaseDateEncodingStrategy { .timeIntervalSince1970 }
+    public static func databaseDateDecodingStrategy(for column: String) -> DatabaseDateDecodingStrategy { .timeIntervalSince1970 }
     public enum Status: String, Codable, Sendable { case queued, sent }
 
     public var id: Int64?
@@ -84,6 +90,9 @@ public struct OutboxEntry: Codable, Sendable, Equatable, FetchableRecord, Mutabl
 /// One entry of the bounded event history.
 public struct EventRecord: Codable, Sendable, Equatable, FetchableRecord, MutablePersistableRecord {
     public static let databaseTableName = "event"
+    /// Dates are stored as seconds since 1970 (REAL), see migration v2.
+    public static func databaseDateEncodingStrategy(for column: String) -> DatabaseDateEncodingStrategy { .timeIntervalSince1970 }
+    public static func databaseDateDecodingStrategy(for column: String) -> DatabaseDateDecodingStrategy { .timeIntervalSince1970 }
     public var id: Int64?
     public var deviceID: String?
     public var kind: String
@@ -124,6 +133,11 @@ public struct BridgeStore: Sendable {
         }
         var config = Configuration()
         config.busyMode = .timeout(5)
+        // WAL with synchronous=NORMAL: a commit survives a crash or `kill -9` of the bridge (the
+        // WAL is in the OS), only a power loss or kernel crash may roll back the last commits.
+        // FULL would fsync on every commit — several per command — for no gain against the
+        // failures a bridge meets (docs/configuration.md, "Durability").
+        config.prepareDatabase { db in try db.execute(sql: "PRAGMA synchronous = NORMAL") }
         do {
             let pool = try DatabasePool(path: path, configuration: config)
             let check = try pool.read { db in try String.fetchAll(db, sql: "PRAGMA quick_check") }
@@ -187,6 +201,17 @@ public struct BridgeStore: Sendable {
                 t.column("at", .datetime).notNull().indexed()
             }
         }
+        // v2: dates as seconds since 1970 (REAL) instead of text — formatting a date as text
+        // through DateFormatter was a large share of the bridge's CPU per command.
+        migrator.registerMigration("v2") { db in
+            for (table, column) in [("device", "lastSeen"), ("deviceState", "updatedAt"), ("outbox", "createdAt"),
+                                    ("outbox", "deadline"), ("event", "at")] {
+                try db.execute(sql: """
+                    UPDATE "\(table)" SET "\(column)" = (julianday("\(column)") - 2440587.5) * 86400.0
+                    WHERE typeof("\(column)") = 'text'
+                    """)
+            }
+        }
         do { try migrator.migrate(writer) } catch { throw .operationFailed(reason: "migration: \(error)") }
     }
 
@@ -218,7 +243,7 @@ public struct BridgeStore: Sendable {
 
     public func markSeen(_ deviceID: String, at date: Date) throws(StoreError) {
         try write { db in
-            try db.execute(sql: "UPDATE device SET lastSeen = ? WHERE id = ?", arguments: [date, deviceID])
+            try db.cachedStatement(sql: "UPDATE device SET lastSeen = ? WHERE id = ?").execute(arguments: [date.timeIntervalSince1970, deviceID])
         }
     }
 
@@ -228,9 +253,9 @@ public struct BridgeStore: Sendable {
     public func saveState(_ state: JSONObject, for deviceID: String, at date: Date) throws(StoreError) {
         let text = JSONValue.object(state).jsonText
         try write { db in
-            try db.execute(
-                sql: "INSERT INTO deviceState (deviceID, state, updatedAt) VALUES (?, ?, ?) ON CONFLICT(deviceID) DO UPDATE SET state = excluded.state, updatedAt = excluded.updatedAt",
-                arguments: [deviceID, text, date])
+            try db.cachedStatement(
+                sql: "INSERT INTO deviceState (deviceID, state, updatedAt) VALUES (?, ?, ?) ON CONFLICT(deviceID) DO UPDATE SET state = excluded.state, updatedAt = excluded.updatedAt"
+            ).execute(arguments: [deviceID, text, date.timeIntervalSince1970])
         }
     }
 
@@ -259,21 +284,28 @@ public struct BridgeStore: Sendable {
                 replaced = try request.fetchAll(db)
                 try request.deleteAll(db)
             }
+            // Plain SQL through a cached statement: this runs for every command.
+            try db.cachedStatement(sql: """
+                INSERT INTO outbox (deviceID, "transaction", command, attribute, status, createdAt, deadline, responseTopic, correlationData)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+                """).execute(arguments: [entry.deviceID, entry.transaction, entry.command, entry.attribute, entry.status.rawValue,
+                                         entry.createdAt.timeIntervalSince1970, entry.deadline.timeIntervalSince1970,
+                                         entry.responseTopic, entry.correlationData])
             var e = entry
-            try e.insert(db)
+            e.id = db.lastInsertedRowID
             return (e, replaced)
         }
     }
 
     public func setStatus(_ status: OutboxEntry.Status, for id: Int64) throws(StoreError) {
         try write { db in
-            try db.execute(sql: "UPDATE outbox SET status = ? WHERE id = ?", arguments: [status.rawValue, id])
+            try db.cachedStatement(sql: "UPDATE outbox SET status = ? WHERE id = ?").execute(arguments: [status.rawValue, id])
         }
     }
 
     /// Removes a command that reached a terminal status.
     public func removeCommand(_ id: Int64) throws(StoreError) {
-        try write { db in _ = try OutboxEntry.deleteOne(db, key: id) }
+        try write { db in try db.cachedStatement(sql: "DELETE FROM outbox WHERE id = ?").execute(arguments: [id]) }
     }
 
     /// Commands not yet finished, oldest first (optionally for one device).
@@ -288,7 +320,7 @@ public struct BridgeStore: Sendable {
     /// Removes and returns queued commands whose deadline is at or before `now`.
     public func takeExpired(now: Date) throws(StoreError) -> [OutboxEntry] {
         try write { db in
-            let request = OutboxEntry.filter(Column("deadline") <= now && Column("status") == OutboxEntry.Status.queued.rawValue).order(Column("id"))
+            let request = OutboxEntry.filter(Column("deadline") <= now.timeIntervalSince1970 && Column("status") == OutboxEntry.Status.queued.rawValue).order(Column("id"))
             let expired = try request.fetchAll(db)
             try request.deleteAll(db)
             return expired
@@ -303,7 +335,7 @@ public struct BridgeStore: Sendable {
         try write { db in
             var e = event
             try e.insert(db)
-            try db.execute(sql: "DELETE FROM event WHERE at < ?", arguments: [event.at.addingTimeInterval(-ageSeconds)])
+            try db.execute(sql: "DELETE FROM event WHERE at < ?", arguments: [event.at.timeIntervalSince1970 - ageSeconds])
             try db.execute(sql: "DELETE FROM event WHERE id <= (SELECT id FROM event ORDER BY id DESC LIMIT 1 OFFSET ?)", arguments: [maxCount])
         }
     }

@@ -24,6 +24,31 @@ import Testing
         #expect(journal == "wal")
     }
 
+    @Test func fileIsPrivateWALWithNormalSync() throws {
+        let store = try BridgeStore(path: path)
+        // synchronous = NORMAL (1): commits survive a crash of the bridge without an fsync each.
+        #expect(try store.writer.write { db in try Int.fetchOne(db, sql: "PRAGMA synchronous") } == 1)
+    }
+
+    /// Databases written before v2 hold dates as text; v2 turns them into seconds since 1970, so
+    /// deadlines and history ages still compare correctly.
+    @Test func migrationV2ConvertsTextDates() throws {
+        do {
+            let store = try BridgeStore(path: path)
+            _ = try store.enqueue(OutboxEntry(deviceID: "cam", transaction: "old", command: "{}", createdAt: Date(), deadline: Date()))
+            try store.writer.write { db in
+                try db.execute(sql: "UPDATE outbox SET createdAt = '2026-11-22 04:00:00.000', deadline = '2026-11-22 04:01:00.500'")
+                try db.execute(sql: "DELETE FROM grdb_migrations WHERE identifier = 'v2'")
+            }
+        }
+        let store = try BridgeStore(path: path)
+        let entry = try #require(try store.pendingCommands().first)
+        let expected = try #require(ISO8601DateFormatter().date(from: "2026-11-22T04:01:00Z"))
+        #expect(abs(entry.deadline.timeIntervalSince(expected) - 0.5) < 0.001)
+        #expect(try store.takeExpired(now: expected).isEmpty)
+        #expect(try store.takeExpired(now: expected.addingTimeInterval(1)).map(\.transaction) == ["old"])
+    }
+
     @Test func everythingSurvivesReopen() throws {
         let t0 = Date(timeIntervalSince1970: 1_700_000_000)
         do {

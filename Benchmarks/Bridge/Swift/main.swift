@@ -1,0 +1,193 @@
+// The bridge benchmark's hub side: talks MQTT only, to a `gatt2mqtt run` process that drives
+// `gatt2mqtt simulate` (emulated BlueZ on a private bus). Run via ../run.sh, which starts and
+// stops every process. Measures, for commands whose device answers at once:
+//   - round trip: publish to <base>/<device>/set → terminal `ok` on <base>/<device>/response
+//     (p50/p99), and the state telemetry on <base>/<device> that the answer produces;
+//   - sustained commands/s with 1 and with 8 commands in flight (one device, and 8 devices);
+//   - the bridge's CPU time per command (utime+stime of its pid from /proc) and its peak RSS;
+//   - idle: the bridge's CPU and RSS over a quiet window with every device connected.
+//   bridge-bench PORT BRIDGE_PID COMMANDS DEVICE[,DEVICE…] [IDLE_SECONDS]
+import Foundation
+import Mosquitto
+
+let arguments = CommandLine.arguments
+guard arguments.count >= 5, let port = Int(arguments[1]), let bridgePID = Int32(arguments[2]),
+    let commands = Int(arguments[3])
+else {
+    FileHandle.standardError.write(Data("usage: bridge-bench PORT BRIDGE_PID COMMANDS DEVICE[,DEVICE…] [IDLE_SECONDS]\n".utf8))
+    exit(2)
+}
+let devices = arguments[4].split(separator: ",").map(String.init)
+let idleSeconds = arguments.count > 5 ? Double(arguments[5]) ?? 0 : 0
+let clock = ContinuousClock()
+let base = "gatt2mqtt"
+
+func microseconds(_ d: Duration) -> Double {
+    Double(d.components.seconds) * 1e6 + Double(d.components.attoseconds) / 1e12
+}
+
+/// CPU seconds (user + system) of a process, from /proc/PID/stat fields 14 and 15.
+func cpuSeconds(_ pid: Int32) -> Double {
+    guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+        let close = stat.lastIndex(of: ")")
+    else { return .nan }
+    let fields = stat[stat.index(after: close)...].split(separator: " ")
+    // After "pid (comm)": field 3 is state at index 0, so utime (14) is index 11, stime (15) 12.
+    let ticks = Double(sysconf(Int32(_SC_CLK_TCK)))
+    return ((Double(fields[11]) ?? .nan) + (Double(fields[12]) ?? .nan)) / ticks
+}
+
+/// A `VmHWM`/`VmRSS` line of /proc/PID/status, in MiB.
+func memoryMiB(_ pid: Int32, _ key: String) -> Double {
+    guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return .nan }
+    for line in status.split(separator: "\n") where line.hasPrefix(key + ":") {
+        let kib = line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first.flatMap { Double($0) }
+        return (kib ?? .nan) / 1024
+    }
+    return .nan
+}
+
+func percentile(_ sorted: [Double], _ p: Double) -> Double {
+    sorted.isEmpty ? .nan : sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))]
+}
+
+/// The transaction and status at the start of a lifecycle payload
+/// (`{"transaction":"…","status":"…",…}`, the bridge's member order).
+func lifecycle(_ payload: [UInt8]) -> (transaction: Substring, status: Substring)? {
+    guard let text = String(validating: payload, as: UTF8.self) else { return nil }
+    let parts = text.split(separator: "\"", maxSplits: 8, omittingEmptySubsequences: false)
+    guard parts.count > 7, parts[1] == "transaction", parts[5] == "status" else { return nil }
+    return (parts[3], parts[7])
+}
+
+/// Everything runs in this one function: its local state belongs to one task.
+func bench() async throws -> Int {
+    var options = MQTTConnectOptions(host: "127.0.0.1", port: port)
+    options.clientID = "bridge-bench-\(getpid())"
+    options.maxInflightMessages = 100
+    options.inboundBufferLimit = 100_000
+    let hub = try MQTTClient(options: options)
+    try await hub.connect()
+
+    // Every device online (availability retained) before measuring.
+    let availability = try await hub.subscribe("\(base)/+/availability", qos: .atLeastOnce)
+    var online = Set<String>()
+    let waitStart = clock.now
+    for await message in availability {
+        let device = message.topic.split(separator: "/")[1]
+        if String(decoding: message.payload, as: UTF8.self).contains("online") { online.insert(String(device)) }
+        if devices.allSatisfy(online.contains) { break }
+        if clock.now - waitStart > .seconds(60) { fatalError("devices not online after 60 s: \(online)") }
+    }
+    try await hub.unsubscribe("\(base)/+/availability")
+
+    let responses = try await hub.subscribe("\(base)/+/response", qos: .atLeastOnce)
+    var responseIterator = responses.makeAsyncIterator()
+    let states = try await hub.subscribe("\(base)/\(devices[0])", qos: .atMostOnce)
+    var stateIterator = states.makeAsyncIterator()
+    _ = await stateIterator.next()  // the retained state
+
+    /// A command each device answers at once; alternating values so that each one changes state.
+    /// GoPro: a setting (the camera answers on GP-0075 and pushes the new value on GP-0077);
+    /// Rokid: brightness (REQUEST → RESPONSE); otherwise the layout device's raw control write.
+    let profile = ProcessInfo.processInfo.environment["BENCH_PROFILE"] ?? "gopro"
+    func payload(_ n: Int) -> [UInt8] {
+        switch profile {
+        case "rokid": return Array(#"{"command":"set_brightness","value":\#(n % 2 == 0 ? 3 : 9),"transaction":"t\#(n)"}"#.utf8)
+        default: return Array(#"{"setting":"video_resolution","value":\#(n % 2 == 0 ? 1 : 4),"transaction":"t\#(n)"}"#.utf8)
+        }
+    }
+
+    var sequence = 0
+    var failures = 0
+
+    /// Waits for the terminal status of the given outstanding transactions; returns those done.
+    func awaitTerminal() async -> Substring? {
+        while let message = await responseIterator.next() {
+            guard let (transaction, status) = lifecycle(message.payload) else { continue }
+            if status == "queued" || status == "sent" { continue }
+            if status != "ok" {
+                failures += 1
+                if failures <= 3 { print("  not ok: \(String(decoding: message.payload, as: UTF8.self))") }
+            }
+            return transaction
+        }
+        fatalError("response subscription ended")
+    }
+
+    /// One command at a time: round-trip latency to `ok`, and to the state telemetry it causes.
+    func roundTrips(_ count: Int, warmUp: Int) async throws -> (ok: [Double], state: [Double], seconds: Double, cpu: Double) {
+        var ok: [Double] = [], state: [Double] = []
+        ok.reserveCapacity(count); state.reserveCapacity(count)
+        var cpuStart = 0.0, wallStart = clock.now
+        for i in -warmUp..<count {
+            if i == 0 { cpuStart = cpuSeconds(bridgePID); wallStart = clock.now }
+            sequence += 1
+            let start = clock.now
+            try await hub.publish(topic: "\(base)/\(devices[0])/set", payload: payload(sequence), qos: .atMostOnce)
+            _ = await awaitTerminal()
+            let okAt = clock.now
+            // The answer's state telemetry (a GoPro setting push / a Rokid brightness change).
+            _ = await stateIterator.next()
+            if i >= 0 {
+                ok.append(microseconds(okAt - start))
+                state.append(microseconds(clock.now - start))
+            }
+        }
+        return (ok.sorted(), state.sorted(), microseconds(clock.now - wallStart) / 1e6, cpuSeconds(bridgePID) - cpuStart)
+    }
+
+    /// `window` commands in flight, spread round-robin over `targets`, until `count` completed.
+    func sustained(_ count: Int, window: Int, targets: [String]) async throws -> (perSecond: Double, cpu: Double) {
+        let cpuStart = cpuSeconds(bridgePID)
+        let start = clock.now
+        var sent = 0, done = 0
+        func send() async throws {
+            sequence += 1
+            let device = targets[sent % targets.count]
+            try await hub.publish(topic: "\(base)/\(device)/set", payload: payload(sequence), qos: .atMostOnce)
+            sent += 1
+        }
+        while sent < min(window, count) { try await send() }
+        while done < count {
+            _ = await awaitTerminal()
+            done += 1
+            if sent < count { try await send() }
+        }
+        let seconds = microseconds(clock.now - start) / 1e6
+        return (Double(count) / seconds, cpuSeconds(bridgePID) - cpuStart)
+    }
+
+    func f(_ v: Double) -> String { String(format: "%.1f", v) }
+
+    print("bridge-bench: \(commands) commands, profile \(profile), devices \(devices.joined(separator: ","))")
+    let rt = try await roundTrips(commands, warmUp: min(200, commands / 10))
+    print("round trip, 1 in flight   ok p50 \(f(percentile(rt.ok, 0.5))) µs  p99 \(f(percentile(rt.ok, 0.99))) µs"
+          + " | state p50 \(f(percentile(rt.state, 0.5))) µs  p99 \(f(percentile(rt.state, 0.99))) µs")
+    print("  \(String(format: "%.0f", Double(commands) / rt.seconds)) commands/s, CPU \(f(rt.cpu / Double(commands) * 1e6)) µs/command")
+    _ = stateIterator  // state telemetry keeps arriving; the sustained runs count responses only
+    try await hub.unsubscribe("\(base)/\(devices[0])")
+    let one = try await sustained(commands, window: 1, targets: [devices[0]])
+    print("sustained, 1 in flight     \(String(format: "%6.0f", one.perSecond)) commands/s  CPU \(f(one.cpu / Double(commands) * 1e6)) µs/command")
+    let eight = try await sustained(commands, window: 8, targets: [devices[0]])
+    print("sustained, 8 in flight     \(String(format: "%6.0f", eight.perSecond)) commands/s  CPU \(f(eight.cpu / Double(commands) * 1e6)) µs/command  (one device)")
+    let sameProfile = devices.filter { $0.hasPrefix(devices[0].prefix(while: { !$0.isNumber })) }
+    if sameProfile.count >= 2 {
+        let spread = try await sustained(commands, window: 8, targets: Array(sameProfile.prefix(8)))
+        print("sustained, 8 in flight     \(String(format: "%6.0f", spread.perSecond)) commands/s  CPU \(f(spread.cpu / Double(commands) * 1e6)) µs/command  (\(min(8, sameProfile.count)) devices)")
+    }
+    print("bridge peak RSS \(f(memoryMiB(bridgePID, "VmHWM"))) MiB, failures \(failures)")
+
+    if idleSeconds > 0 {
+        try await Task.sleep(for: .seconds(2))
+        let cpuStart = cpuSeconds(bridgePID)
+        try await Task.sleep(for: .seconds(idleSeconds))
+        let cpu = cpuSeconds(bridgePID) - cpuStart
+        print("idle \(Int(idleSeconds)) s with \(devices.count) devices: RSS \(f(memoryMiB(bridgePID, "VmRSS"))) MiB,"
+              + " CPU \(String(format: "%.2f", cpu / idleSeconds * 100)) % of a core")
+    }
+    await hub.disconnect()
+    return failures
+}
+
+exit(try await bench() == 0 ? 0 : 1)
