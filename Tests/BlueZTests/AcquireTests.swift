@@ -201,10 +201,13 @@ import Testing
             try await env.client.connect(device)
             let other = try await BlueZClient.connect(.address(env.bus.address))
             let n = try other.characteristic(echoNotify, on: device)
-            _ = try await other.notifications(n)
+            // Kept alive on purpose: dropping the stream would release the socket by itself.
+            let stream = try await other.notifications(n)
             #expect(env.simulator.isAcquired(echoAddress, characteristic: echoNotify, write: false))
             other.close()
             #expect(await eventually { !env.simulator.isAcquired(echoAddress, characteristic: echoNotify, write: false) })
+            var it = stream.makeAsyncIterator()
+            #expect(await it.next() == nil)
         }
     }
 

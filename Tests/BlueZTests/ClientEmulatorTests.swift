@@ -189,7 +189,8 @@ func code(_ e: any Error) -> String { (e as? BlueZError)?.code ?? "\(e)" }
         try await withEmulator(options, devices: [GenericDevice.batteryHeartRate()]) { env in
             let device = try await discover(env, hrAddress)
             async let first: Void = env.client.connect(device)
-            try await Task.sleep(for: .milliseconds(100))
+            // Wait for the first Connect to reach the emulator (a fixed sleep flaked under load).
+            #expect(await eventually { env.simulator.received(hrAddress).contains { $0.method == "Connect" } })
             do {
                 try await env.client.connect(device)
                 Issue.record("second Connect succeeded")
