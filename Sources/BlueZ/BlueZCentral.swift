@@ -28,10 +28,13 @@ extension BLEError {
 public final class BlueZCentral: BLECentral {
     public let client: BlueZClient
     public let adapter: BlueZAdapter
+    /// How links subscribe (``NotifyMethod/automatic``: AcquireNotify where offered).
+    public let notifyMethod: NotifyMethod
 
-    public init(client: BlueZClient, adapter: BlueZAdapter) {
+    public init(client: BlueZClient, adapter: BlueZAdapter, notifyMethod: NotifyMethod = .automatic) {
         self.client = client
         self.adapter = adapter
+        self.notifyMethod = notifyMethod
     }
 
     public func connect(address: String, notify: [CharacteristicID], timeout: Duration) async throws(BLEError) -> any BLELink {
@@ -51,7 +54,7 @@ public final class BlueZCentral: BLECentral {
             }
             guard let device else { throw BlueZError.notFound("device \(address)") }
             try await client.connect(device, timeout: left())
-            let link = BlueZLink(client: client, device: device)
+            let link = BlueZLink(client: client, device: device, notifyMethod: notifyMethod)
             do {
                 try await link.subscribe(notify)
             } catch {
@@ -77,10 +80,12 @@ final class BlueZLink: BLELink {
     let mtu: Int
     /// Characteristics resolved on this connection (a lookup walks the whole object cache).
     private let resolved = Mutex<[CharacteristicID: BlueZCharacteristic]>([:])
+    let notifyMethod: NotifyMethod
 
-    init(client: BlueZClient, device: BlueZDevice) {
+    init(client: BlueZClient, device: BlueZDevice, notifyMethod: NotifyMethod = .automatic) {
         self.client = client
         self.device = device
+        self.notifyMethod = notifyMethod
         (notifications, continuation) = AsyncStream<GATTNotification>.makeStream(bufferingPolicy: .bufferingNewest(1024))
         let mtus = client.objects.filter { $0.key.isDescendant(of: device.path) }
             .compactMap { $0.value["org.bluez.GattCharacteristic1"]?["MTU"]?.integerValue }
@@ -96,8 +101,8 @@ final class BlueZLink: BLELink {
 
     func subscribe(_ ids: [CharacteristicID]) async throws(BlueZError) {
         for id in ids {
-            let c = try client.characteristic(id.uuid, service: id.service, on: device)
-            let stream = try await client.notifications(c)
+            let c = try characteristic(id)
+            let stream = try await client.notifications(c, using: notifyMethod)
             let t = Task { [continuation] in
                 for await v in stream { continuation.yield(GATTNotification(characteristic: id, value: v)) }
             }

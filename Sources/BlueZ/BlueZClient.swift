@@ -33,6 +33,8 @@ public final class BlueZClient: Sendable {
         var listeners: [UInt64: AsyncStream<Event>.Continuation] = [:]
         var notify: [DBusObjectPath: [UInt64: AsyncStream<[UInt8]>.Continuation]] = [:]
         var echo: [DBusObjectPath: ReadEchoFilter] = [:]
+        /// AcquireNotify sockets by subscription id, with their characteristic path.
+        var acquired: [UInt64: (DBusObjectPath, ClientSocket)] = [:]
         var nextID: UInt64 = 1
         var pump: Task<Void, Never>?
         var closed = false
@@ -121,14 +123,16 @@ public final class BlueZClient: Sendable {
     }
 
     func shutDown() {
-        let (listeners, notifies) = store.withLock { s -> ([AsyncStream<Event>.Continuation], [AsyncStream<[UInt8]>.Continuation]) in
+        let (listeners, notifies, sockets) = store.withLock { s in
             s.closed = true
             defer {
                 s.listeners = [:]
                 s.notify = [:]
+                s.acquired = [:]
             }
-            return (Array(s.listeners.values), s.notify.values.flatMap(\.values))
+            return (Array(s.listeners.values), s.notify.values.flatMap(\.values), s.acquired.values.map(\.1))
         }
+        for socket in sockets { socket.shutdown() }
         for l in listeners {
             l.yield(.closed)
             l.finish()
@@ -149,6 +153,7 @@ public final class BlueZClient: Sendable {
         var event: Event?
         var deliveries: [(AsyncStream<[UInt8]>.Continuation, [UInt8])] = []
         var finished: [AsyncStream<[UInt8]>.Continuation] = []
+        var released: [ClientSocket] = []
         let listeners = store.withLock { s -> [AsyncStream<Event>.Continuation] in
             switch (m.interface, m.member) {
             case ("org.freedesktop.DBus.ObjectManager", "InterfacesAdded"):
@@ -162,6 +167,7 @@ public final class BlueZClient: Sendable {
                 if removed.contains(Self.char1) {
                     finished += s.notify.removeValue(forKey: path).map { Array($0.values) } ?? []
                     s.echo[path] = nil
+                    released += s.acquired.values.filter { $0.0 == path }.map(\.1)
                 }
                 event = .removed(path, removed)
             case ("org.freedesktop.DBus.Properties", "PropertiesChanged"):
@@ -182,6 +188,7 @@ public final class BlueZClient: Sendable {
                         finished += s.notify.removeValue(forKey: p).map { Array($0.values) } ?? []
                     }
                     for p in s.echo.keys where p.isDescendant(of: path) { s.echo[p]?.reset() }
+                    released += s.acquired.values.filter { $0.0.isDescendant(of: path) }.map(\.1)
                 }
                 event = .changed(path, iface, changed, invalidated)
             default:
@@ -191,6 +198,7 @@ public final class BlueZClient: Sendable {
         }
         for (c, v) in deliveries { c.yield(v) }
         for c in finished { c.finish() }
+        for socket in released { socket.shutdown() }
         if let event { for l in listeners { l.yield(event) } }
     }
 

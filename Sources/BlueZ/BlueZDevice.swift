@@ -264,10 +264,24 @@ extension BlueZClient {
                        [.bytes(value), .properties(["type": .string(type.rawValue)])], timeout: timeout)
     }
 
-    /// Subscribes to notifications (`StartNotify`): the stream yields device notifications only
-    /// (read echoes filtered, behaviour 3) and finishes when the link drops, the characteristic
-    /// goes away or the client closes. The local subscription exists before StartNotify is sent.
-    public func notifications(_ characteristic: BlueZCharacteristic) async throws(BlueZError) -> AsyncStream<[UInt8]> {
+    /// Subscribes to notifications: the stream yields device notifications only and finishes when
+    /// the link drops, the characteristic goes away or the client closes.
+    ///
+    /// With `.automatic` (the default) it uses `AcquireNotify` where the characteristic offers it
+    /// (values read from the socket, see ``acquireNotify(_:timeout:)``), else `StartNotify`
+    /// (values from `PropertiesChanged(Value)`, read echoes filtered, behaviour 3; the local
+    /// subscription exists before StartNotify is sent). `.startNotify` forces the latter.
+    public func notifications(_ characteristic: BlueZCharacteristic, using method: NotifyMethod = .automatic)
+        async throws(BlueZError) -> AsyncStream<[UInt8]>
+    {
+        if method == .acquireNotify || (method == .automatic && offersAcquireNotify(characteristic)) {
+            do {
+                return try await acquireNotify(characteristic).values
+            } catch {
+                // Someone holds a StartNotify session: join it the classic way.
+                guard method == .automatic, case .inProgress = error else { throw error }
+            }
+        }
         let path = characteristic.path
         let (stream, continuation) = AsyncStream<[UInt8]>.makeStream(bufferingPolicy: .bufferingNewest(1024))
         let id = store.withLock { s -> UInt64? in
@@ -289,10 +303,16 @@ extension BlueZClient {
         return stream
     }
 
-    /// Ends this connection's notify session (`StopNotify`) and finishes local streams of it.
+    /// Ends this connection's notify session and finishes local streams of it: an acquired
+    /// socket is closed (that is the release), otherwise `StopNotify` is sent.
     public func stopNotifications(_ characteristic: BlueZCharacteristic) async throws(BlueZError) {
-        let streams = store.withLock { s in s.notify.removeValue(forKey: characteristic.path).map { Array($0.values) } ?? [] }
+        let (streams, sockets) = store.withLock { s in
+            (s.notify.removeValue(forKey: characteristic.path).map { Array($0.values) } ?? [],
+             s.acquired.values.filter { $0.0 == characteristic.path }.map(\.1))
+        }
         for c in streams { c.finish() }
+        for socket in sockets { socket.shutdown() }
+        if !sockets.isEmpty, streams.isEmpty { return }
         try await call(characteristic.path, Self.char1, "StopNotify")
     }
 }

@@ -40,6 +40,9 @@ public enum BlueZError: Error, Sendable, Equatable, CustomStringConvertible {
     case unavailable(String)
     /// The D-Bus connection failed (closed, lost, invalid argument).
     case bus(DBusError)
+    /// A value longer than an AcquireWrite socket carries (MTU − 3 bytes, one ATT Write Command;
+    /// bluez doc/org.bluez.GattCharacteristic.rst `AcquireWrite`).
+    case valueTooLong(length: Int, maximum: Int)
 
     /// A stable snake_case code for logs and MQTT error payloads.
     public var code: String {
@@ -61,6 +64,7 @@ public enum BlueZError: Error, Sendable, Equatable, CustomStringConvertible {
         case .timeout: return "timeout"
         case .unavailable: return "unavailable"
         case .bus: return "bus"
+        case .valueTooLong: return "value_too_long"
         }
     }
 
@@ -74,6 +78,7 @@ public enum BlueZError: Error, Sendable, Equatable, CustomStringConvertible {
         case let .att(c): return "att_error: ATT error 0x" + String(c, radix: 16, uppercase: false)
         case let .failed(name, message): return "failed: \(name): \(message)"
         case let .bus(e): return "bus: \(e)"
+        case let .valueTooLong(n, max): return "value_too_long: \(n) bytes, at most \(max) (MTU − 3) per packet"
         }
     }
 

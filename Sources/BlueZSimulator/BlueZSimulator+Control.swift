@@ -45,6 +45,9 @@ extension BlueZSimulator {
                     case let ("Silent", .boolean(b)): change.append { $0.silent = b }
                     case let ("DropLinkOnWrite", .uint32(n)): change.append { $0.dropLinkOnWrite = n == 0 ? nil : Int(n) }
                     case let ("ReplyDelayMs", .uint32(ms)): change.append { $0.replyDelay = .milliseconds(Int64(ms)) }
+                    case let ("DropNotification", .uint32(n)): change.append { $0.dropNotification = n == 0 ? nil : Int(n) }
+                    case let ("DuplicateNotification", .uint32(n)):
+                        change.append { $0.duplicateNotification = n == 0 ? nil : Int(n) }
                     default:
                         throw DBusError.remote(name: "org.gatt2mqtt.Simulator.Error.InvalidArguments",
                                                message: "unknown fault \(k) of type \(v.signature)")

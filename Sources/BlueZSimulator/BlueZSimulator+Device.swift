@@ -202,6 +202,8 @@ extension BlueZSimulator {
             return d
         }
         guard let d else { return }
+        // Acquired sockets end with the link (bluetoothd shuts its ios down on disconnect).
+        for c in d.chars.values { c.writeIO?.shutdown(); c.notifyIO?.shutdown() }
         d.device.linkChanged(nil)
         if emit, d.exported {
             try? connection.setProperty(d.path, interface: Self.device1, "ServicesResolved", .boolean(false))

@@ -62,15 +62,34 @@ extension BlueZSimulator {
                     try await self?.stopNotify(address, path, sender: call.sender ?? "")
                     return []
                 },
+                DBusMethod("AcquireWrite", in: [DBusArgument("options", .properties)],
+                           out: [DBusArgument("fd", .unixFD), DBusArgument("mtu", .uint16)]) { [weak self] call in
+                    guard let self else { throw BlueZErrors.doesNotExist }
+                    return try await self.acquire(address, path, write: true, sender: call.sender ?? "")
+                },
+                DBusMethod("AcquireNotify", in: [DBusArgument("options", .properties)],
+                           out: [DBusArgument("fd", .unixFD), DBusArgument("mtu", .uint16)]) { [weak self] call in
+                    guard let self else { throw BlueZErrors.doesNotExist }
+                    return try await self.acquire(address, path, write: false, sender: call.sender ?? "")
+                },
             ],
-            properties: [
-                DBusProperty("UUID", .string(c.uuid)),
-                DBusProperty("Service", .objectPath(service)),
-                DBusProperty("Flags", .strings(c.flags)),
-                DBusProperty("Value", .bytes(c.value)),
-                DBusProperty("Notifying", .boolean(false)),
-                DBusProperty("MTU", .uint16(UInt16(clamping: mtu))),
-            ])
+            properties: characteristicProperties(c, service: service, mtu: mtu))
+    }
+
+    /// GattCharacteristic1 properties; `WriteAcquired` exists only with write-without-response
+    /// and `NotifyAcquired` only with notify, as bluetoothd's `*_acquired_exists` decide.
+    func characteristicProperties(_ c: SimulatedCharacteristic, service: DBusObjectPath, mtu: Int) -> [DBusProperty] {
+        var props = [
+            DBusProperty("UUID", .string(c.uuid)),
+            DBusProperty("Service", .objectPath(service)),
+            DBusProperty("Flags", .strings(c.flags)),
+            DBusProperty("Value", .bytes(c.value)),
+            DBusProperty("Notifying", .boolean(false)),
+            DBusProperty("MTU", .uint16(UInt16(clamping: mtu))),
+        ]
+        if c.flags.contains("write-without-response") { props.append(DBusProperty("WriteAcquired", .boolean(false))) }
+        if c.flags.contains("notify") { props.append(DBusProperty("NotifyAcquired", .boolean(false))) }
+        return props
     }
 
     /// The state a GATT call needs; fails as bluetoothd 5.66 does before ServicesResolved
@@ -192,6 +211,7 @@ extension BlueZSimulator {
         try await gate(address, "StartNotify", sender: sender,
                        record: Received(method: "StartNotify", characteristic: uuid, value: [], delivered: true, sender: sender))
         let (_, c) = try gattContext(address, path, disconnectingError: BlueZErrors.notConnected)
+        if c.notifyIO != nil { throw BlueZErrors.notPermitted("Notify acquired") }
         guard c.flags.contains("notify") || c.flags.contains("indicate") else { throw BlueZErrors.notSupported }
         let first = state.withLock { s -> Bool in
             // A second StartNotify from the same connection is a no-op (behaviour 2).
@@ -206,6 +226,11 @@ extension BlueZSimulator {
         let uuid = state.withLock { $0.devices[address]?.chars[path]?.uuid }
         try await gate(address, "StopNotify", sender: sender,
                        record: Received(method: "StopNotify", characteristic: uuid, value: [], delivered: true, sender: sender))
+        // StopNotify on an acquired characteristic releases the socket (bluetoothd `destroy_sock`).
+        if let io = state.withLock({ $0.devices[address]?.chars[path]?.notifyIO }) {
+            io.shutdown()
+            return
+        }
         let last = try state.withLock { (s) throws(DBusError) -> Bool in
             guard s.devices[address]?.chars[path] != nil else { throw BlueZErrors.doesNotExist }
             guard s.devices[address]!.chars[path]!.sessions.remove(sender) != nil else {
@@ -216,21 +241,36 @@ extension BlueZSimulator {
         if last { try? connection.setProperty(path, interface: Self.char1, "Notifying", .boolean(false)) }
     }
 
-    /// A device notified: `PropertiesChanged(Value)` on the characteristic when the link is the
-    /// current one, services are resolved and someone has a notify session.
+    /// A device notified: through the AcquireNotify socket when one is held, else
+    /// `PropertiesChanged(Value)` on the characteristic when the link is the current one,
+    /// services are resolved and someone has a notify session. The drop/duplicate faults apply
+    /// to values that would reach a subscriber.
     func deviceNotified(_ address: String, epoch: UInt64, uuid: String, value: [UInt8]) -> Bool {
-        let path = state.withLock { s -> DBusObjectPath? in
+        let target = state.withLock { s -> (DBusObjectPath, AcquiredSocket?, Int)? in
             guard let d = s.devices[address], d.epoch == epoch, d.resolved else { return nil }
-            guard let (p, _) = d.chars.first(where: { $0.value.uuid == uuid && !$0.value.sessions.isEmpty }) else { return nil }
+            guard let (p, c) = d.chars.first(where: {
+                $0.value.uuid == uuid && (!$0.value.sessions.isEmpty || $0.value.notifyIO != nil)
+            }) else { return nil }
             s.devices[address]!.chars[p]!.value = value
-            return p
+            s.devices[address]!.notifyCount += 1
+            let n = s.devices[address]!.notifyCount
+            let copies = d.faults.dropNotification == n ? 0 : d.faults.duplicateNotification == n ? 2 : 1
+            return (p, c.notifyIO, copies)
         }
-        guard let path else { return false }
-        do {
-            try connection.setProperty(path, interface: Self.char1, "Value", .bytes(value), alwaysEmit: true)
-            return true
-        } catch {
-            return false
+        guard let (path, io, copies) = target else { return false }
+        var sent = copies == 0
+        for _ in 0..<copies {
+            if let io {
+                sent = io.send(value)
+            } else {
+                do {
+                    try connection.setProperty(path, interface: Self.char1, "Value", .bytes(value), alwaysEmit: true)
+                    sent = true
+                } catch {
+                    sent = false
+                }
+            }
         }
+        return sent
     }
 }

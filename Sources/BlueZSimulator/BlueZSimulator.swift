@@ -79,12 +79,20 @@ public final class BlueZSimulator: Sendable {
         /// The device stops answering: Connect times out as for an absent device, GATT calls never
         /// answer until the link drops.
         public var silent = false
+        /// The N-th notification value the device sends from now on (1-based, counting values
+        /// that reach a subscriber, through PropertiesChanged or an AcquireNotify socket) is lost.
+        public var dropNotification: Int?
+        /// The N-th notification value the device sends from now on (counted as for
+        /// ``dropNotification``) is delivered twice.
+        public var duplicateNotification: Int?
         public init() {}
     }
 
     /// One call a device received through the emulator, for assertions.
     public struct Received: Sendable, Equatable {
-        /// `Connect`, `Disconnect`, `ReadValue`, `WriteValue`, `StartNotify`, `StopNotify`, `Pair`.
+        /// `Connect`, `Disconnect`, `ReadValue`, `WriteValue`, `StartNotify`, `StopNotify`, `Pair`,
+        /// `AcquireWrite`, `AcquireNotify`. A packet read from an AcquireWrite socket is recorded
+        /// as a `WriteValue` of type `command` whose sender is `socket`.
         public var method: String
         /// Characteristic UUID (128-bit lowercase) for GATT calls.
         public var characteristic: String?
@@ -102,6 +110,10 @@ public final class BlueZSimulator: Sendable {
         var flags: [String]
         var value: [UInt8]
         var sessions: Set<String> = []
+        /// The emulator's end of an AcquireWrite socket (`WriteAcquired` true while set).
+        var writeIO: AcquiredSocket?
+        /// The emulator's end of an AcquireNotify socket (`NotifyAcquired` true while set).
+        var notifyIO: AcquiredSocket?
     }
 
     struct DeviceState {
@@ -119,6 +131,7 @@ public final class BlueZSimulator: Sendable {
         var epoch: UInt64 = 0
         var chars: [DBusObjectPath: CharState] = [:]
         var writeCount = 0
+        var notifyCount = 0
         var faults = Faults()
         var received: [Received] = []
         var removalGeneration: UInt64 = 0
@@ -215,6 +228,10 @@ public final class BlueZSimulator: Sendable {
             return s.tasks
         }
         for t in tasks { t.cancel() }
+        let sockets = state.withLock { s in
+            s.devices.values.flatMap { d in d.chars.values.flatMap { [$0.writeIO, $0.notifyIO].compactMap(\.self) } }
+        }
+        for io in sockets { io.shutdown() }
         try? connection.unexportTree("/org/bluez")
         try? connection.unexport(Self.controlPath)
     }
@@ -260,6 +277,7 @@ public final class BlueZSimulator: Sendable {
             guard s.devices[address.uppercased()] != nil else { throw .unknownDevice(address) }
             change(&s.devices[address.uppercased()]!.faults)
             s.devices[address.uppercased()]!.writeCount = 0
+            s.devices[address.uppercased()]!.notifyCount = 0
         }
     }
 

@@ -10,6 +10,8 @@ public enum BlueZSimulatorError: Error, Sendable, Equatable, CustomStringConvert
     case unknownDevice(String)
     /// A device with this address is already added.
     case duplicateDevice(String)
+    /// A fault name or value ``BlueZSimulator/Faults/set(_:_:)`` does not accept.
+    case invalidFault(String)
 
     public var description: String {
         switch self {
@@ -17,6 +19,7 @@ public enum BlueZSimulatorError: Error, Sendable, Equatable, CustomStringConvert
         case let .dbus(e): return "emulator D-Bus failure: \(e)"
         case let .unknownDevice(a): return "no simulated device \(a)"
         case let .duplicateDevice(a): return "simulated device \(a) already added"
+        case let .invalidFault(m): return "invalid fault: \(m)"
         }
     }
 }

@@ -8,7 +8,10 @@
 /// - a continuation counter that skips or repeats a value drops the message
 ///   (`.continuationGap`, `.continuationDuplicate`). Counters are checked only once a message's
 ///   continuation headers actually count (`0x80, 0x81, …`); a sender whose continuations are all
-///   `0x80` (both SDKs) is accepted;
+///   `0x80` (both SDKs) is accepted. Once the sender has been seen counting (a message whose
+///   continuations went past `0x80`, e.g. a camera), every later message is held to counting, so
+///   a repeated first continuation (`80 80`) is a `.continuationDuplicate` even when it would
+///   fill the message exactly;
 /// - more bytes than the header announced drop the message (`.overrun`);
 /// - a reserved (`0b011xxxxx`) or cut-short start header is rejected (`.reservedHeader`,
 ///   `.truncatedHeader`), an empty value too (`.emptyPacket`).
@@ -21,6 +24,7 @@ public struct GoProAssembler: Sendable {
     private var continuationCount = 0
     private var flatSoFar = true
     private var countingSoFar = true
+    private var senderCounts = false
     /// How many partial messages were abandoned because a new start packet arrived.
     public private(set) var abandonedMessages = 0
 
@@ -30,6 +34,10 @@ public struct GoProAssembler: Sendable {
     public var isIdle: Bool { !inProgress }
     /// Payload bytes still missing from the message in progress (0 when idle).
     public var missingBytes: Int { inProgress ? expectedLength - buffer.count : 0 }
+
+    /// Whether this sender has been seen counting its continuations (`0x80, 0x81, …`); kept
+    /// across ``reset()`` (same device).
+    public var senderIsCounting: Bool { senderCounts }
 
     /// Forgets any message in progress (e.g. after a reconnect).
     public mutating func reset() {
@@ -99,7 +107,8 @@ public struct GoProAssembler: Sendable {
         guard inProgress else { throw .strayContinuation(header: header) }
         let counter = header & 0x0F
         let countingExpected = UInt8(continuationCount & 0x0F)
-        let flat = flatSoFar && counter == 0
+        // A sender known to count may not repeat 0x80 (that is a duplicate, not a flat sender).
+        let flat = flatSoFar && counter == 0 && !(senderCounts && continuationCount > 0)
         let counting = countingSoFar && counter == countingExpected
         if !flat && !counting {
             inProgress = false
@@ -110,6 +119,7 @@ public struct GoProAssembler: Sendable {
         }
         flatSoFar = flat
         countingSoFar = counting
+        if counting, counter != 0 { senderCounts = true }
         continuationCount += 1
         let received = buffer.count + payload.count
         guard received <= expectedLength else {

@@ -26,6 +26,13 @@ struct SimulateCommand: AsyncParsableCommand {
     @Option(help: "Notify a heart-rate measurement every this many seconds while subscribed (0: never).")
     var heartRateInterval: Double = 1
 
+    @Option(name: .customLong("fault"),
+            help: "A device fault ADDRESS:NAME=VALUE (repeatable), NAME = refuse-connections, silent (true/false), drop-link-on-write, drop-notification, duplicate-notification (N-th, 1-based) or reply-delay-ms, e.g. C0:FF:EE:00:00:01:drop-notification=2.")
+    var faults: [String] = []
+
+    @Flag(help: "Start with the adapter powered off (calls fail NotReady until Powered is set true).")
+    var adapterOff = false
+
     static let busConfig = """
         <!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
          "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
@@ -55,6 +62,20 @@ struct SimulateCommand: AsyncParsableCommand {
         }
     }
 
+    /// `ADDRESS:NAME=VALUE` → the address and the fault change (checked against
+    /// ``BlueZSimulator/Faults/set(_:_:)``).
+    static func fault(_ text: String) throws -> (address: String, name: String, value: String) {
+        let address = String(text.prefix(17)).uppercased()
+        let rest = text.dropFirst(17)
+        guard isAddress(address), rest.first == ":", let eq = rest.firstIndex(of: "=") else {
+            throw CLIError("--fault \(text): expected ADDRESS:NAME=VALUE, e.g. C0:FF:EE:00:00:01:silent=true")
+        }
+        let name = String(rest[rest.index(after: rest.startIndex)..<eq]), value = String(rest[rest.index(after: eq)...])
+        var probe = BlueZSimulator.Faults()
+        do { try probe.set(name, value) } catch { throw CLIError("--fault \(text): \(error)") }
+        return (address, name, value)
+    }
+
     func validate() throws {
         guard Self.isAddress(address) else {
             throw CLIError("--address \(address): expected six hex pairs like C0:FF:EE:00:00:01")
@@ -63,6 +84,11 @@ struct SimulateCommand: AsyncParsableCommand {
             guard ["gopro", "rokid", "hr"].contains(spec.kind), Self.isAddress(spec.address) else {
                 throw CLIError("--device \(d): expected gopro@ADDRESS, rokid@ADDRESS or hr@ADDRESS")
             }
+        }
+        let addresses = Set(specs.map(\.address))
+        for f in faults {
+            let parsed = try Self.fault(f)
+            guard addresses.contains(parsed.address) else { throw CLIError("--fault \(f): no simulated device \(parsed.address)") }
         }
         if let seconds, !(seconds > 0) { throw CLIError("--seconds must be positive") }
         guard heartRateInterval >= 0 else { throw CLIError("--heart-rate-interval must not be negative") }
@@ -109,6 +135,15 @@ struct SimulateCommand: AsyncParsableCommand {
                 try sim.add(hr)
             }
         }
+        for f in faults {
+            let (address, name, value) = try Self.fault(f)
+            var failure: BlueZSimulatorError?
+            try sim.updateFaults(address) { faults in
+                do throws(BlueZSimulatorError) { try faults.set(name, value) } catch { failure = error }
+            }
+            if let failure { throw CLIError("--fault \(f): \(failure)") }
+        }
+        if adapterOff { sim.setAdapterPowered(false) }
         emit("DBUS_SYSTEM_BUS_ADDRESS=\(busAddress)")
 
         signal(SIGINT, SIG_IGN)

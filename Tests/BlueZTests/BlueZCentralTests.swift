@@ -5,11 +5,13 @@ import Testing
 
 /// BridgeCore's BLECentral/BLELink over the client and the emulator.
 @Suite(.serialized, .timeLimit(.minutes(1))) struct BlueZCentralTests {
-    @Test func connectNotifyReadWriteAndLinkLoss() async throws {
+    /// `.automatic` subscribes 2A37 (notify) with AcquireNotify, `.startNotify` the classic way.
+    @Test(arguments: [NotifyMethod.automatic, .startNotify])
+    func connectNotifyReadWriteAndLinkLoss(method: NotifyMethod) async throws {
         var options = Emulator.fast
         options.removalDelay = .seconds(5)
         try await withEmulator(options, devices: [GenericDevice.batteryHeartRate()]) { env in
-            let central = BlueZCentral(client: env.client, adapter: try env.client.adapter())
+            let central = BlueZCentral(client: env.client, adapter: try env.client.adapter(), notifyMethod: method)
             // Unknown to BlueZ yet: the central discovers it first.
             let link = try await central.connect(address: hrAddress, notify: [CharacteristicID("2A37", service: "180D")],
                                                  timeout: .seconds(5))
@@ -20,6 +22,8 @@ import Testing
             let first = await it.next()
             let expected = GATTNotification(characteristic: CharacteristicID("2A37", service: "180D"), value: [0x08, 0, 0, 0])
             #expect(first == expected)
+            #expect(env.simulator.isAcquired(hrAddress, characteristic: "2A37", write: false) == (method == .automatic))
+            #expect(env.simulator.notifySessions(hrAddress, characteristic: "2A37").count == (method == .automatic ? 0 : 1))
             do {
                 _ = try await link.read(CharacteristicID("2A99"))
                 Issue.record("read of a missing characteristic succeeded")

@@ -141,7 +141,7 @@ func code(_ e: any Error) -> String { (e as? BlueZError)?.code ?? "\(e)" }
             try await env.client.connect(device)
             let n = try env.client.characteristic(echoNotify, on: device)
             let w = try env.client.characteristic(echoWrite, on: device)
-            let stream = try await env.client.notifications(n)
+            let stream = try await env.client.notifications(n, using: .startNotify)
             #expect(await eventually { env.client.object(n.path)?["org.bluez.GattCharacteristic1"]?["Notifying"]?.boolValue == true })
             // Two reads (each emits PropertiesChanged(Value)), then a write that makes the device notify.
             #expect(try await env.client.read(n) == [0xAA])
@@ -151,7 +151,7 @@ func code(_ e: any Error) -> String { (e as? BlueZError)?.code ?? "\(e)" }
             let got = await collect(stream, count: 3, seconds: 1)
             #expect(got == [[3, 2, 1], [0xAA]])
             // A second StartNotify from the same connection is a no-op; StopNotify ends it.
-            let again = try await env.client.notifications(n)
+            let again = try await env.client.notifications(n, using: .startNotify)
             _ = again
             #expect(env.simulator.notifySessions(echoAddress, characteristic: echoNotify).count == 1)
             try await env.client.stopNotifications(n)
@@ -167,7 +167,7 @@ func code(_ e: any Error) -> String { (e as? BlueZError)?.code ?? "\(e)" }
             try await env.client.connect(device)
             let other = try await BlueZClient.connect(.address(env.bus.address))
             let m = try other.characteristic("2A37", on: device)
-            let stream = try await other.notifications(m)
+            let stream = try await other.notifications(m, using: .startNotify)
             #expect(env.simulator.notifySessions(hrAddress, characteristic: "2A37").count == 1)
             // The heart-rate control point makes the device notify.
             let cp = try other.characteristic("2A39", on: device)
@@ -189,7 +189,8 @@ func code(_ e: any Error) -> String { (e as? BlueZError)?.code ?? "\(e)" }
         try await withEmulator(options, devices: [GenericDevice.batteryHeartRate()]) { env in
             let device = try await discover(env, hrAddress)
             async let first: Void = env.client.connect(device)
-            try await Task.sleep(for: .milliseconds(100))
+            // Wait for the first Connect to reach the emulator (a fixed sleep flaked under load).
+            #expect(await eventually { env.simulator.received(hrAddress).contains { $0.method == "Connect" } })
             do {
                 try await env.client.connect(device)
                 Issue.record("second Connect succeeded")
@@ -407,7 +408,7 @@ func code(_ e: any Error) -> String { (e as? BlueZError)?.code ?? "\(e)" }
                                                          "org.bluez.Error.NotPermitted", "Not paired"])
             try await env.client.connect(device)
             let m = try env.client.characteristic("2A37", on: device)
-            let stream = try await env.client.notifications(m)
+            let stream = try await env.client.notifications(m, using: .startNotify)
             let sent = try await tool("/usr/bin/gdbus", base + ["org.gatt2mqtt.Simulator1.Notify", hrAddress, "2A37", "[byte 0x00, 0x50]"])
             #expect(sent.contains("true"))
             #expect(await collect(stream, count: 1) == [[0x00, 0x50]])
@@ -441,7 +442,7 @@ func code(_ e: any Error) -> String { (e as? BlueZError)?.code ?? "\(e)" }
             async let gone: Void = env.client.disconnect(device)
             try await Task.sleep(for: .milliseconds(100))
             await #expect(throws: BlueZError.notConnected("Not Connected (StartNotify on \(m.path))")) {
-                _ = try await env.client.notifications(m)
+                _ = try await env.client.notifications(m, using: .startNotify)
             }
             try await gone
             // Unpaired and disconnected with no discovery: it vanishes, children first.

@@ -79,6 +79,58 @@ import Testing
         #expect(missing.stderr.hasPrefix("error: C0:FF:EE:00:00:01 2A99: not_found"))
     }
 
+    @Test func faultFlags() throws {
+        let hr = "C0:FF:EE:00:00:01"
+        do {
+            let (sim, bus) = try Self.simulate(["--fault", "\(hr):refuse-connections=true"])
+            defer {
+                kill(sim.processIdentifier, SIGTERM)
+                sim.waitUntilExit()
+            }
+            let read = try CLI.run(["gatt", "--bus", bus, "--device", hr, "--read", "2A19"])
+            #expect(read.status == 1)
+            #expect(read.stderr.contains("connection_failed"), "\(read.stderr)")
+        }
+        do {
+            // The first notification that reaches a subscriber is sent twice.
+            let (sim, bus) = try Self.simulate(["--fault", "\(hr):duplicate-notification=1", "--fault", "\(hr):reply-delay-ms=0"])
+            defer {
+                kill(sim.processIdentifier, SIGTERM)
+                sim.waitUntilExit()
+            }
+            let notify = try CLI.run(["gatt", "--bus", bus, "--device", hr, "--listen", "2A37", "--seconds", "1"])
+            #expect(notify.status == 0)
+            let lines = notify.stdout.split(separator: "\n")
+            #expect(lines.count >= 3)
+            if lines.count >= 3 {
+                #expect(lines[0] == lines[1])
+                #expect(lines[1] != lines[2])
+            }
+        }
+        do {
+            let (sim, bus) = try Self.simulate(["--adapter-off"])
+            defer {
+                kill(sim.processIdentifier, SIGTERM)
+                sim.waitUntilExit()
+            }
+            let scan = try CLI.run(["scan", "--bus", bus, "--seconds", "0.5"])
+            #expect(scan.status == 1)
+            #expect(scan.stderr.contains("not_ready"), "\(scan.stderr)")
+        }
+        let unknown = try CLI.run(["simulate", "--seconds", "1", "--fault", "\(hr):explode=1"])
+        #expect(unknown.status != 0)
+        #expect(unknown.stderr.contains("unknown fault \"explode\""), "\(unknown.stderr)")
+        let badValue = try CLI.run(["simulate", "--seconds", "1", "--fault", "\(hr):silent=maybe"])
+        #expect(badValue.status != 0)
+        #expect(badValue.stderr.contains("expected true or false"))
+        let noDevice = try CLI.run(["simulate", "--seconds", "1", "--fault", "C0:FF:EE:00:00:09:silent=true"])
+        #expect(noDevice.status != 0)
+        #expect(noDevice.stderr.contains("no simulated device C0:FF:EE:00:00:09"))
+        let malformed = try CLI.run(["simulate", "--seconds", "1", "--fault", "silent=true"])
+        #expect(malformed.status != 0)
+        #expect(malformed.stderr.contains("expected ADDRESS:NAME=VALUE"))
+    }
+
     @Test func badArgumentsAndNoBus() throws {
         let badUUID = try CLI.run(["gatt", "--device", "C0:FF:EE:00:00:01", "--read", "xyz"])
         #expect(badUUID.status == 1)

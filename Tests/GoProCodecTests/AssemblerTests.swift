@@ -71,6 +71,44 @@ import Testing
         #expect(a.isIdle)
     }
 
+    @Test func repeatedFirstContinuationThatFillsTheMessageIsCaughtOnceTheSenderCounted() throws {
+        // 56 bytes: extended-13 start (18) + 0x80 (19) + 0x81 (19). Repeating 0x80 in place of 0x81
+        // fills the message exactly: accepted as flat from an unknown sender, a duplicate from one
+        // already seen counting.
+        let m = (0..<56).map { UInt8($0) }
+        let packets = try GoProPacketizer.packetize(m, continuation: .counting).arrays
+        #expect(packets.count == 3)
+        let repeated = [packets[0], packets[1], packets[1]]
+        var fresh = GoProAssembler()
+        #expect(!fresh.senderIsCounting)
+        #expect(try fresh.append(repeated[0]) == nil)
+        #expect(try fresh.append(repeated[1]) == nil)
+        #expect(try fresh.append(repeated[2])?.count == 56)  // indistinguishable from a flat sender
+        var a = GoProAssembler()
+        for p in packets.dropLast() { #expect(try a.append(p) == nil) }
+        #expect(try a.append(packets[2]) == m)
+        #expect(a.senderIsCounting)
+        a.reset()
+        #expect(a.senderIsCounting)  // kept: same device
+        #expect(try a.append(repeated[0]) == nil)
+        #expect(try a.append(repeated[1]) == nil)
+        #expect(throws: GoProError.continuationDuplicate(counter: 0)) { try a.append(repeated[2]) }
+        #expect(a.isIdle)
+        // The next message still decodes.
+        for p in packets.dropLast() { #expect(try a.append(p) == nil) }
+        #expect(try a.append(packets[2]) == m)
+    }
+
+    @Test func flatSenderStaysAcceptedAcrossMessages() throws {
+        let packets = try GoProPacketizer.packetize((0..<60).map { UInt8($0) }).arrays
+        var a = GoProAssembler()
+        for _ in 0..<3 {
+            for p in packets.dropLast() { #expect(try a.append(p) == nil) }
+            #expect(try a.append(packets.last!)?.count == 60)
+        }
+        #expect(!a.senderIsCounting)
+    }
+
     @Test func flatSenderIsAccepted() throws {
         let packets = try GoProPacketizer.packetize((0..<300).map { UInt8($0 & 0xFF) }).arrays
         #expect(packets.dropFirst().allSatisfy { $0[0] == 0x80 })

@@ -1,0 +1,213 @@
+import DBus
+import Foundation
+import Synchronization
+
+/// How ``BlueZClient/notifications(_:using:)`` subscribes.
+public enum NotifyMethod: Sendable, Equatable {
+    /// `AcquireNotify` where the characteristic offers it (its `NotifyAcquired` property exists),
+    /// `StartNotify` otherwise or when AcquireNotify answers `InProgress` (someone else holds a
+    /// StartNotify session on it).
+    case automatic
+    /// Always `StartNotify` (values as `PropertiesChanged(Value)`).
+    case startNotify
+    /// Always `AcquireNotify` (values through the socket); fails where it is not offered.
+    case acquireNotify
+}
+
+/// Notifications through an `AcquireNotify` socket (bluez doc/org.bluez.GattCharacteristic.rst;
+/// spec/bluez.md "Objects a client sees").
+public struct AcquiredNotifications: Sendable {
+    /// One element per notification, read from the socket on a dedicated thread. Finishes when
+    /// BlueZ closes the socket (link loss, StopNotify) or after ``release()``; ending the
+    /// iteration (cancel) releases too.
+    public let values: AsyncStream<[UInt8]>
+    /// The ATT MTU BlueZ answered with.
+    public let mtu: Int
+    let socket: ClientSocket
+
+    /// Closes the socket: BlueZ ends the session (`NotifyAcquired` goes false).
+    public func release() { socket.shutdown() }
+}
+
+/// A writer over an `AcquireWrite` socket: every ``write(_:)`` is one ATT Write Command of at
+/// most ``maximumLength`` (MTU − 3) bytes. The socket is closed by ``release()`` or when the
+/// writer goes away; BlueZ closes it on link loss (writes then fail `notConnected`).
+public final class AcquiredWriter: Sendable {
+    /// The ATT MTU BlueZ answered with.
+    public let mtu: Int
+    let socket: ClientSocket
+
+    init(mtu: Int, socket: ClientSocket) {
+        self.mtu = mtu
+        self.socket = socket
+    }
+
+    /// The longest value one write carries (MTU − 3).
+    public var maximumLength: Int { max(0, mtu - 3) }
+
+    /// Sends one value. Longer than ``maximumLength`` → ``BlueZError/valueTooLong(length:maximum:)``
+    /// (nothing sent); socket closed → ``BlueZError/notConnected(_:)``; the peer's buffer full for
+    /// `timeout` → ``BlueZError/timeout(_:)``.
+    public func write(_ value: [UInt8], timeout: Duration = .seconds(2)) throws(BlueZError) {
+        guard value.count <= maximumLength else { throw .valueTooLong(length: value.count, maximum: maximumLength) }
+        try socket.send(value, timeout: timeout)
+    }
+
+    /// Closes the socket: BlueZ releases the characteristic (`WriteAcquired` goes false).
+    public func release() { socket.shutdown() }
+
+    deinit { socket.shutdown() }
+}
+
+/// The client's end of an acquired `SOCK_SEQPACKET` socket. A reader thread (notify sockets)
+/// is the only one that closes the descriptor; without one, ``shutdown()`` closes it.
+final class ClientSocket: Sendable {
+    private struct State {
+        var closed = false
+        var shut = false
+        var reading = false
+    }
+    private let fd: Int32
+    private let state = Mutex(State())
+
+    init(fd: Int32) { self.fd = fd }
+
+    func send(_ bytes: [UInt8], timeout: Duration) throws(BlueZError) {
+        let deadline = ContinuousClock.now + timeout
+        while true {
+            let (n, err) = state.withLock { s -> (Int, Int32) in
+                guard !s.closed, !s.shut else { return (-1, EPIPE) }
+                let n = bytes.withUnsafeBytes { Foundation.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL) | Int32(MSG_DONTWAIT)) }
+                return (n, n < 0 ? errno : 0)
+            }
+            if n == bytes.count { return }
+            if n >= 0 { throw .failed(name: "socket", message: "short write of \(n) of \(bytes.count) bytes") }
+            switch err {
+            case EINTR: continue
+            case EAGAIN:
+                guard ContinuousClock.now < deadline else { throw .timeout("acquired write socket full") }
+                var p = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
+                _ = poll(&p, 1, 20)
+            default:
+                throw .notConnected("acquired write socket closed (errno \(err))")
+            }
+        }
+    }
+
+    /// Ends the socket; closes it at once when no reader thread owns it.
+    func shutdown() {
+        state.withLock { s in
+            guard !s.closed, !s.shut else { return }
+            s.shut = true
+            _ = Foundation.shutdown(fd, Int32(SHUT_RDWR))
+            if !s.reading {
+                s.closed = true
+                close(fd)
+            }
+        }
+    }
+
+    /// Reads packets on a dedicated thread until EOF or ``shutdown()``, then closes the descriptor.
+    func read(onPacket: @escaping @Sendable ([UInt8]) -> Void, onClose: @escaping @Sendable () -> Void) {
+        let fd = self.fd
+        let start = state.withLock { s -> Bool in
+            guard !s.closed, !s.shut else { return false }
+            s.reading = true
+            return true
+        }
+        guard start else {
+            onClose()
+            return
+        }
+        Thread.detachNewThread { [self] in
+            var buffer = [UInt8](repeating: 0, count: 65536)
+            while true {
+                var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+                let r = poll(&p, 1, 500)
+                if r < 0 {
+                    if errno == EINTR { continue }
+                    break
+                }
+                if r == 0 {
+                    if state.withLock({ $0.shut }) { break }
+                    continue
+                }
+                if p.revents & Int16(POLLIN) != 0 {
+                    let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
+                    if n > 0 {
+                        onPacket(Array(buffer[..<n]))
+                        continue
+                    }
+                    if n < 0, errno == EAGAIN || errno == EINTR { continue }
+                    break
+                }
+                if p.revents & Int16(POLLHUP | POLLERR | POLLNVAL) != 0 { break }
+            }
+            state.withLock { s in
+                s.closed = true
+                close(fd)
+            }
+            onClose()
+        }
+    }
+}
+
+extension BlueZClient {
+    /// `AcquireWrite`: a socket whose packets BlueZ sends as Write Commands (the characteristic
+    /// needs write-without-response). Errors as bluetoothd 5.66: `notPermitted` ("Write
+    /// acquired") when already acquired, `notSupported` without the flag, `notConnected` before
+    /// ServicesResolved.
+    public func acquireWrite(_ characteristic: BlueZCharacteristic, timeout: Duration? = nil) async throws(BlueZError)
+        -> AcquiredWriter
+    {
+        let (fd, mtu) = try await acquire(characteristic, "AcquireWrite", timeout: timeout)
+        return AcquiredWriter(mtu: mtu, socket: ClientSocket(fd: fd))
+    }
+
+    /// `AcquireNotify`: the characteristic's notifications through a socket instead of
+    /// `PropertiesChanged` (no read echoes there). Errors as bluetoothd 5.66: `notPermitted`
+    /// ("Notify acquired") when already acquired, `inProgress` when a StartNotify session exists,
+    /// `notSupported` without the notify flag. Also ended by ``stopNotifications(_:)`` and
+    /// ``close()``.
+    public func acquireNotify(_ characteristic: BlueZCharacteristic, timeout: Duration? = nil) async throws(BlueZError)
+        -> AcquiredNotifications
+    {
+        let (fd, mtu) = try await acquire(characteristic, "AcquireNotify", timeout: timeout)
+        let socket = ClientSocket(fd: fd)
+        let (values, continuation) = AsyncStream<[UInt8]>.makeStream(bufferingPolicy: .bufferingNewest(1024))
+        let path = characteristic.path
+        let id = store.withLock { s -> UInt64? in
+            guard !s.closed else { return nil }
+            let id = s.id()
+            s.acquired[id] = (path, socket)
+            return id
+        }
+        guard let id else {
+            socket.shutdown()
+            throw .bus(.disconnected)
+        }
+        continuation.onTermination = { [weak self] _ in
+            socket.shutdown()
+            _ = self?.store.withLock { $0.acquired.removeValue(forKey: id) }
+        }
+        socket.read(onPacket: { continuation.yield($0) }, onClose: { continuation.finish() })
+        return AcquiredNotifications(values: values, mtu: mtu, socket: socket)
+    }
+
+    /// Whether BlueZ offers AcquireNotify on the characteristic (its `NotifyAcquired` exists).
+    public func offersAcquireNotify(_ characteristic: BlueZCharacteristic) -> Bool {
+        object(characteristic.path)?[Self.char1]?["NotifyAcquired"] != nil
+    }
+
+    func acquire(_ c: BlueZCharacteristic, _ method: String, timeout: Duration?) async throws(BlueZError) -> (Int32, Int) {
+        let reply = try await call(c.path, Self.char1, method, [.properties([:])], timeout: timeout)
+        do {
+            let handle = try reply.decode(0, as: DBusUnixFD.self)
+            let mtu = try reply.decode(1, as: UInt16.self)
+            // Our own descriptor; the message's copy closes with the reply.
+            return (try handle.duplicate(), Int(mtu))
+        } catch {
+            throw .failed(name: "org.bluez.Error.Failed", message: "\(method) answered \(reply.signature)")
+        }
+    }
+}

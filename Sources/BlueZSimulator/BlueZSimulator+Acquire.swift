@@ -1,0 +1,95 @@
+import DBus
+
+extension BlueZSimulator {
+    /// `AcquireWrite` / `AcquireNotify` (bluez doc/org.bluez.GattCharacteristic.rst; checks in
+    /// the order of bluetoothd 5.66 `characteristic_acquire_*`): not resolved → `Failed: Not
+    /// connected`; already acquired → `NotPermitted: Write acquired` / `Notify acquired`; a
+    /// StartNotify session on the characteristic → `InProgress` (AcquireNotify); flag missing
+    /// (write-without-response / notify) → `NotSupported`. Answers `(h fd, q mtu)`: one end of a
+    /// `SOCK_SEQPACKET` socketpair. While acquired, `WriteAcquired`/`NotifyAcquired` (and
+    /// `Notifying`) are true; closing the client end releases, and link loss closes the socket.
+    func acquire(_ address: String, _ path: DBusObjectPath, write: Bool, sender: String) async throws(DBusError)
+        -> [DBusValue]
+    {
+        let method = write ? "AcquireWrite" : "AcquireNotify"
+        let uuid = state.withLock { $0.devices[address]?.chars[path]?.uuid }
+        try await gate(address, method, sender: sender,
+                       record: Received(method: method, characteristic: uuid, value: [], delivered: true, sender: sender))
+        let (d, c) = try gattContext(address, path)
+        if write {
+            guard c.writeIO == nil else { throw BlueZErrors.notPermitted("Write acquired") }
+            guard c.flags.contains("write-without-response") else { throw BlueZErrors.notSupported }
+        } else {
+            guard c.notifyIO == nil else { throw BlueZErrors.notPermitted("Notify acquired") }
+            guard c.sessions.isEmpty else { throw BlueZErrors.inProgress }
+            guard c.flags.contains("notify") else { throw BlueZErrors.notSupported }
+        }
+        guard let (io, theirs) = AcquiredSocket.pair() else { throw BlueZErrors.failed("socketpair failed") }
+        // Our copy of the client's end closes when this value goes (the reply carries a dup).
+        let clientEnd = DBusUnixFD(taking: theirs)
+        let installed = state.withLock { s -> Bool in
+            guard let now = s.devices[address], now.epoch == d.epoch, now.resolved, let cs = now.chars[path] else { return false }
+            if write {
+                guard cs.writeIO == nil else { return false }
+                s.devices[address]!.chars[path]!.writeIO = io
+            } else {
+                guard cs.notifyIO == nil, cs.sessions.isEmpty else { return false }
+                s.devices[address]!.chars[path]!.notifyIO = io
+            }
+            return true
+        }
+        guard installed else {
+            io.discard()
+            throw BlueZErrors.failed("Not connected")
+        }
+        if write {
+            try? connection.setProperty(path, interface: Self.char1, "WriteAcquired", .boolean(true))
+            // Packets are handed to the device in order, as command writes.
+            let (packets, feed) = AsyncStream<[UInt8]>.makeStream()
+            spawn { [weak self] in
+                for await v in packets {
+                    try? await self?.write(address, path, v, options: ["type": .string("command")], sender: "socket")
+                }
+            }
+            io.run(onPacket: { feed.yield($0) }, onClose: { [weak self] in
+                feed.finish()
+                self?.released(address, path, io, write: true)
+            })
+        } else {
+            try? connection.setProperties(path, interface: Self.char1, ["NotifyAcquired": .boolean(true), "Notifying": .boolean(true)])
+            io.run(onPacket: { _ in }, onClose: { [weak self] in self?.released(address, path, io, write: false) })
+        }
+        return [.unixFD(clientEnd), .uint16(UInt16(clamping: d.device.mtu))]
+    }
+
+    /// An acquired socket closed (client released it, StopNotify, link loss, emulator stopped).
+    func released(_ address: String, _ path: DBusObjectPath, _ io: AcquiredSocket, write: Bool) {
+        let change = state.withLock { s -> Bool? in
+            guard let c = s.devices[address]?.chars[path] else { return nil }
+            if write {
+                guard c.writeIO === io else { return nil }
+                s.devices[address]!.chars[path]!.writeIO = nil
+            } else {
+                guard c.notifyIO === io else { return nil }
+                s.devices[address]!.chars[path]!.notifyIO = nil
+            }
+            return !c.sessions.isEmpty
+        }
+        guard let stillNotifying = change, !state.withLock({ $0.stopped }) else { return }
+        if write {
+            try? connection.setProperty(path, interface: Self.char1, "WriteAcquired", .boolean(false))
+        } else {
+            try? connection.setProperties(path, interface: Self.char1,
+                                          ["NotifyAcquired": .boolean(false), "Notifying": .boolean(stillNotifying)])
+        }
+    }
+
+    /// Whether a characteristic's AcquireWrite / AcquireNotify socket is held now.
+    public func isAcquired(_ address: String, characteristic uuid: String, write: Bool) -> Bool {
+        let full = SimUUID.full(uuid)
+        return state.withLock { s in
+            guard let c = s.devices[address.uppercased()]?.chars.values.first(where: { $0.uuid == full }) else { return false }
+            return (write ? c.writeIO : c.notifyIO) != nil
+        }
+    }
+}
