@@ -83,7 +83,7 @@ func code(_ e: any Error) -> String { (e as? BlueZError)?.code ?? "\(e)" }
             let battery = try env.client.characteristic("2A19", on: device)
             try await env.client.disconnect(device)
             // Raw Connect returns before ServicesResolved; the cached GATT objects exist but fail.
-            try await env.client.connection.call(destination: "org.bluez", path: device.path, interface: "org.bluez.Device1",
+            _ = try await env.client.connection.call(destination: "org.bluez", path: device.path, interface: "org.bluez.Device1",
                                                   method: "Connect")
             #expect(env.client.connectionState(device).servicesResolved == false)
             do {
@@ -223,7 +223,7 @@ func code(_ e: any Error) -> String { (e as? BlueZError)?.code ?? "\(e)" }
             try env.simulator.updateFaults(hrAddress) { $0 = .init(); $0.silent = true }
             async let attempt: Void = env.client.connect(device)
             try await Task.sleep(for: .milliseconds(50))
-            try await env.client.connection.call(destination: "org.bluez", path: device.path,
+            _ = try await env.client.connection.call(destination: "org.bluez", path: device.path,
                                                   interface: "org.bluez.Device1", method: "Disconnect")
             do {
                 try await attempt
