@@ -70,7 +70,10 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
-        .target(name: "DeviceSimulators", dependencies: ["BlueZSimulator", "GoProCodec", "CapsCodec", "BinaryCoding"]),
+        .target(
+            name: "DeviceSimulators",
+            dependencies: ["BlueZSimulator", "GoProCodec", "CapsCodec", "BinaryCoding", .product(name: "SwiftProtobuf", package: "swift-protobuf")]
+        ),
         .target(name: "BridgeStore", dependencies: ["BinaryCoding", .product(name: "GRDB", package: "GRDB.swift")]),
 
         // MARK: Executable (thin)
@@ -104,6 +107,11 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ],
             exclude: ["Fixtures"]
+        ),
+        .testTarget(
+            name: "DeviceSimulatorsTests",
+            dependencies: ["DeviceSimulators", "BlueZSimulator", "GoProCodec", "CapsCodec", "BinaryCoding",
+                           .product(name: "SwiftProtobuf", package: "swift-protobuf")]
         ),
         .testTarget(name: "BridgeStoreTests", dependencies: ["BridgeStore", "BinaryCoding"]),
         .testTarget(name: "CLITests", dependencies: ["BinaryCoding", "Mosquitto"], exclude: ["Fixtures"]),
