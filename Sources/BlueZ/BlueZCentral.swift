@@ -25,9 +25,17 @@ extension BLEError {
 /// `connect` adopts a link BlueZ already has; a device BlueZ does not know yet is looked for with
 /// a short discovery (filtered by address) first. The bridge serialises connects per adapter
 /// (its `ConnectGate`), so this scan never overlaps another connect (behaviour 6).
+///
+/// Pairing (spec/bluez.md behaviour 9, gopro.md §2): when the profile asks for it (`pair: true`,
+/// GoPro) and BlueZ says the device is not `Paired`, the central pairs right after the link is
+/// up and *before* subscribing — Just Works through a `NoInputNoOutput` agent it registers once
+/// — so no encrypted access ever fails with "Insufficient authentication". Profiles that do not
+/// ask are never paired (many devices refuse it).
 public final class BlueZCentral: BLECentral {
     public let client: BlueZClient
     public let adapter: BlueZAdapter
+    /// Whether the headless agent is registered (once per central).
+    let agentRegistered = Mutex(false)
 
     public init(client: BlueZClient, adapter: BlueZAdapter) {
         self.client = client
@@ -35,6 +43,26 @@ public final class BlueZCentral: BLECentral {
     }
 
     public func connect(address: String, notify: [CharacteristicID], timeout: Duration) async throws(BLEError) -> any BLELink {
+        try await connect(address: address, notify: notify, pair: false, timeout: timeout)
+    }
+
+    /// Whether BlueZ reports the device `Paired` (or `Bonded`).
+    func isPaired(_ device: BlueZDevice) -> Bool {
+        let props = client.objects[device.path]?[BlueZClient.device1]
+        return props?["Paired"]?.boolValue == true || props?["Bonded"]?.boolValue == true
+    }
+
+    /// Registers the Just Works agent the first time pairing is needed. A failure is not fatal
+    /// (already registered on this connection by another central, or the system's own agent
+    /// answers): `Pair` itself then says whether pairing works.
+    func ensureAgent() async {
+        guard agentRegistered.withLock({ (done: inout Bool) -> Bool in defer { done = true }; return !done }) else { return }
+        try? await client.registerHeadlessAgent()
+    }
+
+    public func connect(address: String, notify: [CharacteristicID], pair: Bool, timeout: Duration) async throws(BLEError)
+        -> any BLELink
+    {
         let start = ContinuousClock.now
         func left() -> Duration { max(.milliseconds(1), timeout - (ContinuousClock.now - start)) }
         do throws(BlueZError) {
@@ -51,7 +79,18 @@ public final class BlueZCentral: BLECentral {
             }
             guard let device else { throw BlueZError.notFound("device \(address)") }
             try await client.connect(device, timeout: left())
-            let link = BlueZLink(client: client, device: device)
+            var pairedNow = false
+            if pair, !isPaired(device) {
+                await ensureAgent()
+                do {
+                    try await client.pair(device, timeout: left())
+                    pairedNow = true
+                } catch {
+                    // Paired meanwhile (another client, or a bond BlueZ had not shown yet): fine.
+                    guard case .alreadyExists = error else { throw error }
+                }
+            }
+            let link = BlueZLink(client: client, device: device, pairedOnConnect: pairedNow)
             do {
                 try await link.subscribe(notify)
             } catch {
@@ -74,10 +113,12 @@ final class BlueZLink: BLELink {
     let continuation: AsyncStream<GATTNotification>.Continuation
     let tasks = TaskBag()
     let mtu: Int
+    let pairedOnConnect: Bool
 
-    init(client: BlueZClient, device: BlueZDevice) {
+    init(client: BlueZClient, device: BlueZDevice, pairedOnConnect: Bool = false) {
         self.client = client
         self.device = device
+        self.pairedOnConnect = pairedOnConnect
         (notifications, continuation) = AsyncStream<GATTNotification>.makeStream(bufferingPolicy: .bufferingNewest(1024))
         let mtus = client.objects.filter { $0.key.isDescendant(of: device.path) }
             .compactMap { $0.value["org.bluez.GattCharacteristic1"]?["MTU"]?.integerValue }

@@ -216,6 +216,13 @@ public struct BridgeStore: Sendable {
         }
     }
 
+    /// Records that the device was paired (bonded) with the adapter.
+    public func markPaired(_ deviceID: String, _ paired: Bool = true) throws(StoreError) {
+        try write { db in
+            try db.execute(sql: "UPDATE device SET paired = ? WHERE id = ?", arguments: [paired, deviceID])
+        }
+    }
+
     public func markSeen(_ deviceID: String, at date: Date) throws(StoreError) {
         try write { db in
             try db.execute(sql: "UPDATE device SET lastSeen = ? WHERE id = ?", arguments: [date, deviceID])

@@ -28,6 +28,12 @@ public final class SimulatedGoPro: SimulatedDevice {
         /// Files recorded so far (one per shutter on → off); the last one answers F5 6D.
         var recordings = 0
         var pairingFinishedBy: String?
+        /// The last write of any kind (keep-alive included): the sleep timer counts from it (§9).
+        var lastActivity = ContinuousClock.now
+        var lastDrain = ContinuousClock.now
+        var sleeps = 0
+        /// Drops the link in the emulator (set by ``add(to:alreadyConnected:)``).
+        var dropLink: (@Sendable () -> Void)?
     }
 
     public let address: String
@@ -35,14 +41,30 @@ public final class SimulatedGoPro: SimulatedDevice {
     public let services: [SimulatedService]
     public let mtu = 23
     let state = Mutex(State())
+    /// Idle time (no keep-alive, no other write) after which the camera sleeps; nil: never.
+    public let sleepAfter: Duration?
+    /// While encoding, the battery (status 70) drops 1 % this often; nil: never.
+    public let batteryDrainEvery: Duration?
 
     static func gp(_ short: UInt16) -> String { GoProCharacteristic(rawValue: short)!.uuid }
 
-    public init(address: String = "C0:FF:EE:00:00:01", name: String = "GoPro 1234") {
+    /// - Parameters:
+    ///   - encrypted: the FEA6 and GP-0090 characteristics need a paired link, as on a real
+    ///     camera (§2): `encrypt-write` on the request characteristics, `encrypt-read` with the
+    ///     notifies, so an unpaired client gets NotPermitted "Insufficient authentication".
+    ///   - sleepAfter: with no keep-alive (`5B 01 42`) and no other write for this long, and not
+    ///     encoding, the camera sleeps (§9): it drops the link through the emulator it was
+    ///     ``add(to:alreadyConnected:)``-ed to and stays connectable — connecting wakes it (§2).
+    ///   - batteryDrainEvery: while encoding, status 70 (battery %) drops by 1 this often and is
+    ///     pushed to registered clients.
+    public init(address: String = "C0:FF:EE:00:00:01", name: String = "GoPro 1234", encrypted: Bool = true,
+                sleepAfter: Duration? = nil, batteryDrainEvery: Duration? = nil) {
         self.address = address.uppercased()
+        self.sleepAfter = sleepAfter
+        self.batteryDrainEvery = batteryDrainEvery
         advertisement = SimulatedAdvertisement(name: name, rssi: -50, uuids: ["FEA6"], manufacturerData: [0x02F2: [0x02, 0x01]])
-        let write = ["write"]
-        let notify = ["notify"]
+        let write = encrypted ? ["write", "encrypt-write"] : ["write"]
+        let notify = encrypted ? ["notify", "encrypt-read"] : ["notify"]
         services = [
             SimulatedService("FEA6", characteristics: [
                 SimulatedCharacteristic(Self.gp(0x72), flags: write),
@@ -58,6 +80,49 @@ public final class SimulatedGoPro: SimulatedDevice {
             ]),
             SimulatedService("180F", characteristics: [SimulatedCharacteristic("2A19", flags: ["read", "notify"], value: [84])]),
         ]
+        let periods = [sleepAfter, batteryDrainEvery].compactMap { $0 }
+        if let shortest = periods.min() {
+            let tick = min(max(shortest / 8, .milliseconds(5)), .milliseconds(250))
+            Task { [weak self] in
+                while !Task.isCancelled {
+                    try? await Task.sleep(for: tick)
+                    guard let self else { return }
+                    self.timerTick()
+                }
+            }
+        }
+    }
+
+    /// Puts the camera in range of `simulator` and lets it drop its link there when it sleeps.
+    public func add(to simulator: BlueZSimulator, alreadyConnected: Bool = false) throws(BlueZSimulatorError) {
+        let address = address
+        state.withLock { $0.dropLink = { [weak simulator] in try? simulator?.dropLink(address) } }
+        try simulator.add(self, alreadyConnected: alreadyConnected)
+    }
+
+    /// How often the camera went to sleep (dropped an idle link).
+    public var sleepCount: Int { state.withLock { $0.sleeps } }
+
+    /// The sleep timer and the battery drain (§9).
+    func timerTick() {
+        let now = ContinuousClock.now
+        let (sleep, battery): ((@Sendable () -> Void)?, UInt8?) = state.withLock { s in
+            let encoding = s.statuses[10] == [1]
+            var battery: UInt8?
+            if let every = batteryDrainEvery, encoding, now - s.lastDrain >= every {
+                s.lastDrain = now
+                let level = s.statuses[70]?.first ?? 0
+                if level > 0 { battery = level - 1 }
+            }
+            if let after = sleepAfter, s.link != nil, !encoding, now - s.lastActivity >= after, let drop = s.dropLink {
+                s.sleeps += 1
+                s.lastActivity = now
+                return (drop, battery)
+            }
+            return (nil, battery)
+        }
+        if let battery { setStatus(70, [battery]) }
+        sleep?()
     }
 
     /// The phone name of the last successful Pairing Finish (03 01, §2 step 5), nil before one.
@@ -81,6 +146,7 @@ public final class SimulatedGoPro: SimulatedDevice {
         state.withLock { s in
             s.link = link
             s.assemblers = [:]
+            s.lastActivity = .now  // a connection wakes the camera (§2) and restarts the timer
             if link == nil { s.statusRegistrations = []; s.settingRegistrations = []; s.presetRegistrations = [] }
         }
     }
@@ -91,6 +157,7 @@ public final class SimulatedGoPro: SimulatedDevice {
             var a = s.assemblers[characteristic] ?? GoProAssembler()
             let m = try? a.append(value)
             s.assemblers[characteristic] = a
+            s.lastActivity = .now
             if let m = m ?? nil { s.received.append(m) }
             return m ?? nil
         }
@@ -111,6 +178,7 @@ public final class SimulatedGoPro: SimulatedDevice {
             let on = m[2] != 0
             state.withLock { s in
                 if !on, s.statuses[10] == [1] { s.recordings += 1 }  // a recording ends: one more file
+                if on, s.statuses[10] != [1] { s.lastDrain = .now }
             }
             send([0x01, 0x00], on: 0x73)
             setStatus(8, [on ? 1 : 0])
