@@ -95,7 +95,11 @@ let package = Package(
         .testTarget(name: "GattLayoutTests", dependencies: ["GattLayout", "BinaryCoding"], exclude: ["Corpus"]),
         .testTarget(name: "MosquittoTests", dependencies: ["Mosquitto"], exclude: ["Fixtures"]),
         .testTarget(name: "DBusTests", dependencies: ["DBus"], exclude: ["Fixtures"]),
-        .testTarget(name: "BlueZTests", dependencies: ["BlueZ", "BlueZSimulator", "DBus", "BridgeCore"], exclude: ["Fixtures"]),
+        .testTarget(
+            name: "BlueZTests",
+            dependencies: ["BlueZ", "BlueZSimulator", "DBus", "BridgeCore", "BridgeConfig", "BridgeStore", "DeviceProfiles", "DeviceSimulators"],
+            exclude: ["Fixtures"]
+        ),
         .testTarget(name: "BridgeConfigTests", dependencies: ["BridgeConfig", "BinaryCoding"]),
         .testTarget(name: "BridgeCoreTests", dependencies: ["BridgeCore", "BridgeConfig", "BridgeStore", "BinaryCoding"]),
         .testTarget(name: "DeviceProfilesTests", dependencies: ["DeviceProfiles", "BridgeCore", "BridgeConfig", "CapsCodec", "GoProCodec", "BinaryCoding"]),
