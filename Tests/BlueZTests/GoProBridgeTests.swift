@@ -8,6 +8,39 @@ import DeviceSimulators
 import Synchronization
 import Testing
 
+/// What the bridge published.
+final class BridgeRecorder: MQTTPort {
+    let sent = Mutex<[OutboundMessage]>([])
+    func send(_ message: OutboundMessage) { sent.withLock { $0.append(message) } }
+    func events(_ type: String) -> Int {
+        sent.withLock { $0.filter { $0.topic == "gatt2mqtt/bridge/event" && $0.text.contains("\"\(type)\"") }.count }
+    }
+    func messages(_ topic: String) -> [OutboundMessage] { sent.withLock { $0.filter { $0.topic == topic } } }
+}
+
+/// Runs a bridge core over BlueZCentral with one device until `body` returns.
+func withBridge(_ env: Emulator, device: DeviceConfig, store: BridgeStore, driver: @escaping @Sendable () -> any DeviceDriver,
+                _ body: (BridgeRecorder) async throws -> Void) async throws {
+    var config = Configuration()
+    config.mqtt.reconnectMin = .milliseconds(20)
+    config.mqtt.reconnectMax = .milliseconds(40)
+    config.devices = [device]
+    let mqtt = BridgeRecorder()
+    let central = BlueZCentral(client: env.client, adapter: try env.client.adapter())
+    let bridge = try Bridge(configuration: config, store: store, mqtt: mqtt, central: central,
+                            drivers: { _ in driver() }, tick: .milliseconds(10))
+    let run = Task { await bridge.run() }
+    do {
+        try await body(mqtt)
+    } catch {
+        run.cancel()
+        await run.value
+        throw error
+    }
+    run.cancel()
+    await run.value
+}
+
 /// The bridge core with the GoPro profile over BlueZCentral and the emulator, against the
 /// simulated camera (encrypted characteristics, sleep timer): pairing on the first connect,
 /// Pairing Finish, the registry's `paired`, and the keep-alive keeping the camera awake
@@ -15,37 +48,12 @@ import Testing
 @Suite(.serialized, .timeLimit(.minutes(1))) struct GoProBridgeTests {
     static let address = "C0:FF:EE:00:00:31"
 
-    final class Recorder: MQTTPort {
-        let sent = Mutex<[OutboundMessage]>([])
-        func send(_ message: OutboundMessage) { sent.withLock { $0.append(message) } }
-        func events(_ type: String) -> Int {
-            sent.withLock { $0.filter { $0.topic == "gatt2mqtt/bridge/event" && $0.text.contains("\"\(type)\"") }.count }
-        }
-    }
-
-    /// Runs a bridge with one GoPro device until `body` returns.
+    /// Runs a bridge with the camera until `body` returns.
     func withBridge(_ env: Emulator, keepAlive: Duration, store: BridgeStore,
-                    _ body: (Recorder) async throws -> Void) async throws {
-        var config = Configuration()
-        config.mqtt.reconnectMin = .milliseconds(20)
-        config.mqtt.reconnectMax = .milliseconds(40)
+                    _ body: (BridgeRecorder) async throws -> Void) async throws {
         var d = DeviceConfig(id: "camera", profile: .gopro)
         d.address = Self.address
-        config.devices = [d]
-        let mqtt = Recorder()
-        let central = BlueZCentral(client: env.client, adapter: try env.client.adapter())
-        let bridge = try Bridge(configuration: config, store: store, mqtt: mqtt, central: central,
-                                drivers: { _ in GoProDriver(keepAliveInterval: keepAlive) }, tick: .milliseconds(10))
-        let run = Task { await bridge.run() }
-        do {
-            try await body(mqtt)
-        } catch {
-            run.cancel()
-            await run.value
-            throw error
-        }
-        run.cancel()
-        await run.value
+        try await BlueZTests.withBridge(env, device: d, store: store, driver: { GoProDriver(keepAliveInterval: keepAlive) }, body)
     }
 
     func pairCalls(_ env: Emulator) -> Int { env.simulator.received(Self.address).filter { $0.method == "Pair" }.count }
