@@ -46,12 +46,6 @@ public final class BlueZCentral: BLECentral {
         try await connect(address: address, notify: notify, pair: false, timeout: timeout)
     }
 
-    /// Whether BlueZ reports the device `Paired` (or `Bonded`).
-    func isPaired(_ device: BlueZDevice) -> Bool {
-        let props = client.objects[device.path]?[BlueZClient.device1]
-        return props?["Paired"]?.boolValue == true || props?["Bonded"]?.boolValue == true
-    }
-
     /// Registers the Just Works agent the first time pairing is needed. A failure is not fatal
     /// (already registered on this connection by another central, or the system's own agent
     /// answers): `Pair` itself then says whether pairing works.
@@ -80,7 +74,7 @@ public final class BlueZCentral: BLECentral {
             guard let device else { throw BlueZError.notFound("device \(address)") }
             try await client.connect(device, timeout: left())
             var pairedNow = false
-            if pair, !isPaired(device) {
+            if pair, !client.isPaired(device) {
                 await ensureAgent()
                 do {
                     try await client.pair(device, timeout: left())
@@ -175,5 +169,23 @@ final class TaskBag: Sendable {
     func add(_ t: Task<Void, Never>) { tasks.withLock { $0.append(t) } }
     func cancelAll() {
         for t in tasks.withLock({ $0 }) { t.cancel() }
+    }
+}
+
+extension BlueZClient {
+    /// Whether BlueZ reports the device `Paired` (or `Bonded`), as cached now.
+    public func isPaired(_ device: BlueZDevice) -> Bool {
+        let props = objects[device.path]?[Self.device1]
+        return props?["Paired"]?.boolValue == true || props?["Bonded"]?.boolValue == true
+    }
+}
+
+extension BlueZError {
+    /// A refusal that pairing would cure: NotPermitted "Insufficient authentication/encryption"
+    /// or "Not paired" (spec/bluez.md behaviour 9; GoPro characteristics, gopro.md §2).
+    public var needsPairing: Bool {
+        guard case let .notPermitted(message) = self else { return false }
+        let m = message.lowercased()
+        return m.contains("authentication") || m.contains("encryption") || m.contains("not paired")
     }
 }
