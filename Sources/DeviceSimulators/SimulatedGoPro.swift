@@ -50,8 +50,9 @@ public final class SimulatedGoPro: SimulatedDevice {
 
     /// - Parameters:
     ///   - encrypted: the FEA6 and GP-0090 characteristics need a paired link, as on a real
-    ///     camera (§2): `encrypt-write` on the request characteristics, `encrypt-read` with the
-    ///     notifies, so an unpaired client gets NotPermitted "Insufficient authentication".
+    ///     camera (§2): `encrypt-write` on the request characteristics (an unpaired write gets
+    ///     NotPermitted "Insufficient authentication"), `encrypt-notify` on the notify ones (which
+    ///     stay unreadable, as in §1).
     ///   - sleepAfter: with no keep-alive (`5B 01 42`) and no other write for this long, and not
     ///     encoding, the camera sleeps (§9): it drops the link through the emulator it was
     ///     ``add(to:alreadyConnected:)``-ed to and stays connectable — connecting wakes it (§2).
@@ -64,7 +65,7 @@ public final class SimulatedGoPro: SimulatedDevice {
         self.batteryDrainEvery = batteryDrainEvery
         advertisement = SimulatedAdvertisement(name: name, rssi: -50, uuids: ["FEA6"], manufacturerData: [0x02F2: [0x02, 0x01]])
         let write = encrypted ? ["write", "encrypt-write"] : ["write"]
-        let notify = encrypted ? ["notify", "encrypt-read"] : ["notify"]
+        let notify = encrypted ? ["notify", "encrypt-notify"] : ["notify"]
         services = [
             SimulatedService("FEA6", characteristics: [
                 SimulatedCharacteristic(Self.gp(0x72), flags: write),

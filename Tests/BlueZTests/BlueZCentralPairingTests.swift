@@ -20,7 +20,7 @@ import Testing
             advertisement: SimulatedAdvertisement(name: "GoPro 0007", rssi: -50, uuids: ["FEA6"]),
             services: [SimulatedService("FEA6", characteristics: [
                 SimulatedCharacteristic(command.uuid, flags: ["write", "encrypt-write"]),
-                SimulatedCharacteristic(response.uuid, flags: ["notify", "encrypt-read"]),
+                SimulatedCharacteristic(response.uuid, flags: ["notify", "encrypt-notify"]),
             ])],
             onWrite: { (w: SimulatedWrite, d: GenericDevice) throws(SimulatedATTError) in
                 d.notify(response.uuid, w.value)
