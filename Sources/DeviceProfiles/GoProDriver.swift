@@ -21,7 +21,8 @@ public struct GoProDriver: DeviceDriver {
     var sequence = 0
     var busy = false
     var encoding = false
-    /// The last connect paired the camera: Pairing Finish is due in the next start-up requests.
+    /// A connect paired the camera: Pairing Finish is due in the start-up requests of every
+    /// connect until the camera answers it (a link lost in between does not lose it).
     var pairingFinishDue = false
     /// The phone name Pairing Finish announces (§7: any non-empty string).
     public let phoneName: String
@@ -50,10 +51,7 @@ public struct GoProDriver: DeviceDriver {
 
     public mutating func startupRequests() throws(CommandError) -> [DeviceRequest] {
         var out: [DeviceRequest] = []
-        if pairingFinishDue {
-            pairingFinishDue = false
-            out.append(try pairingFinish())
-        }
+        if pairingFinishDue { out.append(try pairingFinish()) }
         for name in ["register_status_value_updates", "register_setting_value_updates"] {
             out.append(try encode(["query": .string(name)], mtu: 23))
         }
@@ -147,6 +145,7 @@ public struct GoProDriver: DeviceDriver {
             if case .protobuf = response { out.append(.event(response.json)) }
             return out
         }
+        if response.identifier == .protobuf(feature: 0x03, action: 0x81) { pairingFinishDue = false }
         // The core runs one request at a time: the answer belongs to a candidate it matches.
         if let (key, _) = pendingCandidates.first(where: { $0.value.isAnswered(by: response.identifier) }) {
             pendingCandidates = pendingCandidates.filter { !$0.value.isAnswered(by: response.identifier) }

@@ -62,7 +62,8 @@ func withBridge(_ env: Emulator, device: DeviceConfig, store: BridgeStore, drive
         var options = Emulator.fast
         options.removalDelay = .seconds(5)
         try await withEmulator(options) { env in
-            let camera = SimulatedGoPro(address: Self.address, sleepAfter: .milliseconds(400))
+            // 1.2 s of idle time covers connect, pairing and subscriptions on a loaded machine.
+            let camera = SimulatedGoPro(address: Self.address, sleepAfter: .milliseconds(1200))
             try camera.add(to: env.simulator)
             let store = try BridgeStore.inMemory()
             try await withBridge(env, keepAlive: .milliseconds(100), store: store) { mqtt in
@@ -74,9 +75,9 @@ func withBridge(_ env: Emulator, device: DeviceConfig, store: BridgeStore, drive
                 let first = try #require(camera.receivedMessages.first)
                 #expect(Array(first.prefix(2)) == [0x03, 0x01])
                 // Well past the sleep timer: the 100 ms keep-alive kept it awake.
-                try await Task.sleep(for: .milliseconds(1200))
+                try await Task.sleep(for: .milliseconds(2500))
                 #expect(camera.sleepCount == 0)
-                #expect(camera.receivedMessages.filter { $0 == [0x5B, 0x01, 0x42] }.count >= 5)
+                #expect(camera.receivedMessages.filter { $0 == [0x5B, 0x01, 0x42] }.count >= 10)
                 #expect(mqtt.events("device_connected") == 1)
             }
         }

@@ -73,6 +73,18 @@ import Testing
         #expect(try d.startupRequests().count == 2)
     }
 
+    @Test func pairingFinishLostWithTheLinkIsSentAgainOnTheNextConnect() throws {
+        var d = GoProDriver()
+        d.didPair()
+        #expect(try d.startupRequests().count == 3)
+        d.linkLost()  // dropped before the camera answered
+        let s = try d.startupRequests()
+        #expect(s.count == 3 && s[0].writes[0].value.prefix(4) == [0x20, 0x0F, 0x03, 0x01])
+        _ = try notify(&d, [0x03, 0x81, 0x08, 0x01], on: .networkManagementResponse)
+        d.linkLost()
+        #expect(try d.startupRequests().count == 2)
+    }
+
     @Test func pairingFinishFailureIsReported() throws {
         var d = GoProDriver(phoneName: "bridge")
         d.didPair()

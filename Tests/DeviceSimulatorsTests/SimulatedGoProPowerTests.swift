@@ -29,9 +29,9 @@ func eventually(_ seconds: Double = 3, _ condition: () -> Bool) async -> Bool {
     }
 
     @Test func keepAliveKeepsTheCameraAwakeAndSilenceLetsItSleep() async throws {
-        let h = harness(sleepAfter: .milliseconds(300))
-        // Keep-alive every 100 ms for a second: still awake.
-        for _ in 0..<10 {
+        let h = harness(sleepAfter: .milliseconds(600))
+        // Keep-alive every 100 ms for 1.5 s: still awake.
+        for _ in 0..<15 {
             try h.write(Self.keepAlive, to: .settings)
             try await Task.sleep(for: .milliseconds(100))
         }
@@ -40,7 +40,7 @@ func eventually(_ seconds: Double = 3, _ condition: () -> Bool) async -> Bool {
         // Silence: it sleeps once and drops the link (no further sleeps without a link).
         #expect(await eventually { h.camera.sleepCount == 1 })
         #expect(h.camera.state.withLock { $0.link == nil })
-        try await Task.sleep(for: .milliseconds(400))
+        try await Task.sleep(for: .milliseconds(700))
         #expect(h.camera.sleepCount == 1)
         // Connecting wakes it: a new link gets the full idle time again.
         let again = GoProHarness(h.camera)
