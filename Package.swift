@@ -70,7 +70,10 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
-        .target(name: "DeviceSimulators", dependencies: ["BlueZSimulator", "GoProCodec", "CapsCodec", "BinaryCoding"]),
+        .target(
+            name: "DeviceSimulators",
+            dependencies: ["BlueZSimulator", "GoProCodec", "CapsCodec", "BinaryCoding", .product(name: "SwiftProtobuf", package: "swift-protobuf")]
+        ),
         .target(name: "BridgeStore", dependencies: ["BinaryCoding", .product(name: "GRDB", package: "GRDB.swift")]),
 
         // MARK: Executable (thin)
@@ -92,7 +95,11 @@ let package = Package(
         .testTarget(name: "GattLayoutTests", dependencies: ["GattLayout", "BinaryCoding"], exclude: ["Corpus"]),
         .testTarget(name: "MosquittoTests", dependencies: ["Mosquitto"], exclude: ["Fixtures"]),
         .testTarget(name: "DBusTests", dependencies: ["DBus"], exclude: ["Fixtures"]),
-        .testTarget(name: "BlueZTests", dependencies: ["BlueZ", "BlueZSimulator", "DBus", "BridgeCore", "DeviceSimulators", "GoProCodec"], exclude: ["Fixtures"]),
+        .testTarget(
+            name: "BlueZTests",
+            dependencies: ["BlueZ", "BlueZSimulator", "DBus", "BridgeCore", "BridgeConfig", "BridgeStore", "DeviceProfiles", "DeviceSimulators", "GoProCodec"],
+            exclude: ["Fixtures"]
+        ),
         .testTarget(name: "BridgeConfigTests", dependencies: ["BridgeConfig", "BinaryCoding"]),
         .testTarget(name: "BridgeCoreTests", dependencies: ["BridgeCore", "BridgeConfig", "BridgeStore", "BinaryCoding"]),
         .testTarget(name: "DeviceProfilesTests", dependencies: ["DeviceProfiles", "BridgeCore", "BridgeConfig", "CapsCodec", "GoProCodec", "BinaryCoding"]),
@@ -104,6 +111,11 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ],
             exclude: ["Fixtures"]
+        ),
+        .testTarget(
+            name: "DeviceSimulatorsTests",
+            dependencies: ["DeviceSimulators", "BlueZSimulator", "GoProCodec", "CapsCodec", "BinaryCoding",
+                           .product(name: "SwiftProtobuf", package: "swift-protobuf")]
         ),
         .testTarget(name: "BridgeStoreTests", dependencies: ["BridgeStore", "BinaryCoding"]),
         .testTarget(name: "CLITests", dependencies: ["BinaryCoding", "Mosquitto"], exclude: ["Fixtures"]),

@@ -25,11 +25,19 @@ extension BLEError {
 /// `connect` adopts a link BlueZ already has; a device BlueZ does not know yet is looked for with
 /// a short discovery (filtered by address) first. The bridge serialises connects per adapter
 /// (its `ConnectGate`), so this scan never overlaps another connect (behaviour 6).
+///
+/// Pairing (spec/bluez.md behaviour 9, gopro.md §2): when the profile asks for it (`pair: true`,
+/// GoPro) and BlueZ says the device is not `Paired`, the central pairs right after the link is
+/// up and *before* subscribing — Just Works through a `NoInputNoOutput` agent it registers once
+/// — so no encrypted access ever fails with "Insufficient authentication". Profiles that do not
+/// ask are never paired (many devices refuse it).
 public final class BlueZCentral: BLECentral {
     public let client: BlueZClient
     public let adapter: BlueZAdapter
     /// How links subscribe (``NotifyMethod/automatic``: AcquireNotify where offered).
     public let notifyMethod: NotifyMethod
+    /// Whether the headless agent is registered (once per central).
+    let agentRegistered = Mutex(false)
 
     public init(client: BlueZClient, adapter: BlueZAdapter, notifyMethod: NotifyMethod = .automatic) {
         self.client = client
@@ -38,6 +46,20 @@ public final class BlueZCentral: BLECentral {
     }
 
     public func connect(address: String, notify: [CharacteristicID], timeout: Duration) async throws(BLEError) -> any BLELink {
+        try await connect(address: address, notify: notify, pair: false, timeout: timeout)
+    }
+
+    /// Registers the Just Works agent the first time pairing is needed. A failure is not fatal
+    /// (already registered on this connection by another central, or the system's own agent
+    /// answers): `Pair` itself then says whether pairing works.
+    func ensureAgent() async {
+        guard agentRegistered.withLock({ (done: inout Bool) -> Bool in defer { done = true }; return !done }) else { return }
+        try? await client.registerHeadlessAgent()
+    }
+
+    public func connect(address: String, notify: [CharacteristicID], pair: Bool, timeout: Duration) async throws(BLEError)
+        -> any BLELink
+    {
         let start = ContinuousClock.now
         func left() -> Duration { max(.milliseconds(1), timeout - (ContinuousClock.now - start)) }
         do throws(BlueZError) {
@@ -54,7 +76,18 @@ public final class BlueZCentral: BLECentral {
             }
             guard let device else { throw BlueZError.notFound("device \(address)") }
             try await client.connect(device, timeout: left())
-            let link = BlueZLink(client: client, device: device, notifyMethod: notifyMethod)
+            var pairedNow = false
+            if pair, !client.isPaired(device) {
+                await ensureAgent()
+                do {
+                    try await client.pair(device, timeout: left())
+                    pairedNow = true
+                } catch {
+                    // Paired meanwhile (another client, or a bond BlueZ had not shown yet): fine.
+                    guard case .alreadyExists = error else { throw error }
+                }
+            }
+            let link = BlueZLink(client: client, device: device, notifyMethod: notifyMethod, pairedOnConnect: pairedNow)
             do {
                 try await link.subscribe(notify)
             } catch {
@@ -81,11 +114,13 @@ final class BlueZLink: BLELink {
     /// Characteristics resolved on this connection (a lookup walks the whole object cache).
     private let resolved = Mutex<[CharacteristicID: BlueZCharacteristic]>([:])
     let notifyMethod: NotifyMethod
+    let pairedOnConnect: Bool
 
-    init(client: BlueZClient, device: BlueZDevice, notifyMethod: NotifyMethod = .automatic) {
+    init(client: BlueZClient, device: BlueZDevice, notifyMethod: NotifyMethod = .automatic, pairedOnConnect: Bool = false) {
         self.client = client
         self.device = device
         self.notifyMethod = notifyMethod
+        self.pairedOnConnect = pairedOnConnect
         (notifications, continuation) = AsyncStream<GATTNotification>.makeStream(bufferingPolicy: .bufferingNewest(1024))
         let mtus = client.objects.filter { $0.key.isDescendant(of: device.path) }
             .compactMap { $0.value["org.bluez.GattCharacteristic1"]?["MTU"]?.integerValue }
@@ -150,5 +185,23 @@ final class TaskBag: Sendable {
     func add(_ t: Task<Void, Never>) { tasks.withLock { $0.append(t) } }
     func cancelAll() {
         for t in tasks.withLock({ $0 }) { t.cancel() }
+    }
+}
+
+extension BlueZClient {
+    /// Whether BlueZ reports the device `Paired` (or `Bonded`), as cached now.
+    public func isPaired(_ device: BlueZDevice) -> Bool {
+        let props = objects[device.path]?[Self.device1]
+        return props?["Paired"]?.boolValue == true || props?["Bonded"]?.boolValue == true
+    }
+}
+
+extension BlueZError {
+    /// A refusal that pairing would cure: NotPermitted "Insufficient authentication/encryption"
+    /// or "Not paired" (spec/bluez.md behaviour 9; GoPro characteristics, gopro.md §2).
+    public var needsPairing: Bool {
+        guard case let .notPermitted(message) = self else { return false }
+        let m = message.lowercased()
+        return m.contains("authentication") || m.contains("encryption") || m.contains("not paired")
     }
 }

@@ -68,8 +68,12 @@ public final class Bridge: Sendable {
             for m in discovery.removals(previous: previous, current: configuration.devices) { mqtt.send(m) }
         }
         for r in gone { try? store.removeDevice(r.id) }
+        let known = Dictionary(((try? store.devices()) ?? []).map { ($0.id, $0) }, uniquingKeysWith: { a, _ in a })
         for device in configuration.devices {
-            try? store.upsertDevice(DeviceRecord(id: device.id, address: device.address, profile: device.profile.rawValue, name: device.name))
+            // Pairing and last-seen survive restarts; an address change means another device.
+            let old = known[device.id].flatMap { $0.address == device.address ? $0 : nil }
+            try? store.upsertDevice(DeviceRecord(id: device.id, address: device.address, profile: device.profile.rawValue, name: device.name,
+                                                 paired: old?.paired ?? false, lastSeen: old?.lastSeen))
         }
         announce()
         resumeOutbox()

@@ -71,6 +71,12 @@ public protocol DeviceDriver: Sendable {
     mutating func receive(_ notification: GATTNotification) -> [DriverOutput]
     /// Forgets per-link state (reassembly buffers, authentication) after a link loss.
     mutating func linkLost()
+    /// Whether the device must be paired before use (encrypted characteristics, gopro.md §2):
+    /// the central then pairs on connect when the device is not paired yet.
+    var requiresPairing: Bool { get }
+    /// Called on connect, before `startupRequests`, when that connect paired the device for the
+    /// first time (GoPro: send Pairing Finish, gopro.md §2 step 5).
+    mutating func didPair()
 }
 
 extension DeviceDriver {
@@ -83,4 +89,6 @@ extension DeviceDriver {
     }
     public func decodeRead(_ characteristic: CharacteristicID, _ value: [UInt8]) -> [DriverOutput] { [] }
     public mutating func linkLost() {}
+    public var requiresPairing: Bool { false }
+    public mutating func didPair() {}
 }

@@ -111,6 +111,7 @@ actor DeviceSession {
         reconnectMax = reconnect.max
         tickInterval = tick
         driverNotifyCharacteristics = driver.notifyCharacteristics
+        driverRequiresPairing = driver.requiresPairing
         (events, sink) = AsyncStream.makeStream(of: Event.self, bufferingPolicy: .unbounded)
     }
 
@@ -145,7 +146,8 @@ actor DeviceSession {
         while !Task.isCancelled {
             do throws(BLEError) {
                 let link = try await output.gate.withPermit { () async throws(BLEError) -> any BLELink in
-                    try await central.connect(address: config.address ?? "", notify: notify, timeout: .seconds(30))
+                    try await central.connect(address: config.address ?? "", notify: notify, pair: driverRequiresPairing,
+                                              timeout: .seconds(30))
                 }
                 backoff = reconnectMin
                 sink.yield(.linkUp(link))
@@ -162,6 +164,7 @@ actor DeviceSession {
     }
 
     nonisolated let driverNotifyCharacteristics: [CharacteristicID]
+    nonisolated let driverRequiresPairing: Bool
 
     // MARK: Events
 
@@ -233,6 +236,12 @@ actor DeviceSession {
     func linkUp(_ l: any BLELink) {
         link = l
         lastGoodExchange = .now
+        if l.pairedOnConnect {
+            // A first pairing: the registry remembers it, the driver finishes it (GoPro §2).
+            driver.didPair()
+            try? output.store.markPaired(id)
+            output.event("device_paired", device: id)
+        }
         do throws(CommandError) {
             startupQueue = try driver.startupRequests()
         } catch {

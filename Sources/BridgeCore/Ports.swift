@@ -99,6 +99,17 @@ public protocol BLECentral: Sendable {
     /// resolved, and subscribes to `notify`. The link's `notifications` stream ends when the link
     /// is lost.
     func connect(address: String, notify: [CharacteristicID], timeout: Duration) async throws(BLEError) -> any BLELink
+    /// The same, pairing (bonding, Just Works) first when `pair` is true and the device is not
+    /// paired yet — for profiles whose characteristics are encryption-protected (GoPro, spec
+    /// gopro.md §2). The link's `pairedOnConnect` says whether this connect paired it.
+    func connect(address: String, notify: [CharacteristicID], pair: Bool, timeout: Duration) async throws(BLEError) -> any BLELink
+}
+
+extension BLECentral {
+    /// Centrals that cannot pair connect as usual (the first encrypted access then fails).
+    public func connect(address: String, notify: [CharacteristicID], pair: Bool, timeout: Duration) async throws(BLEError) -> any BLELink {
+        try await connect(address: address, notify: notify, timeout: timeout)
+    }
 }
 
 /// One connected device.
@@ -110,4 +121,10 @@ public protocol BLELink: Sendable {
     func write(_ value: [UInt8], to characteristic: CharacteristicID, withResponse: Bool) async throws(BLEError)
     func read(_ characteristic: CharacteristicID) async throws(BLEError) -> [UInt8]
     func disconnect() async
+    /// True when this connect paired the device (its first pairing with this adapter, gopro.md §2).
+    var pairedOnConnect: Bool { get }
+}
+
+extension BLELink {
+    public var pairedOnConnect: Bool { false }
 }

@@ -241,6 +241,13 @@ public struct BridgeStore: Sendable {
         }
     }
 
+    /// Records that the device was paired (bonded) with the adapter.
+    public func markPaired(_ deviceID: String, _ paired: Bool = true) throws(StoreError) {
+        try write { db in
+            try db.execute(sql: "UPDATE device SET paired = ? WHERE id = ?", arguments: [paired, deviceID])
+        }
+    }
+
     public func markSeen(_ deviceID: String, at date: Date) throws(StoreError) {
         try write { db in
             try db.cachedStatement(sql: "UPDATE device SET lastSeen = ? WHERE id = ?").execute(arguments: [date.timeIntervalSince1970, deviceID])

@@ -8,6 +8,9 @@ import GoProCodec
 /// the state by name. On each connect it registers for status and setting updates (whose
 /// answers carry the current values, so state is re-read on return); keep-alive every 3 s (§9);
 /// while the camera is busy or encoding, only queries and shutter-off pass (§9 readiness).
+/// The characteristics are encryption-protected (§2), so the camera must be paired: after the
+/// connect that first paired it, Pairing Finish (03 01, `RequestPairingFinish{SUCCESS, phone
+/// name}`) goes out before the registrations (§2 step 5).
 public struct GoProDriver: DeviceDriver {
     static func id(_ c: GoProCharacteristic) -> CharacteristicID { CharacteristicID(c.uuid) }
 
@@ -18,22 +21,56 @@ public struct GoProDriver: DeviceDriver {
     var sequence = 0
     var busy = false
     var encoding = false
+    /// A connect paired the camera: Pairing Finish is due in the start-up requests of every
+    /// connect until the camera answers it (a link lost in between does not lose it).
+    var pairingFinishDue = false
+    /// The phone name Pairing Finish announces (§7: any non-empty string).
+    public let phoneName: String
+    /// The keep-alive period (§9: 3 s).
+    public let keepAliveInterval: Duration
 
-    public init() {}
+    /// - Parameters:
+    ///   - phoneName: what the camera shows as the paired client (Pairing Finish, §2 step 5).
+    ///   - keepAliveInterval: how often `5B 01 42` goes out (§9 says 3 s; tests use less).
+    public init(phoneName: String = "gatt2mqtt", keepAliveInterval: Duration = .seconds(3)) {
+        self.phoneName = phoneName.isEmpty ? "gatt2mqtt" : phoneName
+        self.keepAliveInterval = keepAliveInterval
+    }
+
+    /// The GoPro characteristics need an encrypted (bonded) link (§2).
+    public var requiresPairing: Bool { true }
+
+    public mutating func didPair() { pairingFinishDue = true }
 
     public var isBusy: Bool { busy || encoding }
 
     public var keepAlive: (interval: Duration, request: DeviceRequest)? {
         let r = GoProRequest.keepAlive
-        return (.seconds(3), Self.deviceRequest(r, key: nil, bypass: true))
+        return (keepAliveInterval, Self.deviceRequest(r, key: nil, bypass: true))
     }
 
     public mutating func startupRequests() throws(CommandError) -> [DeviceRequest] {
         var out: [DeviceRequest] = []
+        if pairingFinishDue { out.append(try pairingFinish()) }
         for name in ["register_status_value_updates", "register_setting_value_updates"] {
             out.append(try encode(["query": .string(name)], mtu: 23))
         }
         return out
+    }
+
+    /// Set Pairing State (§7 03 01 on GP-0091): `RequestPairingFinish{result SUCCESS, phoneName}`,
+    /// answered by ResponseGeneric on GP-0092.
+    mutating func pairingFinish() throws(CommandError) -> DeviceRequest {
+        let request: GoProRequest
+        do {
+            request = try GoProRequest(json: ["command": "set_pairing_complete", "result": "success", "phone_name": .string(phoneName)])
+        } catch {
+            throw CommandError(.invalidValue, error.description)
+        }
+        sequence += 1
+        let key = "gopro:\(sequence)"
+        pendingCandidates[key] = request.expectedResponse
+        return Self.deviceRequest(request, key: key, bypass: true)
     }
 
     static func deviceRequest(_ r: GoProRequest, key: String?, bypass: Bool) -> DeviceRequest {
@@ -108,6 +145,7 @@ public struct GoProDriver: DeviceDriver {
             if case .protobuf = response { out.append(.event(response.json)) }
             return out
         }
+        if response.identifier == .protobuf(feature: 0x03, action: 0x81) { pairingFinishDue = false }
         // The core runs one request at a time: the answer belongs to a candidate it matches.
         if let (key, _) = pendingCandidates.first(where: { $0.value.isAnswered(by: response.identifier) }) {
             pendingCandidates = pendingCandidates.filter { !$0.value.isAnswered(by: response.identifier) }

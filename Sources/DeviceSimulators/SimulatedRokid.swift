@@ -7,7 +7,11 @@ import Synchronization
 /// 0x9201, notify 0x9202, readable 0x9300/0x9301. A Caps stream in; AUTH_REQ → AUTH_RESP
 /// (retCode 0); REQUEST → RESPONSE with the same request id (args: the sub-command and data);
 /// brightness and volume kept, `Dev_GetGlassInfo` answered with a JSON payload, custom view
-/// state notified (`Custom_View_Opened`/`Closed`); responses sliced to MTU − 3.
+/// state notified (`Custom_View_Opened`/`Closed`); responses sliced to MTU − 3. With a
+/// `batteryInterval`, an authenticated phone gets `NOTIFY(Dev, Dev_BatteryChanged u level)`
+/// periodically, as the glasses push battery changes (rokid-caps.md §6 `Dev_BatteryChanged`
+/// G→P; the payload shape is the simulator's choice, §8 item 3), the level dropping 1 % per
+/// notify down to 1 %.
 public final class SimulatedRokid: SimulatedDevice {
     struct State {
         var link: SimulatedLink?
@@ -24,9 +28,12 @@ public final class SimulatedRokid: SimulatedDevice {
     public let services: [SimulatedService]
     public let mtu = 185
     let state = Mutex(State())
+    /// How often `Dev_BatteryChanged` is notified while an authenticated phone is connected; nil: never.
+    public let batteryInterval: Duration?
 
-    public init(address: String = "C0:FF:EE:00:00:02", name: String = "Rokid Glasses") {
+    public init(address: String = "C0:FF:EE:00:00:02", name: String = "Rokid Glasses", batteryInterval: Duration? = nil) {
         self.address = address.uppercased()
+        self.batteryInterval = batteryInterval
         advertisement = SimulatedAdvertisement(name: name, rssi: -58, uuids: ["9100"], serviceData: ["9A01": Array("SIM0001".utf8)])
         let info = (try? Caps([.string("sim-record"), .string(address.uppercased()), .string(""), .uint32(1), .uint32(1)]).encoded()) ?? []
         services = [
@@ -37,6 +44,25 @@ public final class SimulatedRokid: SimulatedDevice {
                 SimulatedCharacteristic("9301", flags: ["read"], value: info),
             ]),
         ]
+        if let batteryInterval {
+            Task { [weak self] in
+                while !Task.isCancelled {
+                    try? await Task.sleep(for: batteryInterval)
+                    guard let self else { return }
+                    self.periodicBattery()
+                }
+            }
+        }
+    }
+
+    /// One periodic battery notify (to an authenticated phone only).
+    func periodicBattery() {
+        let level: UInt32? = state.withLock { s in
+            guard s.link != nil, s.authenticated else { return nil }
+            if s.battery > 1 { s.battery -= 1 }
+            return s.battery
+        }
+        if let level { send(.notify(channel: "Dev", args: CXRPacket.args("Dev_BatteryChanged", .uint32(level)))) }
     }
 
     /// Every packet the glasses received, in order.

@@ -5,9 +5,10 @@ import DBus
 import Foundation
 
 /// `gatt2mqtt gatt --device ADDR [--services] [--read CHAR] [--write CHAR HEX [--command]]
-/// [--listen CHAR [--seconds N]]`: connect (or adopt the link BlueZ has) and run the operations
-/// in one invocation — subscribe first, then write, read, list; then print notifications until
-/// `--seconds` (docs/bluez.md).
+/// [--listen CHAR [--seconds N]] [--pair]`: connect (or adopt the link BlueZ has), pair first
+/// with `--pair` when the device is not paired yet, and run the operations in one invocation —
+/// subscribe first, then write, read, list; then print notifications until `--seconds`
+/// (docs/bluez.md). An encrypted characteristic on an unpaired link fails with a hint to `--pair`.
 struct GattCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "gatt",
@@ -33,6 +34,9 @@ struct GattCommand: AsyncParsableCommand {
 
     @Option(help: "Subscribe to this characteristic; print each notification's hex on its own line.")
     var listen: String?
+
+    @Flag(help: "Pair (Just Works, headless agent) after connecting when the device is not paired yet (GoPro needs it).")
+    var pair = false
 
     @Option(help: "Seconds to connect, and to listen with --listen.")
     var seconds: Double = 10
@@ -67,6 +71,11 @@ struct GattCommand: AsyncParsableCommand {
         var step = "connect"
         do {
             try await client.connect(dev, timeout: timeout)
+            if pair, !client.isPaired(dev) {
+                step = "pair"
+                try? await client.registerHeadlessAgent()  // not fatal: another agent may answer
+                try await client.pair(dev, timeout: timeout)
+            }
             var notifications: AsyncStream<[UInt8]>?
             if let listen {
                 step = listen
@@ -93,7 +102,8 @@ struct GattCommand: AsyncParsableCommand {
                 stop.cancel()
             }
         } catch let e as BlueZError {
-            throw CLIError("\(device) \(step): \(e)")
+            let hint = e.needsPairing && !pair ? " (the device needs pairing: run again with --pair)" : ""
+            throw CLIError("\(device) \(step): \(e)\(hint)")
         }
     }
 

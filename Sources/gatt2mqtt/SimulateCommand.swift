@@ -33,6 +33,20 @@ struct SimulateCommand: AsyncParsableCommand {
     @Flag(help: "Start with the adapter powered off (calls fail NotReady until Powered is set true).")
     var adapterOff = false
 
+    @Option(help: "A simulated GoPro sleeps (drops the link) after this many seconds without keep-alive or other writes (0: never).")
+    var goproSleepAfter: Double = 10
+
+    @Option(help: "While a simulated GoPro records, its battery drops 1 % every this many seconds (0: never).")
+    var goproBatteryDrain: Double = 30
+
+    @Option(help: "Simulated Rokid glasses notify Dev_BatteryChanged every this many seconds once authenticated (0: never).")
+    var rokidBatteryInterval: Double = 30
+
+    /// Seconds as a duration, nil for 0 (never).
+    static func period(_ seconds: Double) -> Duration? {
+        seconds > 0 ? .milliseconds(Int64(seconds * 1000)) : nil
+    }
+
     static let busConfig = """
         <!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
          "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
@@ -92,6 +106,10 @@ struct SimulateCommand: AsyncParsableCommand {
         }
         if let seconds, !(seconds > 0) { throw CLIError("--seconds must be positive") }
         guard heartRateInterval >= 0 else { throw CLIError("--heart-rate-interval must not be negative") }
+        for (name, v) in [("--gopro-sleep-after", goproSleepAfter), ("--gopro-battery-drain", goproBatteryDrain),
+                          ("--rokid-battery-interval", rokidBatteryInterval)] where !(v >= 0 && v <= 86400) {
+            throw CLIError("\(name) must be in [0, 86400] seconds, got \(v)")
+        }
     }
 
     func run() async throws {
@@ -127,8 +145,10 @@ struct SimulateCommand: AsyncParsableCommand {
         var sensors: [GenericDevice] = []
         for spec in specs {
             switch spec.kind {
-            case "gopro": try sim.add(SimulatedGoPro(address: spec.address))
-            case "rokid": try sim.add(SimulatedRokid(address: spec.address))
+            case "gopro":
+                try SimulatedGoPro(address: spec.address, sleepAfter: Self.period(goproSleepAfter),
+                                   batteryDrainEvery: Self.period(goproBatteryDrain)).add(to: sim)
+            case "rokid": try sim.add(SimulatedRokid(address: spec.address, batteryInterval: Self.period(rokidBatteryInterval)))
             default:
                 let hr = GenericDevice.batteryHeartRate(address: spec.address)
                 sensors.append(hr)

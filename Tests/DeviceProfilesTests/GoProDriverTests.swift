@@ -52,6 +52,54 @@ import Testing
         #expect(k.interval == .seconds(3) && k.request.writes[0].value == [0x20, 0x03, 0x5B, 0x01, 0x42])
     }
 
+    @Test func firstPairingSendsPairingFinishBeforeTheRegistrations() throws {
+        var d = GoProDriver()
+        #expect(d.requiresPairing)
+        d.didPair()
+        let s = try d.startupRequests()
+        #expect(s.count == 3)
+        // 03 01 RequestPairingFinish{result SUCCESS (0), phoneName "gatt2mqtt"} on GP-0091 (§2, §7),
+        // extended-13 header as the SDK writes.
+        let finish = try #require(s.first?.writes.first)
+        #expect(finish.characteristic == CharacteristicID(GoProCharacteristic.networkManagement.uuid))
+        #expect(finish.value == [0x20, 0x0F, 0x03, 0x01, 0x08, 0x00, 0x12, 0x09] + Array("gatt2mqtt".utf8))
+        #expect(s[0].bypassesBusyGate)
+        // ResponseGeneric SUCCESS on GP-0092 completes it.
+        let out = try notify(&d, [0x03, 0x81, 0x08, 0x01], on: .networkManagementResponse)
+        guard case let .response(k, .success)? = out.first else { Issue.record("\(out)"); return }
+        #expect(k == key(s[0]))
+        // Only once: the next connect (already paired) just registers.
+        d.linkLost()
+        #expect(try d.startupRequests().count == 2)
+    }
+
+    @Test func pairingFinishLostWithTheLinkIsSentAgainOnTheNextConnect() throws {
+        var d = GoProDriver()
+        d.didPair()
+        #expect(try d.startupRequests().count == 3)
+        d.linkLost()  // dropped before the camera answered
+        let s = try d.startupRequests()
+        #expect(s.count == 3 && s[0].writes[0].value.prefix(4) == [0x20, 0x0F, 0x03, 0x01])
+        _ = try notify(&d, [0x03, 0x81, 0x08, 0x01], on: .networkManagementResponse)
+        d.linkLost()
+        #expect(try d.startupRequests().count == 2)
+    }
+
+    @Test func pairingFinishFailureIsReported() throws {
+        var d = GoProDriver(phoneName: "bridge")
+        d.didPair()
+        let s = try d.startupRequests()
+        #expect(s[0].writes[0].value.suffix(6) == Array("bridge".utf8))
+        let out = try notify(&d, [0x03, 0x81, 0x08, 0x03], on: .networkManagementResponse)  // NOT_SUPPORTED
+        guard case let .response(k, .failure(e))? = out.first else { Issue.record("\(out)"); return }
+        #expect(k == key(s[0]) && e.code == .deviceError)
+    }
+
+    @Test func keepAliveIntervalIsConfigurable() throws {
+        let d = GoProDriver(keepAliveInterval: .milliseconds(200))
+        #expect(d.keepAlive?.interval == .milliseconds(200))
+    }
+
     @Test func garbageAndBadCommands() throws {
         var d = GoProDriver()
         let out = d.receive(GATTNotification(characteristic: CharacteristicID("b5f90073-aa8d-11e3-9046-0002a5d5c51b"), value: [0x85]))

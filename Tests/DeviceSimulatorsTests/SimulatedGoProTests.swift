@@ -1,0 +1,136 @@
+import BlueZSimulator
+import GoProCodec
+import SwiftProtobuf
+import Synchronization
+import Testing
+@testable import DeviceSimulators
+
+/// A client-side view of a simulated camera without a bus: writes go straight to `handleWrite`,
+/// notifications come back through the `SimulatedLink` and are reassembled per characteristic.
+final class GoProHarness: Sendable {
+    let camera: SimulatedGoPro
+    let notified = Mutex<[(uuid: String, value: [UInt8])]>([])
+
+    init(_ camera: SimulatedGoPro = SimulatedGoPro()) {
+        self.camera = camera
+        camera.linkChanged(SimulatedLink { [weak self] uuid, value in
+            self?.notified.withLock { $0.append((uuid, value)) }
+            return true
+        })
+    }
+
+    /// Writes a message (packetized as the SDK does) to a request characteristic.
+    func write(_ message: [UInt8], to c: GoProCharacteristic) throws {
+        for p in try GoProPacketizer.packetize(message, startHeader: .general, continuation: .counting) {
+            try camera.handleWrite(Array(p), to: c.uuid, withResponse: true)
+        }
+    }
+
+    /// Every complete message notified on `c` so far (and forgets them).
+    func take(on c: GoProCharacteristic) throws -> [[UInt8]] {
+        let values = notified.withLock { n -> [[UInt8]] in
+            let mine = n.filter { $0.uuid.lowercased() == c.uuid.lowercased() }.map(\.value)
+            n.removeAll { $0.uuid.lowercased() == c.uuid.lowercased() }
+            return mine
+        }
+        var a = GoProAssembler()
+        return try values.compactMap { try a.append($0) }
+    }
+}
+
+@Suite struct SimulatedGoProTests {
+    static func generic(_ message: [UInt8]) throws -> OpenGopro_EnumResultGeneric {
+        try OpenGopro_ResponseGeneric(serializedBytes: Array(message.dropFirst(2))).result
+    }
+
+    @Test func setCameraControlAnswersSuccessAndPushesStatus114() throws {
+        let h = GoProHarness()
+        try h.write([0x53, 114], to: .query)  // register for camera control status
+        #expect(try h.take(on: .queryResponse) == [[0x53, 0x00, 114, 0x01, 0x00]])
+        try h.write([0xF1, 0x69, 0x08, 0x02], to: .command)  // CAMERA_EXTERNAL_CONTROL (§2 step 6)
+        let answers = try h.take(on: .commandResponse)
+        try #require(answers.count == 1)
+        #expect(Array(answers[0].prefix(2)) == [0xF1, 0xE9])
+        #expect(try Self.generic(answers[0]) == .resultSuccess)
+        #expect(try h.take(on: .queryResponse) == [[0x93, 0x00, 114, 0x01, 0x02]])
+        // The codec reads the answer as a ResponseGeneric SUCCESS on GP-0073.
+        let decoded = try GoProResponse(decoding: answers[0], on: .commandResponse)
+        #expect(decoded.identifier == .protobuf(feature: 0xF1, action: 0xE9))
+    }
+
+    @Test func turboAnswersSuccessAndSetsStatus113() throws {
+        let h = GoProHarness()
+        try h.write([0xF1, 0x6B, 0x08, 0x01], to: .command)
+        let answers = try h.take(on: .commandResponse)
+        #expect(answers == [[0xF1, 0xEB, 0x08, 0x01]])  // what a real camera replied (§7)
+        try h.write([0x13, 113], to: .query)
+        #expect(try h.take(on: .queryResponse) == [[0x13, 0x00, 113, 0x01, 0x01]])
+    }
+
+    @Test func presetStatusIsAGroupListAndRegisteredChangesPushF5F3() throws {
+        let h = GoProHarness()
+        try h.write([0xF5, 0x72, 0x08, 0x01, 0x18, 0x01, 0x20, 0x01], to: .query)  // register presets
+        let answers = try h.take(on: .queryResponse)
+        try #require(answers.count == 1)
+        #expect(Array(answers[0].prefix(2)) == [0xF5, 0xF2])
+        let status = try OpenGopro_NotifyPresetStatus(serializedBytes: Array(answers[0].dropFirst(2)))
+        #expect(status.presetGroupArray.map(\.id) == [1000, 1001, 1002])
+        #expect(status.presetGroupArray[0].presetArray.first?.settingArray.first { $0.id == 2 }?.value == 1)
+        // Changing the resolution of the active preset is a preset change: F5 F3 with the new value.
+        try h.write([0x02, 0x01, 0x09], to: .settings)
+        #expect(try h.take(on: .settingsResponse) == [[0x02, 0x00]])
+        let pushes = try h.take(on: .queryResponse)
+        try #require(pushes.count == 1)
+        #expect(Array(pushes[0].prefix(2)) == [0xF5, 0xF3])
+        let pushed = try OpenGopro_NotifyPresetStatus(serializedBytes: Array(pushes[0].dropFirst(2)))
+        #expect(pushed.presetGroupArray[0].presetArray[0].settingArray.first { $0.id == 2 }?.value == 9)
+        // The codec identifies both as NotifyPresetStatus.
+        let decoded = try GoProResponse(decoding: pushes[0], on: .queryResponse)
+        #expect(decoded.isAsynchronous)
+    }
+
+    @Test func lastCapturedMediaIsUnavailableBeforeARecordingAndAFileAfter() throws {
+        let h = GoProHarness()
+        try h.write([0xF5, 0x6D], to: .query)
+        var answers = try h.take(on: .queryResponse)
+        try #require(answers.count == 1)
+        var r = try OpenGopro_ResponseLastCapturedMedia(serializedBytes: Array(answers[0].dropFirst(2)))
+        #expect(Array(answers[0].prefix(2)) == [0xF5, 0xED])
+        #expect(r.result == .resultResourceNotAvailable && !r.hasMedia)
+        try h.write([0x01, 0x01, 0x01], to: .command)  // shutter on
+        try h.write([0x01, 0x01, 0x00], to: .command)  // shutter off: one file
+        _ = try h.take(on: .commandResponse)
+        try h.write([0xF5, 0x6D], to: .query)
+        answers = try h.take(on: .queryResponse)
+        try #require(answers.count == 1)
+        r = try OpenGopro_ResponseLastCapturedMedia(serializedBytes: Array(answers[0].dropFirst(2)))
+        #expect(r.result == .resultSuccess && r.media.folder == "100GOPRO" && r.media.file == "GX010001.MP4")
+    }
+
+    @Test func pairingFinishOnGP0091IsAnsweredOnGP0092AndRecorded() throws {
+        let h = GoProHarness()
+        #expect(h.camera.pairingFinishedBy == nil)
+        var req = OpenGopro_RequestPairingFinish()
+        req.result = .success
+        req.phoneName = "gatt2mqtt"
+        try h.write([0x03, 0x01] + req.serializedBytes(), to: .networkManagement)
+        let answers = try h.take(on: .networkManagementResponse)
+        try #require(answers.count == 1)
+        #expect(Array(answers[0].prefix(2)) == [0x03, 0x81])
+        #expect(try Self.generic(answers[0]) == .resultSuccess)
+        #expect(h.camera.pairingFinishedBy == "gatt2mqtt")
+    }
+
+    @Test func unparseableAndUnknownProtobufRequests() throws {
+        let h = GoProHarness()
+        try h.write([0x03, 0x01, 0x08, 0x00], to: .networkManagement)  // phone name (required) missing
+        let answers = try h.take(on: .networkManagementResponse)
+        try #require(answers.count == 1)
+        #expect(try Self.generic(answers[0]) == .resultIllFormed)
+        #expect(h.camera.pairingFinishedBy == nil)
+        try h.write([0xF1, 0x62, 0x0A, 0x01, 0x41], to: .command)  // Set Camera Name: not simulated
+        #expect(try h.take(on: .commandResponse) == [[0xF1, 0x02]])
+        try h.write([0x02, 0x02], to: .networkManagement)  // AP scan: not simulated
+        #expect(try h.take(on: .networkManagementResponse) == [[0x02, 0x02]])
+    }
+}
