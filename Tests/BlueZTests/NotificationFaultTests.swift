@@ -56,9 +56,9 @@ import Testing
 
     @Test(arguments: [NotifyMethod.automatic, .startNotify])
     func goProStatusResponseWithALostOrRepeatedPacket(method: NotifyMethod) async throws {
-        let camera = SimulatedGoPro(address: "C0:FF:EE:00:00:0A")
-        // Enough statuses for a 5-packet answer: extended-13 start + continuations 0x80…0x83.
-        for id: UInt8 in 20...31 { camera.setStatus(id, [id, 0, 0, 1]) }
+        let camera = SimulatedGoPro(address: "C0:FF:EE:00:00:0A", encrypted: false)  // pairing is covered elsewhere
+        // An 89-byte answer (statuses 8, 10, 13, 20…30, 70, 113, 114) is 5 packets: extended-13 start (18 bytes) + 4 continuations 0x80…0x83 (19 each).
+        for id: UInt8 in 20...30 { camera.setStatus(id, [id, 0, 0, 1]) }
         try await withEmulator(devices: [camera]) { env in
             let device = try await discover(env, camera.address)
             try await env.client.connect(device)
@@ -92,7 +92,7 @@ import Testing
             func decodes(_ o: Outcome) -> Bool {
                 guard o.errors.isEmpty, o.messages.count == 1,
                       case let .query(q)? = try? GoProResponse(decoding: o.messages[0], on: .queryResponse) else { return false }
-                return q.queryID == 0x13 && q.status == 0 && q.entries.count == 16
+                return q.queryID == 0x13 && q.status == 0 && q.entries.count == 17
             }
 
             let clean = try await ask(expecting: 5)
