@@ -158,6 +158,79 @@ public final class MQTTClient: MQTTTransport {
         }
     }
 
+    /// Publishes without waiting: the message is handed to libmosquitto (or, while the broker
+    /// is away, to the offline queue under the same rules as `publish`) before this returns, so
+    /// messages go out in the order of the calls; `completion` runs once with the outcome (the
+    /// PUBACK/PUBCOMP for QoS ≥ 1, the write for QoS 0), on the network thread or at once.
+    /// A QoS 0 message lost with its connection gets no completion. For high-rate publishers
+    /// (the bridge's responses and state), where awaiting each acknowledgement in turn would
+    /// serialise them behind broker round trips.
+    public func publishDetached(
+        topic: String, payload: [UInt8], qos: MQTTQoS = .atMostOnce, retain: Bool = false,
+        properties: MQTTPublishProperties = MQTTPublishProperties(),
+        completion: @escaping @Sendable (Result<Void, MQTTError>) -> Void
+    ) {
+        let core = self.core
+        do throws(MQTTError) {
+            try MQTTTopic.validateTopic(topic)
+            let limit = core.options.maximumPayloadSize
+            guard payload.count <= limit else { throw .payloadTooLarge(size: payload.count, limit: limit) }
+            if !properties.isEmpty && core.options.protocolVersion == .v311 { throw .propertiesRequireMQTT5 }
+            if !properties.subscriptionIdentifiers.isEmpty {
+                throw .invalidOptions("subscription identifiers are set by the broker, not by a publisher")
+            }
+            let propertyList = properties.isEmpty ? nil : try properties.makePropertyList()
+            let counted = qos != .atMostOnce
+            let done: @Sendable (Result<Void, MQTTError>) -> Void = { [weak core] result in
+                if counted { core?.state.withLock { $0.outstandingQoS12 -= 1 } }
+                completion(result)
+            }
+            // Admission and the library call (or the queue append) happen under one order: a
+            // message queued while away stays ahead of any sent after the reconnect, because
+            // a non-empty offline queue takes new messages too.
+            enum Admission { case send, queued }
+            let admission = try core.state.withLock { s throws(MQTTError) -> Admission in
+                switch s.phase {
+                case .idle: throw .notConnected
+                case .stopping, .stopped: throw .closed
+                case .connected where s.offlineQueue.isEmpty:
+                    if counted { s.outstandingQoS12 += 1 }
+                    return .send
+                case .connected, .connecting, .reconnecting:
+                    switch core.options.offlinePolicy {
+                    case .failFast where s.phase != .connected: throw .notConnected
+                    case .queue(let queueLimit) where s.phase != .connected:
+                        if qos == .atMostOnce { throw .notConnected }
+                        if s.outstandingQoS12 >= queueLimit { throw .offlineQueueFull(limit: queueLimit) }
+                    default:
+                        if qos == .atMostOnce && s.phase != .connected { throw .notConnected }
+                    }
+                    if counted { s.outstandingQoS12 += 1 }
+                    s.nextID += 1
+                    s.offlineQueue.append(MQTTClientCore.QueuedPublish(id: s.nextID, topic: topic, payload: payload, qos: qos, retain: retain,
+                                                        properties: properties, completion: .handler(done)))
+                    return .queued
+                }
+            }
+            if case .queued = admission {
+                core.flushOfflineQueue()  // in case the connection came back meanwhile
+                return
+            }
+            var mid: Int32 = 0
+            let rc = payload.withUnsafeBytes { bytes in
+                mosquitto_publish_v5(core.mosq, &mid, topic, Int32(bytes.count), bytes.baseAddress, Int32(qos.rawValue), retain,
+                                     propertyList?.pointer)
+            }
+            guard rc == 0 else {
+                done(.failure(MosquittoCode(code: rc) == .noConnection ? .notConnected : .library(MosquittoCode(code: rc), operation: "mosquitto_publish_v5")))
+                return
+            }
+            if let early = core.state.withLock({ $0.publishes.register(mid, .handler(done)) }) { done(early) }
+        } catch {
+            completion(.failure(error))
+        }
+    }
+
     /// Subscribes (MQTT 5 §3.8). When connected it returns once the broker granted the
     /// subscription (SUBACK). Before `connect()` or while reconnecting it registers the
     /// subscription locally and returns at once (`grantedQoS` is then the requested QoS); the
@@ -303,7 +376,7 @@ extension MQTTClientCore {
                     s.offlineQueue.append(
                         QueuedPublish(
                             id: ticket, topic: topic, payload: payload, qos: qos, retain: retain, properties: properties,
-                            continuation: c))
+                            completion: .waiting(c)))
                     return nil
                 }
                 if let immediate {
@@ -313,11 +386,11 @@ extension MQTTClientCore {
                 }
             }
         } onCancel: {
-            let waiter = state.withLock { s -> CheckedContinuation<Result<Void, MQTTError>, Never>? in
+            let waiter = state.withLock { s -> AckWaiter<Result<Void, MQTTError>>? in
                 guard let index = s.offlineQueue.firstIndex(where: { $0.id == ticket }) else { return nil }
-                return s.offlineQueue.remove(at: index).continuation
+                return s.offlineQueue.remove(at: index).completion
             }
-            waiter?.resume(returning: .failure(.cancelled))
+            waiter?.deliver(.failure(.cancelled))
         }
     }
 

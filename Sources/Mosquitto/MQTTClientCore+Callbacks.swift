@@ -122,7 +122,7 @@ extension MQTTClientCore {
             do throws(MQTTError) {
                 propertyList = item.properties.isEmpty ? nil : try item.properties.makePropertyList()
             } catch {
-                item.continuation.resume(returning: .failure(error))
+                item.completion.deliver(.failure(error))
                 continue
             }
             var mid: Int32 = 0
@@ -138,11 +138,11 @@ extension MQTTClientCore {
                 return
             }
             if rc != 0 {
-                item.continuation.resume(returning: .failure(.library(MosquittoCode(code: rc), operation: "mosquitto_publish_v5")))
+                item.completion.deliver(.failure(.library(MosquittoCode(code: rc), operation: "mosquitto_publish_v5")))
                 continue
             }
-            if let early = state.withLock({ $0.publishes.register(mid, .waiting(item.continuation)) }) {
-                item.continuation.resume(returning: early)
+            if let early = state.withLock({ $0.publishes.register(mid, item.completion) }) {
+                item.completion.deliver(early)
             }
         }
     }

@@ -68,6 +68,15 @@ struct AckTable<Value: Sendable> {
         return waiters.values.compactMap { if case .waiting(let c) = $0 { c } else { nil } }
     }
 
+    /// Removes everything; returns every waiter (continuations and handlers).
+    mutating func drainAll() -> [AckWaiter<Value>] {
+        defer {
+            waiters = [:]
+            early = [:]
+        }
+        return Array(waiters.values)
+    }
+
 }
 
 /// The box passed to libmosquitto as user data. All mutable state sits behind `state`; the
@@ -104,7 +113,8 @@ final class MQTTClientCore: @unchecked Sendable {
         var qos: MQTTQoS
         var retain: Bool
         var properties: MQTTPublishProperties
-        var continuation: CheckedContinuation<Result<Void, MQTTError>, Never>
+        /// Whoever waits for the PUBACK/PUBCOMP: an awaiting `publish`, or a detached publish's handler.
+        var completion: AckWaiter<Result<Void, MQTTError>>
     }
 
     struct State {
@@ -321,7 +331,7 @@ final class MQTTClientCore: @unchecked Sendable {
     private func finish(_ error: MQTTError?) {
         struct Leftovers {
             var connectWaiter: CheckedContinuation<Result<Void, MQTTError>, Never>?
-            var publishes: [CheckedContinuation<Result<Void, MQTTError>, Never>] = []
+            var publishes: [AckWaiter<Result<Void, MQTTError>>] = []
             var subacks: [CheckedContinuation<Result<[Int32], MQTTError>, Never>] = []
             var unsubacks: [CheckedContinuation<Result<Void, MQTTError>, Never>] = []
             var routes: [Route] = []
@@ -336,7 +346,7 @@ final class MQTTClientCore: @unchecked Sendable {
             s.threadExited = true
             l.connectWaiter = s.connectWaiter
             s.connectWaiter = nil
-            l.publishes = s.publishes.drain() + s.offlineQueue.map(\.continuation)
+            l.publishes = s.publishes.drainAll() + s.offlineQueue.map(\.completion)
             s.offlineQueue = []
             s.qos0Waiting = []
             l.subacks = s.subacks.drain()
@@ -351,7 +361,7 @@ final class MQTTClientCore: @unchecked Sendable {
         }
         if let error { logger.error("MQTT client stopped: \(error)") }
         leftovers.connectWaiter?.resume(returning: .failure(error ?? .closed))
-        for c in leftovers.publishes { c.resume(returning: .failure(.closed)) }
+        for c in leftovers.publishes { c.deliver(.failure(.closed)) }
         for c in leftovers.subacks { c.resume(returning: .failure(.closed)) }
         for c in leftovers.unsubacks { c.resume(returning: .failure(.closed)) }
         for route in leftovers.routes { route.continuation.finish() }

@@ -377,6 +377,79 @@ import Glibc
         await publisher.disconnect()
     }
 
+    /// `publishDetached` hands each message over before it returns: 2 000 QoS 1 messages from
+    /// one caller arrive in call order, each completion runs once with success, and bad input
+    /// is reported through the completion without stopping the client.
+    @Test func detachedPublishesKeepCallOrderAndComplete() async throws {
+        let broker = try MosquittoBroker()
+        defer { broker.stop() }
+        let subscriber = try await broker.client { $0.inboundBufferLimit = 10_000 }
+        let publisher = try await broker.client { $0.maxInflightMessages = 100 }
+        let subscription = try await subscriber.subscribe("ordered/#", qos: .atLeastOnce)
+        let total = 2_000
+        let outcomes = Mutex<[Int: Bool]>([:])
+        for id in 0..<total {
+            publisher.publishDetached(topic: "ordered/\(id % 3)", payload: Array(String(id).utf8), qos: .atLeastOnce) { result in
+                outcomes.withLock { o in
+                    o[id] = o[id] == nil && (try? result.get()) != nil
+                }
+            }
+        }
+        let messages = await collect(subscription, count: total, timeout: .seconds(20))
+        #expect(messages.compactMap { Int($0.payloadString) } == Array(0..<total))
+        #expect(await eventually { outcomes.withLock { $0.count } == total })
+        #expect(outcomes.withLock { $0.values.allSatisfy { $0 } })
+        let bad = Mutex<MQTTError?>(nil)
+        publisher.publishDetached(topic: "bad/#", payload: [1]) { result in
+            if case let .failure(e) = result { bad.withLock { $0 = e } }
+        }
+        #expect(bad.withLock { $0 } != nil, "a wildcard topic is refused through the completion")
+        try await publisher.publish(topic: "ordered/after", payload: Array("after".utf8), qos: .atLeastOnce)
+        #expect(await collect(subscription, count: 1).first?.payloadString == "after")
+        await subscriber.disconnect()
+        await publisher.disconnect()
+    }
+
+    /// While the broker is away, detached QoS 1 publishes wait in the offline queue (QoS 0 ones
+    /// fail at once) and go out in order after the reconnect, ahead of newer ones.
+    @Test func detachedPublishesQueueWhileTheBrokerIsAway() async throws {
+        let broker = try MosquittoBroker(fixture: "persistent.conf")
+        defer { broker.stop() }
+        let publisher = try await broker.client {
+            $0.clientID = "detached-publisher"
+            $0.offlinePolicy = .queue(limit: 100)
+            $0.reconnect.minimumDelay = .milliseconds(100)
+            $0.reconnect.maximumDelay = .milliseconds(200)
+        }
+        broker.kill(SIGKILL)
+        #expect(await eventually { !publisher.statistics.isConnected })
+        let completed = Mutex<[Int]>([])
+        let qos0 = Mutex<MQTTError?>(nil)
+        publisher.publishDetached(topic: "queued/x", payload: [0], qos: .atMostOnce) { result in
+            if case let .failure(e) = result { qos0.withLock { $0 = e } }
+        }
+        #expect(qos0.withLock { $0 } == .notConnected)
+        for id in 0..<20 {
+            publisher.publishDetached(topic: "queued/x", payload: Array(String(id).utf8), qos: .atLeastOnce, retain: true) { result in
+                if (try? result.get()) != nil { completed.withLock { $0.append(id) } }
+            }
+        }
+        #expect(publisher.statistics.unacknowledgedPublishes == 20)
+        try broker.start()
+        // Sent while the client may still be reconnecting or flushing: it must not overtake.
+        publisher.publishDetached(topic: "queued/x", payload: Array("newest".utf8), qos: .atLeastOnce, retain: true) { _ in }
+        #expect(await eventually(timeout: .seconds(10)) { completed.withLock { $0.count } == 20 })
+        #expect(completed.withLock { $0 } == Array(0..<20))
+        #expect(await eventually { publisher.statistics.unacknowledgedPublishes == 0 })
+        // The retained value is the last one sent: the queue went out in order, the newest last.
+        let reader = try await broker.client()
+        let retained = try await reader.subscribe("queued/x", qos: .atLeastOnce)
+        let first = await collect(retained, count: 1).first?.payloadString
+        #expect(first == "newest", "retained \(first ?? "nothing")")
+        await reader.disconnect()
+        await publisher.disconnect()
+    }
+
     // MARK: Reconnect and persistence
 
     @Test func brokerKilledAndRestartedWhileMessagesFlow() async throws {
