@@ -65,7 +65,7 @@ let package = Package(
         .target(
             name: "BridgeRuntime",
             dependencies: [
-                "BridgeCore", "BridgeConfig", "BridgeStore", "DeviceProfiles", "Mosquitto", "BinaryCoding",
+                "BridgeCore", "BridgeConfig", "BridgeStore", "DeviceProfiles", "Mosquitto", "BinaryCoding", "BlueZ", "DBus",
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -106,7 +106,11 @@ let package = Package(
             exclude: ["Fixtures"]
         ),
         .testTarget(name: "BridgeStoreTests", dependencies: ["BridgeStore", "BinaryCoding"]),
-        .testTarget(name: "CLITests", dependencies: ["BinaryCoding", "Mosquitto"], exclude: ["Fixtures"]),
+        .testTarget(
+            name: "CLITests",
+            dependencies: ["BinaryCoding", "Mosquitto", .product(name: "Yams", package: "Yams")],
+            exclude: ["Fixtures"]
+        ),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -199,7 +199,7 @@ public final class Bridge: Sendable {
     }
 
     func pending(_ payload: PendingCommand.Payload, _ transaction: JSONValue?, _ m: InboundMessage, _ s: DeviceSession) -> PendingCommand {
-        let deadline = Date().addingTimeInterval(Double(s.config.offlineDeadline.components.seconds))
+        let deadline = Date().addingTimeInterval(s.config.offlineDeadline.seconds)
         return PendingCommand(payload: payload, transaction: transaction, responseTopic: m.responseTopic,
                               correlationData: m.correlationData, deadline: deadline)
     }

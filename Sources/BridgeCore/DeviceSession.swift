@@ -440,6 +440,14 @@ extension PendingCommand {
     }
 }
 
+extension Duration {
+    /// The whole duration in seconds, sub-second part included (`500ms` → 0.5).
+    var seconds: Double {
+        let c = components
+        return Double(c.seconds) + Double(c.attoseconds) / 1e18
+    }
+}
+
 extension Date {
     static func + (d: Date, seconds: Double) -> Date { d.addingTimeInterval(seconds) }
 }

@@ -99,9 +99,13 @@ struct SimulateCommand: AsyncParsableCommand {
         try await sim.start()
         defer { sim.stop() }
         var sensors: [GenericDevice] = []
+        var cameras: [String: SimulatedGoPro] = [:]
         for spec in specs {
             switch spec.kind {
-            case "gopro": try sim.add(SimulatedGoPro(address: spec.address))
+            case "gopro":
+                let camera = SimulatedGoPro(address: spec.address)
+                cameras[camera.address] = camera
+                try sim.add(camera)
             case "rokid": try sim.add(SimulatedRokid(address: spec.address))
             default:
                 let hr = GenericDevice.batteryHeartRate(address: spec.address)
@@ -109,6 +113,7 @@ struct SimulateCommand: AsyncParsableCommand {
                 try sim.add(hr)
             }
         }
+        try connection.export(BlueZSimulator.controlPath, interfaces: [Self.goProControl(cameras)])
         emit("DBUS_SYSTEM_BUS_ADDRESS=\(busAddress)")
 
         signal(SIGINT, SIG_IGN)

@@ -112,6 +112,18 @@ import Testing
         }
     }
 
+    /// `offline.deadline: 1500ms` means 1.5 s, not 1 s (the sub-second part was dropped).
+    @Test func subSecondDeadlineIsKept() throws {
+        let h = try Harness(deadline: .milliseconds(1500), present: false)
+        let session = try #require(h.bridge.sessions["dev"])
+        let before = Date()
+        let cmd = h.bridge.pending(.command(["command": "ping"]), nil, InboundMessage(topic: "gatt2mqtt/dev/set", payload: []), session)
+        let wait = cmd.deadline.timeIntervalSince(before)
+        #expect(wait >= 1.5 && wait < 2.5, "deadline in \(wait) s")
+        #expect(Duration.milliseconds(500).seconds == 0.5)
+        #expect(Duration.seconds(60).seconds == 60)
+    }
+
     @Test func rejectPolicyAnswersAtOnce() async throws {
         let h = try Harness(policy: .reject, present: false)
         try await h.running {
