@@ -462,6 +462,18 @@ extension RunEndToEndTests {
         try await hub.publish(topic: "gatt2mqtt/glasses/set", payload: Array(#"{"command":"set_volume","value":3,"transaction":"v3"}"#.utf8), qos: .atLeastOnce)
         #expect(await collect(camera, count: 1).first?.payloadString.hasPrefix(#"{"transaction":"q1","status":"ok""#) == true)
         #expect(await collect(glasses, count: 1).first?.payloadString.hasPrefix(#"{"transaction":"v3","status":"ok""#) == true)
+
+        // Rokid: a plausible header (4096 bytes, version 5) and nothing more. The stream reader
+        // would wait for the rest and swallow the next answers; a partial object that gets no
+        // more bytes for 1 s is dropped (and reported) when the next notification arrives.
+        #expect(try env.control("Notify", "C0:FF:EE:00:00:02", "9202", "[0x00, 0x00, 0x10, 0x00, 0x05, 0x01]").contains("true"))
+        try await Task.sleep(for: .milliseconds(1100))
+        try await hub.publish(topic: "gatt2mqtt/glasses/set", payload: Array(#"{"command":"set_volume","value":4,"transaction":"v4"}"#.utf8), qos: .atLeastOnce)
+        let v4 = await collect(glasses, count: 1)
+        #expect(v4.first?.payloadString.hasPrefix(#"{"transaction":"v4","status":"ok""#) == true, "\(v4.map(\.payloadString))")
+        let dropped = await Self.collectUntil(events, { $0.payloadString.contains("incomplete") })
+        #expect(dropped.contains { $0.payloadString.contains(#""device":"glasses""#) && $0.payloadString.contains("6 bytes of an incomplete Caps object") },
+                "\(dropped.map(\.payloadString))")
         await hub.disconnect()
     }
 
