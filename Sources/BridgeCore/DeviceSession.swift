@@ -87,6 +87,13 @@ actor DeviceSession {
     let reconnectMin: Duration
     let reconnectMax: Duration
     let tickInterval: Duration
+    /// How long one connect attempt (scan for the device included) may hold the adapter's
+    /// ConnectGate. Connects are serialised per adapter (shared/spec/bridge.md point 3), so an
+    /// away device's attempt must end and let the others through (point 2) before it retries.
+    let connectAttempt: Duration
+    /// The default of ``connectAttempt``: long enough for a present device to connect and resolve
+    /// its services, short enough that an away one holds the others up for at most this.
+    static let defaultConnectAttempt: Duration = .seconds(10)
 
     var driver: any DeviceDriver
     var link: (any BLELink)?
@@ -101,7 +108,8 @@ actor DeviceSession {
     var nextPolls: [ContinuousClock.Instant] = []
 
     init(config: DeviceConfig, driver: any DeviceDriver, central: any BLECentral, output: SessionOutput,
-         initialState: JSONObject, reconnect: (min: Duration, max: Duration), tick: Duration = .milliseconds(50)) {
+         initialState: JSONObject, reconnect: (min: Duration, max: Duration), tick: Duration = .milliseconds(50),
+         connectAttempt: Duration = DeviceSession.defaultConnectAttempt) {
         self.config = config
         self.driver = driver
         self.central = central
@@ -110,6 +118,7 @@ actor DeviceSession {
         reconnectMin = reconnect.min
         reconnectMax = reconnect.max
         tickInterval = tick
+        self.connectAttempt = connectAttempt
         driverNotifyCharacteristics = driver.notifyCharacteristics
         (events, sink) = AsyncStream.makeStream(of: Event.self, bufferingPolicy: .unbounded)
     }
@@ -142,10 +151,11 @@ actor DeviceSession {
     nonisolated func maintainLink() async {
         var backoff = reconnectMin
         let notify = driverNotifyCharacteristics
+        let attempt = connectAttempt
         while !Task.isCancelled {
             do throws(BLEError) {
                 let link = try await output.gate.withPermit { () async throws(BLEError) -> any BLELink in
-                    try await central.connect(address: config.address ?? "", notify: notify, timeout: .seconds(30))
+                    try await central.connect(address: config.address ?? "", notify: notify, timeout: attempt)
                 }
                 backoff = reconnectMin
                 sink.yield(.linkUp(link))

@@ -513,3 +513,27 @@ extension RunEndToEndTests {
         await hub.disconnect()
     }
 }
+
+extension RunEndToEndTests {
+    /// One device away must not keep another from connecting (shared/spec/bridge.md point 2):
+    /// with the glasses out of range from the start, the camera still comes online and answers.
+    /// (Connects are serialised per adapter; an attempt holds the gate for at most 10 s, so the
+    /// camera waits at most that long when the glasses' attempt started first.)
+    @Test func awayDeviceDoesNotBlockAnother() async throws {
+        let env = try EndToEnd(simulate: ["--device", "gopro@C0:FF:EE:00:00:01", "--device", "rokid@C0:FF:EE:00:00:02"])
+        defer { env.stop() }
+        try env.control("SetInRange", "C0:FF:EE:00:00:02", "false")
+        let hub = try await env.broker.client()
+        let availability = try await hub.subscribe("gatt2mqtt/camera/availability")
+        let camera = try await hub.subscribe("gatt2mqtt/camera/response")
+        _ = try env.startBridge(devices: """
+              - {id: glasses, address: "C0:FF:EE:00:00:02", profile: rokid}
+              - {id: camera, address: "C0:FF:EE:00:00:01", profile: gopro}
+            """)
+        let online = await collect(availability, count: 1, timeout: .seconds(15))
+        #expect(online.first?.payloadString == #"{"state":"online"}"#)
+        try await hub.publish(topic: "gatt2mqtt/camera/set", payload: Array(#"{"query":"get_status_values","transaction":"q"}"#.utf8), qos: .atLeastOnce)
+        #expect(await collect(camera, count: 1).first?.payloadString.hasPrefix(#"{"transaction":"q","status":"ok""#) == true)
+        await hub.disconnect()
+    }
+}
