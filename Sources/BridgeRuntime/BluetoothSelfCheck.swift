@@ -44,9 +44,13 @@ public enum BluetoothProblem: Error, Sendable, Equatable, CustomStringConvertibl
 /// logs the problem's fix line once (again only when the problem changes) and retries with a
 /// capped backoff instead of exiting, so a service manager does not crash-loop the bridge.
 public struct BluetoothSelfCheck: Sendable {
+    /// Where BlueZ is looked for (`bluetooth.bus_address`, else the system bus).
     public let bus: DBusBus
+    /// The adapter that must exist and be powered (`bluetooth.adapter`).
     public let adapter: String
+    /// The first retry delay; it doubles after each failed check up to ``retryMax``.
     public let retryMin: Duration
+    /// The longest delay between checks.
     public let retryMax: Duration
 
     /// - Parameters:
