@@ -99,7 +99,7 @@ let package = Package(
         .testTarget(
             name: "BridgeRuntimeTests",
             dependencies: [
-                "BridgeRuntime", "BridgeCore", "BridgeConfig", "BridgeStore", "Mosquitto", "BinaryCoding",
+                "BridgeRuntime", "BridgeCore", "BridgeConfig", "BridgeStore", "Mosquitto", "BinaryCoding", "BlueZ", "DBus",
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
             ],
