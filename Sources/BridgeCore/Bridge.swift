@@ -26,13 +26,17 @@ public final class Bridge: Sendable {
         topics.subscriptions + (discovery.map { [$0.statusTopic] } ?? [])
     }
 
+    /// The default of `init`'s `connectAttempt`: long enough for a present device to connect and
+    /// resolve its services, short enough that an away one holds the others up for at most this.
+    public static let defaultConnectAttempt: Duration = .seconds(10)
+
     /// - Parameter connectAttempt: how long one connect attempt (scan included) may hold the
     ///   adapter's connect gate, so a device that is away cannot keep the others from connecting
     ///   (`shared/spec/bridge.md` points 2–3).
     public init(configuration: Configuration, store: BridgeStore, mqtt: any MQTTPort, central: any BLECentral,
                 drivers: DriverFactory, version: String = "0.1.0", logger: Logger = Logger(label: "gatt2mqtt.bridge"),
                 tick: Duration = .milliseconds(50), healthInterval: Duration = .seconds(60),
-                connectAttempt: Duration = .seconds(10)) throws {
+                connectAttempt: Duration = Bridge.defaultConnectAttempt) throws {
         self.healthInterval = healthInterval
         self.configuration = configuration
         self.topics = Topics(base: configuration.mqtt.baseTopic)

@@ -91,9 +91,6 @@ actor DeviceSession {
     /// ConnectGate. Connects are serialised per adapter (shared/spec/bridge.md point 3), so an
     /// away device's attempt must end and let the others through (point 2) before it retries.
     let connectAttempt: Duration
-    /// The default of ``connectAttempt``: long enough for a present device to connect and resolve
-    /// its services, short enough that an away one holds the others up for at most this.
-    static let defaultConnectAttempt: Duration = .seconds(10)
 
     var driver: any DeviceDriver
     var link: (any BLELink)?
@@ -109,7 +106,7 @@ actor DeviceSession {
 
     init(config: DeviceConfig, driver: any DeviceDriver, central: any BLECentral, output: SessionOutput,
          initialState: JSONObject, reconnect: (min: Duration, max: Duration), tick: Duration = .milliseconds(50),
-         connectAttempt: Duration = DeviceSession.defaultConnectAttempt) {
+         connectAttempt: Duration = Bridge.defaultConnectAttempt) {
         self.config = config
         self.driver = driver
         self.central = central
