@@ -65,7 +65,7 @@ let package = Package(
         .target(
             name: "BridgeRuntime",
             dependencies: [
-                "BridgeCore", "BridgeConfig", "BridgeStore", "DeviceProfiles", "Mosquitto", "BinaryCoding",
+                "BridgeCore", "BridgeConfig", "BridgeStore", "DeviceProfiles", "Mosquitto", "BinaryCoding", "BlueZ", "DBus",
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -106,7 +106,7 @@ let package = Package(
         .testTarget(
             name: "BridgeRuntimeTests",
             dependencies: [
-                "BridgeRuntime", "BridgeCore", "BridgeConfig", "BridgeStore", "Mosquitto", "BinaryCoding",
+                "BridgeRuntime", "BridgeCore", "BridgeConfig", "BridgeStore", "Mosquitto", "BinaryCoding", "BlueZ", "DBus",
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -118,7 +118,11 @@ let package = Package(
                            .product(name: "SwiftProtobuf", package: "swift-protobuf")]
         ),
         .testTarget(name: "BridgeStoreTests", dependencies: ["BridgeStore", "BinaryCoding"]),
-        .testTarget(name: "CLITests", dependencies: ["BinaryCoding", "Mosquitto"], exclude: ["Fixtures"]),
+        .testTarget(
+            name: "CLITests",
+            dependencies: ["BinaryCoding", "Mosquitto", .product(name: "Yams", package: "Yams")],
+            exclude: ["Fixtures"]
+        ),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -26,9 +26,17 @@ public final class Bridge: Sendable {
         topics.subscriptions + (discovery.map { [$0.statusTopic] } ?? [])
     }
 
+    /// The default of `init`'s `connectAttempt`: long enough for a present device to connect and
+    /// resolve its services, short enough that an away one holds the others up for at most this.
+    public static let defaultConnectAttempt: Duration = .seconds(10)
+
+    /// - Parameter connectAttempt: how long one connect attempt (scan included) may hold the
+    ///   adapter's connect gate, so a device that is away cannot keep the others from connecting
+    ///   (`shared/spec/bridge.md` points 2–3).
     public init(configuration: Configuration, store: BridgeStore, mqtt: any MQTTPort, central: any BLECentral,
                 drivers: DriverFactory, version: String = "0.1.0", logger: Logger = Logger(label: "gatt2mqtt.bridge"),
-                tick: Duration = .milliseconds(50), healthInterval: Duration = .seconds(60)) throws {
+                tick: Duration = .milliseconds(50), healthInterval: Duration = .seconds(60),
+                connectAttempt: Duration = Bridge.defaultConnectAttempt) throws {
         self.healthInterval = healthInterval
         self.configuration = configuration
         self.topics = Topics(base: configuration.mqtt.baseTopic)
@@ -48,7 +56,8 @@ public final class Bridge: Sendable {
             let driver = try drivers(device)
             sessions[device.id] = DeviceSession(
                 config: device, driver: driver, central: central, output: output, initialState: states[device.id] ?? [:],
-                reconnect: (configuration.mqtt.reconnectMin, configuration.mqtt.reconnectMax), tick: tick)
+                reconnect: (configuration.mqtt.reconnectMin, configuration.mqtt.reconnectMax), tick: tick,
+                connectAttempt: connectAttempt)
         }
         self.sessions = sessions
     }
@@ -203,7 +212,7 @@ public final class Bridge: Sendable {
     }
 
     func pending(_ payload: PendingCommand.Payload, _ transaction: JSONValue?, _ m: InboundMessage, _ s: DeviceSession) -> PendingCommand {
-        let deadline = Date().addingTimeInterval(Double(s.config.offlineDeadline.components.seconds))
+        let deadline = Date().addingTimeInterval(s.config.offlineDeadline.seconds)
         return PendingCommand(payload: payload, transaction: transaction, responseTopic: m.responseTopic,
                               correlationData: m.correlationData, deadline: deadline)
     }

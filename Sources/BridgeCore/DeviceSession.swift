@@ -87,6 +87,10 @@ actor DeviceSession {
     let reconnectMin: Duration
     let reconnectMax: Duration
     let tickInterval: Duration
+    /// How long one connect attempt (scan for the device included) may hold the adapter's
+    /// ConnectGate. Connects are serialised per adapter (shared/spec/bridge.md point 3), so an
+    /// away device's attempt must end and let the others through (point 2) before it retries.
+    let connectAttempt: Duration
 
     var driver: any DeviceDriver
     var link: (any BLELink)?
@@ -101,7 +105,8 @@ actor DeviceSession {
     var nextPolls: [ContinuousClock.Instant] = []
 
     init(config: DeviceConfig, driver: any DeviceDriver, central: any BLECentral, output: SessionOutput,
-         initialState: JSONObject, reconnect: (min: Duration, max: Duration), tick: Duration = .milliseconds(50)) {
+         initialState: JSONObject, reconnect: (min: Duration, max: Duration), tick: Duration = .milliseconds(50),
+         connectAttempt: Duration = Bridge.defaultConnectAttempt) {
         self.config = config
         self.driver = driver
         self.central = central
@@ -110,6 +115,7 @@ actor DeviceSession {
         reconnectMin = reconnect.min
         reconnectMax = reconnect.max
         tickInterval = tick
+        self.connectAttempt = connectAttempt
         driverNotifyCharacteristics = driver.notifyCharacteristics
         driverRequiresPairing = driver.requiresPairing
         (events, sink) = AsyncStream.makeStream(of: Event.self, bufferingPolicy: .unbounded)
@@ -143,11 +149,12 @@ actor DeviceSession {
     nonisolated func maintainLink() async {
         var backoff = reconnectMin
         let notify = driverNotifyCharacteristics
+        let attempt = connectAttempt
         while !Task.isCancelled {
             do throws(BLEError) {
                 let link = try await output.gate.withPermit { () async throws(BLEError) -> any BLELink in
                     try await central.connect(address: config.address ?? "", notify: notify, pair: driverRequiresPairing,
-                                              timeout: .seconds(30))
+                                              timeout: attempt)
                 }
                 backoff = reconnectMin
                 sink.yield(.linkUp(link))
@@ -464,6 +471,14 @@ extension PendingCommand {
         case let .internal(r): return r.bypassesBusyGate
         case .write: return false
         }
+    }
+}
+
+extension Duration {
+    /// The whole duration in seconds, sub-second part included (`500ms` → 0.5).
+    var seconds: Double {
+        let c = components
+        return Double(c.seconds) + Double(c.attoseconds) / 1e18
     }
 }
 

@@ -73,8 +73,22 @@ public struct RokidDriver: DeviceDriver {
         }
     }
 
+    /// A partial Caps object that gets no more bytes for this long is garbage (the glasses send
+    /// a packet's slices back to back): it is dropped when the next notification arrives, so a
+    /// bogus size prefix cannot swallow the answers that follow (§4.3 has no resync marker).
+    public static let staleGap: UInt64 = 1_000_000_000
+    /// When the last notification arrived (`now()`), for ``staleGap``.
+    var lastChunkAt: UInt64?
+
     public mutating func receive(_ notification: GATTNotification) -> [DriverOutput] {
         var out: [DriverOutput] = []
+        let t = now()
+        if reader.bufferedByteCount > 0, let last = lastChunkAt, t >= last, t - last > Self.staleGap {
+            out.append(.malformed("Rokid stream: \(reader.bufferedByteCount) bytes of an incomplete Caps object "
+                + "(offset \(reader.offset)) got nothing more for \((t - last) / 1_000_000) ms; dropped, stream reset"))
+            reader.reset()
+        }
+        lastChunkAt = t
         reader.append(notification.value)
         while true {
             let caps: Caps?
@@ -141,6 +155,7 @@ public struct RokidDriver: DeviceDriver {
 
     public mutating func linkLost() {
         reader.reset()
+        lastChunkAt = nil
         pendingState = [:]
     }
 }

@@ -1,7 +1,5 @@
 import ArgumentParser
-import BlueZ
 import BridgeRuntime
-import DBus
 import Foundation
 import Logging
 import ServiceLifecycle
@@ -29,17 +27,8 @@ struct RunCommand: AsyncParsableCommand {
             return h
         }
         let logger = Logger(label: "gatt2mqtt")
-        let bus: DBusBus = configuration.bluetooth.busAddress.map { .address($0) } ?? .system
-        let client: BlueZClient
-        do { client = try await BlueZClient.connect(bus) } catch {
-            throw CLIError("BlueZ is not reachable on the \(configuration.bluetooth.busAddress.map { "bus \($0)" } ?? "system bus"): \(error) (is bluetoothd running? in a container, mount /run/dbus/system_bus_socket)")
-        }
-        defer { client.close() }
-        let adapter: BlueZAdapter
-        do { adapter = try client.adapter(named: configuration.bluetooth.adapter) } catch {
-            throw CLIError("bluetooth.adapter: \(error)")
-        }
-        let service = BridgeService(configuration: configuration, central: BlueZCentral(client: client, adapter: adapter), logger: logger)
+        // Waits (retrying, one fix line per problem) until the bus, org.bluez and the adapter are ready.
+        let service = BlueZBridgeService(configuration: configuration, logger: logger)
         let group = ServiceGroup(configuration: .init(
             services: [service], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         try await group.run()

@@ -143,11 +143,14 @@ struct SimulateCommand: AsyncParsableCommand {
         try await sim.start()
         defer { sim.stop() }
         var sensors: [GenericDevice] = []
+        var cameras: [String: SimulatedGoPro] = [:]
         for spec in specs {
             switch spec.kind {
             case "gopro":
-                try SimulatedGoPro(address: spec.address, sleepAfter: Self.period(goproSleepAfter),
-                                   batteryDrainEvery: Self.period(goproBatteryDrain)).add(to: sim)
+                let camera = SimulatedGoPro(address: spec.address, sleepAfter: Self.period(goproSleepAfter),
+                                            batteryDrainEvery: Self.period(goproBatteryDrain))
+                cameras[camera.address] = camera
+                try camera.add(to: sim)
             case "rokid": try sim.add(SimulatedRokid(address: spec.address, batteryInterval: Self.period(rokidBatteryInterval)))
             default:
                 let hr = GenericDevice.batteryHeartRate(address: spec.address)
@@ -164,6 +167,7 @@ struct SimulateCommand: AsyncParsableCommand {
             if let failure { throw CLIError("--fault \(f): \(failure)") }
         }
         if adapterOff { sim.setAdapterPowered(false) }
+        try connection.export(BlueZSimulator.controlPath, interfaces: [Self.goProControl(cameras)])
         emit("DBUS_SYSTEM_BUS_ADDRESS=\(busAddress)")
 
         signal(SIGINT, SIG_IGN)

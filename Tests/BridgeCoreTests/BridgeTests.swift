@@ -112,6 +112,18 @@ import Testing
         }
     }
 
+    /// `offline.deadline: 1500ms` means 1.5 s, not 1 s (the sub-second part was dropped).
+    @Test func subSecondDeadlineIsKept() throws {
+        let h = try Harness(deadline: .milliseconds(1500), present: false)
+        let session = try #require(h.bridge.sessions["dev"])
+        let before = Date()
+        let cmd = h.bridge.pending(.command(["command": "ping"]), nil, InboundMessage(topic: "gatt2mqtt/dev/set", payload: []), session)
+        let wait = cmd.deadline.timeIntervalSince(before)
+        #expect(wait >= 1.5 && wait < 2.5, "deadline in \(wait) s")
+        #expect(Duration.milliseconds(500).seconds == 0.5)
+        #expect(Duration.seconds(60).seconds == 60)
+    }
+
     @Test func rejectPolicyAnswersAtOnce() async throws {
         let h = try Harness(policy: .reject, present: false)
         try await h.running {
@@ -258,6 +270,35 @@ import Testing
             h.bridge.handle(InboundMessage(topic: "homeassistant/status", payload: Array("online".utf8)))
             let after = h.mqtt.sent.withLock { $0.filter { $0.topic.hasPrefix("homeassistant/") }.count }
             #expect(before == 1 && after == 2)
+        }
+    }
+
+    /// A device that is away holds the adapter's connect gate for one bounded attempt only: the
+    /// present device behind it still connects (found end-to-end: an away device's 30 s scan
+    /// kept every other device offline).
+    @Test func awayDeviceDoesNotHoldTheConnectGate() async throws {
+        var config = Configuration()
+        config.mqtt.reconnectMin = .milliseconds(50)
+        config.mqtt.reconnectMax = .milliseconds(100)
+        config.devices = [("away", "C0:FF:EE:00:00:0A"), ("here", "C0:FF:EE:00:00:0B")].map { id, a in
+            var d = DeviceConfig(id: id, profile: .custom)
+            d.address = a
+            return d
+        }
+        let away = FakeDevice(), here = FakeDevice()
+        away.setPresent(false)
+        let central = FakeCentral(["C0:FF:EE:00:00:0A": away, "C0:FF:EE:00:00:0B": here], scanUntilTimeout: true)
+        let mqtt = FakeMQTT()
+        let bridge = try Bridge(configuration: config, store: try BridgeStore.inMemory(), mqtt: mqtt, central: central,
+                                drivers: { _ in TestDriver() }, connectAttempt: .milliseconds(300))
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { await bridge.run() }
+            defer { group.cancelAll() }
+            // Whichever session takes the gate first, `here` is online within a couple of attempts.
+            let online = try await mqtt.wait(for: "gatt2mqtt/here/availability")
+            #expect(online.first?.text == #"{"state":"online"}"#)
+            #expect(central.concurrency.withLock { $0.max } == 1, "connects stay serialised")
+            #expect(mqtt.messages("gatt2mqtt/away/availability").allSatisfy { $0.text == #"{"state":"offline"}"# })
         }
     }
 

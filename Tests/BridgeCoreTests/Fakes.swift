@@ -70,11 +70,14 @@ final class FakeLink: BLELink {
 final class FakeCentral: BLECentral {
     let devices: [String: FakeDevice]
     let connectDelay: Duration
+    /// Absent devices are searched for until the connect's `timeout`, as BlueZCentral's scan does.
+    let scanUntilTimeout: Bool
     /// (now, maximum) connects in progress at once.
     let concurrency = Mutex((now: 0, max: 0))
-    init(_ devices: [String: FakeDevice], connectDelay: Duration = .zero) {
+    init(_ devices: [String: FakeDevice], connectDelay: Duration = .zero, scanUntilTimeout: Bool = false) {
         self.devices = devices
         self.connectDelay = connectDelay
+        self.scanUntilTimeout = scanUntilTimeout
     }
 
     func connect(address: String, notify: [CharacteristicID], timeout: Duration) async throws(BLEError) -> any BLELink {
@@ -82,7 +85,7 @@ final class FakeCentral: BLECentral {
         defer { concurrency.withLock { $0.now -= 1 } }
         if connectDelay > .zero { try? await Task.sleep(for: connectDelay) }
         guard let d = devices[address], d.state.withLock({ $0.present }) else {
-            try? await Task.sleep(for: .milliseconds(20))
+            try? await Task.sleep(for: scanUntilTimeout ? timeout : .milliseconds(20))
             throw BLEError(.notFound, "le-connection-abort-by-local")
         }
         let link = FakeLink(device: d)

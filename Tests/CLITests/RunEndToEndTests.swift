@@ -17,13 +17,21 @@ final class EndToEnd {
         directory = try TemporaryDirectory()
     }
 
-    func startBridge(devices yaml: String) throws -> Process {
+    /// - Parameters:
+    ///   - mqtt: extra `mqtt:` keys (indented lines), e.g. a short `reconnect_max`.
+    ///   - bus: the D-Bus address the bridge uses (default: the simulator's).
+    ///   - adapter: `bluetooth.adapter`.
+    ///   - logLevel: the bridge's `--log-level`; its stderr goes to ``log`` (``bridgeLog()``).
+    func startBridge(devices yaml: String, mqtt: String = "", bus: String? = nil, adapter: String = "hci0",
+                     logLevel: String = "warning") throws -> Process {
         let config = directory.path + "/bridge.yaml"
         try """
             mqtt:
               url: mqtt://127.0.0.1:\(broker.port)
+            \(mqtt)
             bluetooth:
-              bus_address: \(bus)
+              bus_address: \(bus ?? self.bus)
+              adapter: \(adapter)
             database:
               path: \(directory.path)/state.sqlite
             devices:
@@ -31,16 +39,44 @@ final class EndToEnd {
             """.write(toFile: config, atomically: true, encoding: .utf8)
         let p = Process()
         p.executableURL = CLI.executable
-        p.arguments = ["run", "--config", config, "--log-level", "warning"]
+        p.arguments = ["run", "--config", config, "--log-level", logLevel]
         var env = ProcessInfo.processInfo.environment
         env["SWIFT_BACKTRACE"] = "enable=no"
         p.environment = env
         p.standardOutput = FileHandle.nullDevice
-        p.standardError = FileHandle.nullDevice
+        _ = FileManager.default.createFile(atPath: log, contents: nil)
+        p.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: log))
         try p.run()
         bridge = p
         return p
     }
+
+    /// Where the last bridge's stderr goes.
+    var log: String { directory.path + "/bridge.log" }
+
+    /// The last bridge's stderr so far.
+    func bridgeLog() -> String { (try? String(contentsOfFile: log, encoding: .utf8)) ?? "" }
+
+    /// Calls a method of the simulator's control object `/org/gatt2mqtt/Simulator` with gdbus
+    /// (an independent D-Bus client); returns gdbus's output, or throws with its error.
+    @discardableResult
+    func control(_ method: String, _ args: String..., interface: String = "org.gatt2mqtt.Simulator1") throws -> String {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: "/usr/bin/gdbus")
+        p.arguments = ["call", "--address", bus, "--dest", "org.bluez", "--object-path", "/org/gatt2mqtt/Simulator",
+                       "--method", "\(interface).\(method)"] + args
+        let out = Pipe(), err = Pipe()
+        p.standardOutput = out
+        p.standardError = err
+        try p.run()
+        let o = out.fileHandleForReading.readDataToEndOfFile()
+        let e = err.fileHandleForReading.readDataToEndOfFile()
+        p.waitUntilExit()
+        guard p.terminationStatus == 0 else { throw ControlError(text: String(decoding: e, as: UTF8.self)) }
+        return String(decoding: o, as: UTF8.self)
+    }
+
+    struct ControlError: Error { let text: String }
 
     /// Stops every process by pid.
     func stop() {
@@ -255,6 +291,249 @@ extension RunEndToEndTests {
         try await hub.publish(topic: "gatt2mqtt/heart/control/write", payload: Array("01".utf8), qos: .atLeastOnce)
         let ok = await collect(responses, count: 1, timeout: .seconds(10))
         #expect(ok.first?.payloadString == #"{"status":"ok","command":{"write":"control","payload":"01"}}"#)
+        await hub.disconnect()
+    }
+}
+
+// MARK: Faults across processes: absent devices, deadlines, pushes, garbage, bad input
+
+extension RunEndToEndTests {
+    static let heartControl = """
+          - id: heart
+            address: C0:FF:EE:00:00:01
+            profile: custom
+            characteristics:
+              - {uuid: 2A39, codec: raw, direction: write, topic: control}
+        """
+
+    /// The JSON objects of `messages` (those that parse).
+    static func objects(_ messages: [MQTTMessage]) -> [[String: Any]] {
+        messages.compactMap { try? JSONSerialization.jsonObject(with: Data($0.payload)) as? [String: Any] }
+    }
+
+    /// Collects from `subscription` until a message satisfies `predicate` (or `timeout`); returns
+    /// everything collected.
+    static func collectUntil(_ subscription: MQTTSubscription, _ predicate: @escaping @Sendable (MQTTMessage) -> Bool,
+                        timeout: Duration = .seconds(10)) async -> [MQTTMessage] {
+        var all: [MQTTMessage] = []
+        let end = ContinuousClock.now + timeout
+        while ContinuousClock.now < end {
+            let next = await collect(subscription, count: 1, timeout: end - ContinuousClock.now)
+            all += next
+            if next.isEmpty || next.contains(where: predicate) { break }
+        }
+        return all
+    }
+
+    /// The emulator's record of the writes a device received on `uuid` (`Received`, docs/bluez.md),
+    /// one `Value` text per write, e.g. `[byte 0x01]`.
+    static func writes(_ env: EndToEnd, _ address: String, on uuid: String) throws -> [String] {
+        let text = try env.control("Received", address)
+        return text.components(separatedBy: "}, {").filter { $0.contains("'WriteValue'") && $0.lowercased().contains(uuid.lowercased()) }
+            .map { r in
+                guard let v = r.range(of: "'Value': <") else { return "" }
+                return String(r[v.upperBound...].prefix { $0 != ">" })
+            }
+    }
+
+    /// A command to a device that is away is answered `queued` with the caller's transaction;
+    /// when the device comes into range it is written once and answered `ok`.
+    @Test func absentDeviceCommandQueuedThenDeliveredOnce() async throws {
+        let env = try EndToEnd()
+        defer { env.stop() }
+        try env.control("SetInRange", "C0:FF:EE:00:00:01", "false")
+        let hub = try await env.broker.client()
+        let responses = try await hub.subscribe("gatt2mqtt/heart/response")
+        let bridgeState = try await hub.subscribe("gatt2mqtt/bridge/state")
+        _ = try env.startBridge(devices: Self.heartControl)
+        #expect(await collect(bridgeState, count: 1).first?.payloadString == #"{"state":"online"}"#)
+        try await hub.publish(topic: "gatt2mqtt/heart/set", payload: Array(#"{"control":"01","transaction":"away-1"}"#.utf8), qos: .atLeastOnce)
+        let queued = await collect(responses, count: 1)
+        #expect(queued.first?.payloadString == #"{"transaction":"away-1","status":"queued","command":{"control":"01"}}"#)
+        #expect(try Self.writes(env, "C0:FF:EE:00:00:01", on: "2a39").isEmpty)
+
+        try env.control("SetInRange", "C0:FF:EE:00:00:01", "true")
+        let rest = await Self.collectUntil(responses, { $0.payloadString.contains(#""status":"ok""#) }, timeout: .seconds(20))
+        #expect(Self.objects(rest).map { $0["status"] as? String } == ["sent", "ok"], "\(rest.map(\.payloadString))")
+        #expect(Self.objects(rest).allSatisfy { $0["transaction"] as? String == "away-1" })
+        #expect(try Self.writes(env, "C0:FF:EE:00:00:01", on: "2a39") == ["[byte 0x01]"])
+        await hub.disconnect()
+    }
+
+    /// A command that waits longer than the device's `offline.deadline` ends `expired` with the
+    /// caller's transaction, and the device never receives it, not even once it is back.
+    @Test func deadlineExpiryIsAnsweredAndNeverDelivered() async throws {
+        let env = try EndToEnd()
+        defer { env.stop() }
+        try env.control("SetInRange", "C0:FF:EE:00:00:01", "false")
+        let hub = try await env.broker.client()
+        let responses = try await hub.subscribe("gatt2mqtt/heart/response")
+        let availability = try await hub.subscribe("gatt2mqtt/heart/availability")
+        let bridgeState = try await hub.subscribe("gatt2mqtt/bridge/state")
+        _ = try env.startBridge(devices: Self.heartControl + "\n    offline: {policy: queue, deadline: 1500ms}")
+        #expect(await collect(bridgeState, count: 1).first?.payloadString == #"{"state":"online"}"#)
+        let sent = ContinuousClock.now
+        try await hub.publish(topic: "gatt2mqtt/heart/set", payload: Array(#"{"control":"02","transaction":"late-1"}"#.utf8), qos: .atLeastOnce)
+        let r = await collect(responses, count: 2, timeout: .seconds(10))
+        let waited = ContinuousClock.now - sent
+        let o = Self.objects(r)
+        #expect(o.map { $0["status"] as? String } == ["queued", "expired"], "\(r.map(\.payloadString))")
+        #expect(o.allSatisfy { $0["transaction"] as? String == "late-1" })
+        #expect((o.last?["error"] as? [String: Any])?["code"] as? String == "device_offline")
+        // 1500ms, not rounded down to 1 s (the deadline keeps its sub-second part).
+        #expect(waited >= .milliseconds(1400), "expired after \(waited)")
+
+        try env.control("SetInRange", "C0:FF:EE:00:00:01", "true")
+        let online = await Self.collectUntil(availability, { $0.payloadString == #"{"state":"online"}"# }, timeout: .seconds(20))
+        #expect(online.last?.payloadString == #"{"state":"online"}"#)
+        // A later command goes through, and it is the only write the device ever got.
+        try await hub.publish(topic: "gatt2mqtt/heart/set", payload: Array(#"{"control":"01","transaction":"next"}"#.utf8), qos: .atLeastOnce)
+        let next = await collect(responses, count: 1)
+        #expect(next.first?.payloadString == #"{"transaction":"next","status":"ok","command":{"control":"01"}}"#)
+        #expect(try Self.writes(env, "C0:FF:EE:00:00:01", on: "2a39") == ["[byte 0x01]"])
+        await hub.disconnect()
+    }
+
+    /// The camera pushes a new battery level (status 70, through the simulator's
+    /// `org.gatt2mqtt.SimulatedGoPro1.SetStatus`): the retained device state follows.
+    @Test func goProStatusPushReachesRetainedState() async throws {
+        let env = try EndToEnd(simulate: ["--device", "gopro@C0:FF:EE:00:00:01"])
+        defer { env.stop() }
+        let hub = try await env.broker.client()
+        let state = try await hub.subscribe("gatt2mqtt/camera")
+        _ = try env.startBridge(devices: #"  - {id: camera, address: "C0:FF:EE:00:00:01", profile: gopro}"#)
+        // Registering for status updates on connect answers with the current values (84 %).
+        let first = await Self.collectUntil(state, { $0.payloadString.contains(#""internal_battery_percentage":84"#) })
+        #expect(first.last?.payloadString.contains(#""internal_battery_percentage":84"#) == true, "\(first.map(\.payloadString))")
+
+        try env.control("SetStatus", "C0:FF:EE:00:00:01", "70", "[50]", interface: "org.gatt2mqtt.SimulatedGoPro1")
+        let pushed = await Self.collectUntil(state, { $0.payloadString.contains(#""internal_battery_percentage":50"#) })
+        #expect(pushed.last?.payloadString.contains(#""internal_battery_percentage":50"#) == true, "\(pushed.map(\.payloadString))")
+        #expect(pushed.last?.retain == false, "a live publish reaches current subscribers without the retain flag")
+        // A hub that subscribes now gets the new value from the broker's retained store.
+        let late = await collect(try await hub.subscribe("gatt2mqtt/camera"), count: 1)
+        #expect(late.first?.retain == true && late.first?.payloadString.contains(#""internal_battery_percentage":50"#) == true)
+        // The control method refuses an unknown camera with a clear error.
+        #expect(throws: EndToEnd.ControlError.self) { try env.control("SetStatus", "C0:FF:EE:00:00:09", "70", "[1]", interface: "org.gatt2mqtt.SimulatedGoPro1") }
+        await hub.disconnect()
+    }
+
+    /// Garbage notified by a GoPro and by Rokid glasses: a `device_error` event on
+    /// `bridge/event` names the device and what is wrong, the state is unchanged, and each
+    /// device still answers its next command `ok`.
+    @Test func garbageFromDevicesIsReportedAndHarmless() async throws {
+        let env = try EndToEnd(simulate: ["--device", "gopro@C0:FF:EE:00:00:01", "--device", "rokid@C0:FF:EE:00:00:02"])
+        defer { env.stop() }
+        let hub = try await env.broker.client()
+        let availability = try await hub.subscribe("gatt2mqtt/+/availability")
+        let events = try await hub.subscribe("gatt2mqtt/bridge/event")
+        let camera = try await hub.subscribe("gatt2mqtt/camera/response")
+        let glasses = try await hub.subscribe("gatt2mqtt/glasses/response")
+        _ = try env.startBridge(devices: """
+              - {id: camera, address: "C0:FF:EE:00:00:01", profile: gopro}
+              - {id: glasses, address: "C0:FF:EE:00:00:02", profile: rokid}
+            """)
+        #expect(await collect(availability, count: 2).map(\.payloadString) == [#"{"state":"online"}"#, #"{"state":"online"}"#])
+        // Both states as they are before the garbage (the camera's after its registration answers).
+        try await hub.publish(topic: "gatt2mqtt/glasses/set", payload: Array(#"{"command":"set_brightness","value":5,"transaction":"b5"}"#.utf8), qos: .atLeastOnce)
+        #expect(await collect(glasses, count: 1).first?.payloadString.hasPrefix(#"{"transaction":"b5","status":"ok""#) == true)
+        let before = await collect(try await hub.subscribe("gatt2mqtt/+"), count: 2, timeout: .seconds(5))
+        #expect(before.count == 2)
+
+        // GoPro: a continuation packet with no start packet, on the query response characteristic.
+        #expect(try env.control("Notify", "C0:FF:EE:00:00:01", "b5f90077-aa8d-11e3-9046-0002a5d5c51b", "[0x80, 0xde, 0xad]").contains("true"))
+        // Rokid: a Caps header whose size (0xDEADBEEF) is far over the limit.
+        #expect(try env.control("Notify", "C0:FF:EE:00:00:02", "9202", "[0xde, 0xad, 0xbe, 0xef, 0x05]").contains("true"))
+        var e: [[String: Any]] = []
+        let end = ContinuousClock.now + .seconds(10)
+        while e.count < 2, ContinuousClock.now < end {
+            e += Self.objects(await collect(events, count: 1, timeout: end - ContinuousClock.now)).filter { $0["type"] as? String == "device_error" }
+        }
+        let cameraError = e.first { $0["device"] as? String == "camera" }?["message"] as? String
+        let glassesError = e.first { $0["device"] as? String == "glasses" }?["message"] as? String
+        #expect(cameraError?.contains("GoPro") == true, "\(e)")
+        #expect(glassesError?.contains("Rokid") == true, "\(e)")
+
+        // State unchanged: the retained states are still the ones from before.
+        let after = await collect(try await hub.subscribe("gatt2mqtt/+"), count: 2, timeout: .seconds(5))
+        #expect(Set(after.map(\.payloadString)) == Set(before.map(\.payloadString)))
+        // Both answer their next command.
+        try await hub.publish(topic: "gatt2mqtt/camera/set", payload: Array(#"{"query":"get_status_values","transaction":"q1"}"#.utf8), qos: .atLeastOnce)
+        try await hub.publish(topic: "gatt2mqtt/glasses/set", payload: Array(#"{"command":"set_volume","value":3,"transaction":"v3"}"#.utf8), qos: .atLeastOnce)
+        #expect(await collect(camera, count: 1).first?.payloadString.hasPrefix(#"{"transaction":"q1","status":"ok""#) == true)
+        #expect(await collect(glasses, count: 1).first?.payloadString.hasPrefix(#"{"transaction":"v3","status":"ok""#) == true)
+
+        // Rokid: a plausible header (4096 bytes, version 5) and nothing more. The stream reader
+        // would wait for the rest and swallow the next answers; a partial object that gets no
+        // more bytes for 1 s is dropped (and reported) when the next notification arrives.
+        #expect(try env.control("Notify", "C0:FF:EE:00:00:02", "9202", "[0x00, 0x00, 0x10, 0x00, 0x05, 0x01]").contains("true"))
+        try await Task.sleep(for: .milliseconds(1100))
+        try await hub.publish(topic: "gatt2mqtt/glasses/set", payload: Array(#"{"command":"set_volume","value":4,"transaction":"v4"}"#.utf8), qos: .atLeastOnce)
+        let v4 = await collect(glasses, count: 1)
+        #expect(v4.first?.payloadString.hasPrefix(#"{"transaction":"v4","status":"ok""#) == true, "\(v4.map(\.payloadString))")
+        let dropped = await Self.collectUntil(events, { $0.payloadString.contains("incomplete") })
+        #expect(dropped.contains { $0.payloadString.contains(#""device":"glasses""#) && $0.payloadString.contains("6 bytes of an incomplete Caps object") },
+                "\(dropped.map(\.payloadString))")
+        await hub.disconnect()
+    }
+
+    /// Malformed JSON, an unknown command, an out-of-range value and an unknown device, sent to
+    /// the bridge process over MQTT: `error` answers with stable codes, and the bridge still works.
+    @Test func badCommandsGetStableErrorCodes() async throws {
+        let env = try EndToEnd(simulate: ["--device", "rokid@C0:FF:EE:00:00:02"])
+        defer { env.stop() }
+        let hub = try await env.broker.client()
+        let availability = try await hub.subscribe("gatt2mqtt/glasses/availability")
+        let responses = try await hub.subscribe("gatt2mqtt/glasses/response")
+        let events = try await hub.subscribe("gatt2mqtt/bridge/event")
+        _ = try env.startBridge(devices: #"  - {id: glasses, address: "C0:FF:EE:00:00:02", profile: rokid}"#)
+        #expect(await collect(availability, count: 1).first?.payloadString == #"{"state":"online"}"#)
+        for payload in ["{not json", #"{"command":"self_destruct","transaction":"u1"}"#,
+                        #"{"command":"set_brightness","value":99,"transaction":"r1"}"#, #"[]"#] {
+            try await hub.publish(topic: "gatt2mqtt/glasses/set", payload: Array(payload.utf8), qos: .atLeastOnce)
+        }
+        try await hub.publish(topic: "gatt2mqtt/ghost/set", payload: Array(#"{"command":"x"}"#.utf8), qos: .atLeastOnce)
+        try await hub.publish(topic: "gatt2mqtt/glasses/set", payload: Array(#"{"command":"set_brightness","value":9,"transaction":"ok1"}"#.utf8), qos: .atLeastOnce)
+        let r = Self.objects(await collect(responses, count: 5))
+        func code(_ o: [String: Any]) -> String? { (o["error"] as? [String: Any])?["code"] as? String }
+        // Payloads that do not parse are answered by the router, the others by the device
+        // session: match them by transaction and message, not by order.
+        func answer(_ transaction: String) -> [String: Any]? { r.first { $0["transaction"] as? String == transaction } }
+        func message(_ o: [String: Any]) -> String { (o["error"] as? [String: Any])?["message"] as? String ?? "" }
+        #expect(r.count == 5)
+        #expect(r.filter { $0["status"] as? String == "error" }.count == 4)
+        #expect(answer("u1").map(code) == "unknown_command")
+        #expect(answer("r1").map(code) == "invalid_value" && answer("r1").map(message)?.contains("99") == true)
+        let anonymous = r.filter { $0["transaction"] == nil }
+        #expect(Set(anonymous.compactMap(code)) == ["invalid_json", "invalid_value"])
+        #expect(anonymous.contains { message($0) == "empty command array" })
+        #expect(answer("ok1")?["status"] as? String == "ok")
+        let e = await Self.collectUntil(events, { $0.payloadString.contains("ghost") })
+        #expect(e.contains { $0.payloadString.contains(#""type":"command_rejected""#) && $0.payloadString.contains("no device 'ghost'") })
+        await hub.disconnect()
+    }
+}
+
+extension RunEndToEndTests {
+    /// One device away must not keep another from connecting (shared/spec/bridge.md point 2):
+    /// with the glasses out of range from the start, the camera still comes online and answers.
+    /// (Connects are serialised per adapter; an attempt holds the gate for at most 10 s, so the
+    /// camera waits at most that long when the glasses' attempt started first.)
+    @Test func awayDeviceDoesNotBlockAnother() async throws {
+        let env = try EndToEnd(simulate: ["--device", "gopro@C0:FF:EE:00:00:01", "--device", "rokid@C0:FF:EE:00:00:02"])
+        defer { env.stop() }
+        try env.control("SetInRange", "C0:FF:EE:00:00:02", "false")
+        let hub = try await env.broker.client()
+        let availability = try await hub.subscribe("gatt2mqtt/camera/availability")
+        let camera = try await hub.subscribe("gatt2mqtt/camera/response")
+        _ = try env.startBridge(devices: """
+              - {id: glasses, address: "C0:FF:EE:00:00:02", profile: rokid}
+              - {id: camera, address: "C0:FF:EE:00:00:01", profile: gopro}
+            """)
+        let online = await collect(availability, count: 1, timeout: .seconds(15))
+        #expect(online.first?.payloadString == #"{"state":"online"}"#)
+        try await hub.publish(topic: "gatt2mqtt/camera/set", payload: Array(#"{"query":"get_status_values","transaction":"q"}"#.utf8), qos: .atLeastOnce)
+        #expect(await collect(camera, count: 1).first?.payloadString.hasPrefix(#"{"transaction":"q","status":"ok""#) == true)
         await hub.disconnect()
     }
 }

@@ -1,6 +1,7 @@
 import BinaryCoding
 import BridgeCore
 import CapsCodec
+import Synchronization
 import Testing
 @testable import DeviceProfiles
 
@@ -66,6 +67,29 @@ import Testing
         if case .malformed = bad.first {} else { Issue.record("expected malformed, got \(bad)") }
         let ok = feed(&d, try CXRPacket.notify(channel: "Dev", args: CXRPacket.args("Dev_GlassBrightness", .uint32(9))).encoded())
         #expect(ok.contains(.state(["brightness": 9])))
+    }
+
+    /// A bogus size prefix (4096 bytes, then nothing) must not swallow the next answers: after
+    /// `staleGap` without more bytes the partial object is dropped and reported, and the RESPONSE
+    /// that follows completes its request.
+    @Test func stalePartialObjectIsDroppedBeforeTheNextAnswer() throws {
+        let clock = Mutex<UInt64>(1_000)
+        var d = RokidDriver(serviceRecord: "r", now: { clock.withLock { $0 } })
+        #expect(feed(&d, [0x00, 0x00, 0x10, 0x00, 0x05, 0x01]).isEmpty)
+        _ = try d.encode(["command": "set_volume", "value": 5], mtu: 23)
+        let resp = try CXRPacket.response(requestID: 1, args: CXRPacket.args("Dev_GlassSound", .uint32(5))).encoded()
+        // Slices of one packet arriving close together are kept together.
+        clock.withLock { $0 += 200_000_000 }
+        let early = feed(&d, Array(resp.prefix(10)))
+        #expect(early.isEmpty, "0.2 s is not stale: \(early)")
+        var d2 = d
+        // Now 1.5 s of silence, then the answer: the 16 stale bytes go, the answer parses.
+        clock.withLock { $0 += 1_500_000_000 }
+        let out = feed(&d2, resp)
+        guard case let .malformed(reason)? = out.first else { Issue.record("expected malformed first, got \(out)"); return }
+        #expect(reason.contains("16 bytes of an incomplete Caps object") && reason.contains("1500 ms"), "\(reason)")
+        #expect(out.contains { if case .response(key: "req:1", result: .success) = $0 { return true }; return false }, "\(out)")
+        #expect(out.contains(.state(["volume": 5])))
     }
 
     @Test func badCommandsGetStableCodes() {

@@ -1,0 +1,40 @@
+import BlueZ
+import BridgeRuntime
+import DBus
+import Testing
+
+/// The start-up self-check's classification of BlueZ failures and its fix lines
+/// (shared/spec/bridge.md point 8). The end-to-end side (a real bus without BlueZ, an adapter
+/// powered off, …) is in CLITests/StartupSelfCheckTests.
+@Suite struct BluetoothSelfCheckTests {
+    let check = BluetoothSelfCheck(busAddress: "unix:path=/run/x", adapter: "hci0")
+
+    @Test func failuresMapToProblems() {
+        #expect(check.problem(.unavailable("org.bluez was not provided")) == .bluezAbsent(bus: "bus unix:path=/run/x"))
+        let refused = check.problem(.failed(name: DBusErrorName.accessDenied, message: "Rejected send message"))
+        #expect(refused == .accessDenied(bus: "bus unix:path=/run/x", reason: "Rejected send message"))
+        #expect(check.problem(.bus(.remote(name: DBusErrorName.accessDenied, message: "no"))) == .accessDenied(bus: "bus unix:path=/run/x", reason: "no"))
+        guard case .busUnreachable(_, let reason) = check.problem(.bus(.connectionFailed(name: "org.freedesktop.DBus.Error.FileNotFound", message: "No such file"))) else {
+            Issue.record("expected busUnreachable")
+            return
+        }
+        #expect(reason.contains("No such file"))
+        #expect(check.problem(.timeout("GetManagedObjects")) == .other("timeout: GetManagedObjects"))
+    }
+
+    @Test func everyProblemIsOneLineWithAFix() {
+        let problems: [BluetoothProblem] = [
+            .busUnreachable(bus: "system bus", reason: "refused"), .bluezAbsent(bus: "system bus"),
+            .accessDenied(bus: "system bus", reason: "denied"), .adapterMissing(name: "hci1", available: ["hci0"]),
+            .adapterMissing(name: "hci0", available: []), .adapterOff(name: "hci0"),
+        ]
+        for p in problems {
+            #expect(!p.description.contains("\n"))
+            #expect(p.description.contains(": "), "what, then the fix: \(p)")
+        }
+        #expect(BluetoothProblem.adapterMissing(name: "hci0", available: []).description.contains("none found"))
+        #expect(BluetoothProblem.adapterOff(name: "hci0").description.contains("bluetoothctl power on"))
+        #expect(BluetoothProblem.bluezAbsent(bus: "system bus").description
+            == "org.bluez not on the system bus: is bluetoothd running? (systemctl start bluetooth) in a container mount /run/dbus/system_bus_socket from the host")
+    }
+}

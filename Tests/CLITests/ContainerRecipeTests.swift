@@ -1,0 +1,57 @@
+import Foundation
+import Testing
+import Yams
+
+/// The container recipe's contract (shared/spec/bridge.md point 8, docs/configuration.md
+/// "Container"): `docker-compose.yml` and `Dockerfile` parse and keep the least-privilege keys.
+/// No Docker engine runs here: this checks the files, not a built image.
+@Suite struct ContainerRecipeTests {
+    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+
+    static func compose() throws -> [String: Any] {
+        let text = try String(contentsOf: root.appendingPathComponent("docker-compose.yml"), encoding: .utf8)
+        return try #require(try Yams.load(yaml: text) as? [String: Any])
+    }
+
+    @Test func composeRunsTheBridgeWithLeastPrivilege() throws {
+        let services = try #require(try Self.compose()["services"] as? [String: Any])
+        let bridge = try #require(services["gatt2mqtt"] as? [String: Any])
+        let broker = try #require(services["mosquitto"] as? [String: Any])
+        #expect(bridge["network_mode"] as? String == "host")
+        #expect(broker["network_mode"] as? String == "host")
+        // Never privileged, no capabilities, no devices.
+        #expect((bridge["privileged"] as? Bool ?? false) == false)
+        #expect(bridge["devices"] == nil && bridge["cap_add"] == nil)
+        #expect(bridge["cap_drop"] as? [String] == ["ALL"])
+        // The host's system bus: the socket's directory mounted, and the address pointing at it.
+        let volumes = try #require(bridge["volumes"] as? [String])
+        let socketMounts = volumes.filter { v in
+            let parts = v.split(separator: ":").map(String.init)
+            return parts.count >= 2 && ["/run/dbus", "/run/dbus/system_bus_socket"].contains(parts[0]) && parts[1] == parts[0]
+        }
+        #expect(socketMounts.count == 1, "\(volumes)")
+        let environment = try #require(bridge["environment"] as? [String: Any])
+        #expect(environment["DBUS_SYSTEM_BUS_ADDRESS"] as? String == "unix:path=/run/dbus/system_bus_socket")
+        // Configuration (read-only) and state volumes.
+        #expect(volumes.contains { $0.hasSuffix(":/config:ro") })
+        #expect(volumes.contains { $0.split(separator: ":").dropFirst().first == "/data" })
+        #expect(environment["GATT2MQTT_DATABASE_PATH"] as? String == "/data/gatt2mqtt.sqlite")
+        // The state volume is declared.
+        let named = try #require(try Self.compose()["volumes"] as? [String: Any])
+        #expect(named.keys.contains("gatt2mqtt-data"))
+    }
+
+    @Test func dockerfileBuildsOnSwiftAndRunsSlimAsNonRoot() throws {
+        let text = try String(contentsOf: Self.root.appendingPathComponent("Dockerfile"), encoding: .utf8)
+        let lines = text.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.hasPrefix("#") }
+        let froms = lines.filter { $0.hasPrefix("FROM ") }
+        #expect(froms.count == 2)
+        #expect(froms.first?.hasPrefix("FROM swift:${SWIFT_VERSION}-bookworm AS build") == true)
+        #expect(froms.last == "FROM debian:bookworm-slim")
+        for lib in ["libmosquitto1", "libdbus-1-3", "libsqlite3-0"] { #expect(text.contains(lib), "\(lib)") }
+        // The last USER is not root, and the entry point is the bridge on /config.
+        let user = lines.last { $0.hasPrefix("USER ") }
+        #expect(user != nil && user != "USER root" && user != "USER 0")
+        #expect(lines.last { $0.hasPrefix("ENTRYPOINT ") } == #"ENTRYPOINT ["gatt2mqtt","run","--config","/config/gatt2mqtt.yaml"]"#)
+    }
+}

@@ -1,0 +1,133 @@
+import Foundation
+import Mosquitto
+import Testing
+
+/// A private dbus-daemon with nobody on it (no BlueZ), stopped by its pid.
+final class PlainBus {
+    static let config = """
+        <!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+         "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+        <busconfig>
+          <type>session</type>
+          <listen>unix:tmpdir=/tmp</listen>
+          <auth>EXTERNAL</auth>
+          <policy context="default">
+            <allow send_destination="*" eavesdrop="true"/>
+            <allow eavesdrop="true"/>
+            <allow own="*"/>
+          </policy>
+        </busconfig>
+        """
+    let process = Process()
+    let address: String
+    let directory: TemporaryDirectory
+
+    init() throws {
+        directory = try TemporaryDirectory()
+        let conf = directory.path + "/bus.conf"
+        try Self.config.write(toFile: conf, atomically: true, encoding: .utf8)
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/dbus-daemon")
+        process.arguments = ["--config-file=\(conf)", "--print-address=1", "--nofork"]
+        let out = Pipe()
+        process.standardOutput = out
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        var text = ""
+        while !text.contains("\n") {
+            let chunk = out.fileHandleForReading.availableData
+            if chunk.isEmpty { break }
+            text += String(decoding: chunk, as: UTF8.self)
+        }
+        address = String(text.split(separator: "\n").first ?? "")
+        guard address.hasPrefix("unix:") else {
+            stop()
+            throw BluetoothCLITests.CLIError("dbus-daemon printed no address: \(text)")
+        }
+    }
+
+    func stop() {
+        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        process.waitUntilExit()
+    }
+}
+
+/// `gatt2mqtt run`'s start-up self-check (shared/spec/bridge.md point 8): with the bus, BlueZ or
+/// the adapter missing it prints one fix line and keeps retrying (no crash loop); once the
+/// problem is fixed it starts; SIGTERM while waiting exits 0.
+@Suite(.serialized, .timeLimit(.minutes(1))) struct StartupSelfCheckTests {
+    static let camera = #"  - {id: camera, address: "C0:FF:EE:00:00:01", profile: gopro}"#
+
+    /// Polls the bridge's stderr until it contains `text`.
+    static func waitForLog(_ env: EndToEnd, _ text: String, timeout: Duration = .seconds(10)) async -> String {
+        let end = ContinuousClock.now + timeout
+        while ContinuousClock.now < end {
+            let log = env.bridgeLog()
+            if log.contains(text) { return log }
+            try? await Task.sleep(for: .milliseconds(50))
+        }
+        return env.bridgeLog()
+    }
+
+    /// Stops the bridge with SIGTERM and returns its exit status.
+    static func terminate(_ bridge: Process) -> Int32 {
+        kill(bridge.processIdentifier, SIGTERM)
+        bridge.waitUntilExit()
+        return bridge.terminationReason == .exit ? bridge.terminationStatus : -1
+    }
+
+    @Test func bluezAbsentPrintsTheFixAndKeepsRetrying() async throws {
+        let env = try EndToEnd()
+        defer { env.stop() }
+        let bus = try PlainBus()
+        defer { bus.stop() }
+        let bridge = try env.startBridge(devices: Self.camera, bus: bus.address)
+        let log = await Self.waitForLog(env, "org.bluez not on the bus")
+        #expect(log.contains("org.bluez not on the bus \(bus.address): is bluetoothd running?"), "\(log)")
+        #expect(log.contains("mount /run/dbus/system_bus_socket"))
+        // Still running (retrying) a while later, and the line is not repeated for the same problem.
+        try await Task.sleep(for: .milliseconds(1500))
+        #expect(bridge.isRunning)
+        #expect(env.bridgeLog().components(separatedBy: "org.bluez not on the bus").count == 2, "\(env.bridgeLog())")
+        #expect(Self.terminate(bridge) == 0)
+    }
+
+    @Test func unreachableBusPrintsTheFix() async throws {
+        let env = try EndToEnd()
+        defer { env.stop() }
+        let bridge = try env.startBridge(devices: Self.camera, bus: "unix:path=\(env.directory.path)/no-such-socket")
+        let log = await Self.waitForLog(env, "unreachable")
+        #expect(log.contains("D-Bus bus unix:path=\(env.directory.path)/no-such-socket unreachable"), "\(log)")
+        #expect(log.contains("DBUS_SYSTEM_BUS_ADDRESS=unix:path=/run/dbus/system_bus_socket"))
+        #expect(bridge.isRunning)
+        #expect(Self.terminate(bridge) == 0)
+    }
+
+    @Test func missingAdapterNamesTheOnesThere() async throws {
+        let env = try EndToEnd()
+        defer { env.stop() }
+        let bridge = try env.startBridge(devices: Self.camera, adapter: "hci7")
+        let log = await Self.waitForLog(env, "no Bluetooth adapter")
+        #expect(log.contains("no Bluetooth adapter hci7 (found: hci0): set bluetooth.adapter"), "\(log)")
+        #expect(bridge.isRunning)
+        #expect(Self.terminate(bridge) == 0)
+    }
+
+    /// The adapter is off at start: the fix line, then — once it is powered on — the bridge
+    /// starts by itself and its device comes online.
+    @Test func poweredOffAdapterThenPoweredOnStarts() async throws {
+        let env = try EndToEnd()
+        defer { env.stop() }
+        try env.control("SetAdapterPowered", "false")
+        let hub = try await env.broker.client()
+        let availability = try await hub.subscribe("gatt2mqtt/heart/availability")
+        let bridge = try env.startBridge(devices: RunEndToEndTests.heartControl)
+        let log = await Self.waitForLog(env, "powered off")
+        #expect(log.contains("Bluetooth adapter hci0 is powered off: `bluetoothctl power on`"), "\(log)")
+        #expect(bridge.isRunning)
+        try env.control("SetAdapterPowered", "true")
+        let online = await collect(availability, count: 1, timeout: .seconds(15))
+        #expect(online.first?.payloadString == #"{"state":"online"}"#)
+        #expect(Self.terminate(bridge) == 0)
+        await hub.disconnect()
+    }
+}
