@@ -75,7 +75,12 @@ public struct BridgeService: Service {
                                 drivers: { try makeDriver(for: $0, now: clock) }, logger: logger)
         var subscriptions: [MQTTSubscription] = []
         for filter in bridge.subscriptions {
-            subscriptions.append(try await client.subscribe(filter, qos: .atLeastOnce, options: MQTTSubscribeOptions(noLocal: true)))
+            // Handed to the bridge on the MQTT network thread: routing is quick and the device
+            // sessions take the commands through their own queues.
+            subscriptions.append(try await client.subscribe(filter, qos: .atLeastOnce, options: MQTTSubscribeOptions(noLocal: true)) { m in
+                bridge.handle(InboundMessage(topic: m.topic, payload: m.payload, retain: m.retain,
+                                             responseTopic: m.properties.responseTopic, correlationData: m.properties.correlationData))
+            })
         }
         let events = client.connectionEvents()
         do { try await client.connect() } catch { throw StartupError("MQTT broker \(configuration.mqtt.host):\(configuration.mqtt.port): \(error)") }
@@ -84,12 +89,7 @@ public struct BridgeService: Service {
         await withDiscardingTaskGroup { group in
             group.addTask { await port.run() }
             for s in subscriptions {
-                group.addTask {
-                    for await m in s {
-                        bridge.handle(InboundMessage(topic: m.topic, payload: m.payload, retain: m.retain,
-                                                     responseTopic: m.properties.responseTopic, correlationData: m.properties.correlationData))
-                    }
-                }
+                group.addTask { for await _ in s {} }  // ends with the subscription
             }
             group.addTask {
                 var first = true

@@ -241,6 +241,17 @@ public final class MQTTClient: MQTTTransport {
     public func subscribe(
         _ filter: String, qos: MQTTQoS = .atLeastOnce, options: MQTTSubscribeOptions = MQTTSubscribeOptions()
     ) async throws(MQTTError) -> MQTTSubscription {
+        try await subscribe(filter, qos: qos, options: options, handler: nil)
+    }
+
+    /// Subscribes like `subscribe(_:qos:options:)`, but each message is handed to `handler` on
+    /// the client's network thread as it arrives, in order, instead of through the stream (which
+    /// then only ends when the subscription does). For a consumer that does little per message
+    /// and must not pay a thread hand-off for each: the handler must not block.
+    public func subscribe(
+        _ filter: String, qos: MQTTQoS = .atLeastOnce, options: MQTTSubscribeOptions = MQTTSubscribeOptions(),
+        handler: (@Sendable (MQTTMessage) -> Void)?
+    ) async throws(MQTTError) -> MQTTSubscription {
         let core = self.core
         try MQTTTopic.validateFilter(filter)
         let policy: AsyncStream<MQTTMessage>.Continuation.BufferingPolicy =
@@ -250,7 +261,8 @@ public final class MQTTClient: MQTTTransport {
         let (id, connected, generation) = try core.state.withLock { s throws(MQTTError) -> (UInt64, Bool, Int) in
             if s.phase == .stopping || s.phase == .stopped { throw .closed }
             s.nextID += 1
-            s.routes.append(MQTTClientCore.Route(id: s.nextID, filter: filter, qos: qos, options: options, continuation: continuation))
+            s.routes.append(MQTTClientCore.Route(id: s.nextID, filter: filter, qos: qos, options: options, continuation: continuation,
+                                                 handler: handler))
             return (s.nextID, s.phase == .connected, s.generation)
         }
         func removeRoute() {

@@ -211,6 +211,11 @@ extension MQTTClientCore {
         for route in routes
         where route.exactMatch ? route.filter == topic : MQTTTopic.matches(filter: route.filter, topic: topic) {
             matched = true
+            if let handler = route.handler {
+                handler(message)
+                deliveredInbound.add(1, ordering: .relaxed)
+                continue
+            }
             switch route.continuation.yield(message) {
             case .enqueued: deliveredInbound.add(1, ordering: .relaxed)
             case .dropped: dropped += 1

@@ -94,15 +94,18 @@ final class MQTTClientCore: @unchecked Sendable {
         var qos: MQTTQoS
         var options: MQTTSubscribeOptions
         var continuation: AsyncStream<MQTTMessage>.Continuation
+        /// When set, messages go to this handler on the network thread instead of the stream.
+        var handler: (@Sendable (MQTTMessage) -> Void)?
 
         init(id: UInt64, filter: String, qos: MQTTQoS, options: MQTTSubscribeOptions,
-             continuation: AsyncStream<MQTTMessage>.Continuation) {
+             continuation: AsyncStream<MQTTMessage>.Continuation, handler: (@Sendable (MQTTMessage) -> Void)? = nil) {
             self.id = id
             self.filter = filter
             self.exactMatch = MQTTTopic.isExact(filter)
             self.qos = qos
             self.options = options
             self.continuation = continuation
+            self.handler = handler
         }
     }
 

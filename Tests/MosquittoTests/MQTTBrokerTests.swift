@@ -410,6 +410,26 @@ import Glibc
         await publisher.disconnect()
     }
 
+    /// A subscription with a handler gets every message on the network thread, in order; its
+    /// stream carries none and ends when the subscription does.
+    @Test func handlerSubscriptionDeliversInOrder() async throws {
+        let broker = try MosquittoBroker()
+        defer { broker.stop() }
+        let client = try await broker.client()
+        let got = Mutex<[String]>([])
+        let subscription = try await client.subscribe("handled/#", qos: .atLeastOnce) { m in
+            got.withLock { $0.append(m.payloadString) }
+        }
+        for i in 0..<200 { try await client.publish(topic: "handled/\(i % 4)", payload: Array(String(i).utf8), qos: .atLeastOnce) }
+        #expect(await eventually { got.withLock { $0.count } == 200 })
+        #expect(got.withLock { $0 } == (0..<200).map(String.init))
+        #expect(client.statistics.deliveredMessages >= 200)
+        let ended = Task { var n = 0; for await _ in subscription { n += 1 }; return n }
+        try await subscription.unsubscribe()
+        #expect(await ended.value == 0)
+        await client.disconnect()
+    }
+
     /// While the broker is away, detached QoS 1 publishes wait in the offline queue (QoS 0 ones
     /// fail at once) and go out in order after the reconnect, ahead of newer ones.
     @Test func detachedPublishesQueueWhileTheBrokerIsAway() async throws {
