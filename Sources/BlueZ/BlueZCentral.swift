@@ -107,7 +107,7 @@ public final class BlueZCentral: BLECentral {
 final class BlueZLink: BLELink {
     let client: BlueZClient
     let device: BlueZDevice
-    let notifications: AsyncStream<GATTNotification>
+    private let stream: AsyncStream<GATTNotification>
     let continuation: AsyncStream<GATTNotification>.Continuation
     let tasks = TaskBag()
     let mtu: Int
@@ -121,7 +121,7 @@ final class BlueZLink: BLELink {
         self.device = device
         self.notifyMethod = notifyMethod
         self.pairedOnConnect = pairedOnConnect
-        (notifications, continuation) = AsyncStream<GATTNotification>.makeStream(bufferingPolicy: .bufferingNewest(1024))
+        (stream, continuation) = AsyncStream<GATTNotification>.makeStream(bufferingPolicy: .bufferingNewest(1024))
         let mtus = client.objects.filter { $0.key.isDescendant(of: device.path) }
             .compactMap { $0.value["org.bluez.GattCharacteristic1"]?["MTU"]?.integerValue }
         mtu = mtus.first.map(Int.init) ?? 23
@@ -134,15 +134,57 @@ final class BlueZLink: BLELink {
         continuation.onTermination = { [tasks] _ in tasks.cancelAll() }
     }
 
+    /// Where notifications go. Until the bridge takes them (`deliverNotifications`, straight to
+    /// its handler on the thread that read them) or someone reads `notifications`, they wait in
+    /// `buffered`; the switch flushes them first, under the lock, so the order holds.
+    private enum Delivery {
+        case buffering([GATTNotification])
+        case stream
+        case handler(@Sendable (GATTNotification) -> Void)
+    }
+    private let delivery = Mutex(Delivery.buffering([]))
+
+    /// Notifications as a stream (finishes on link loss); reading it switches delivery to it.
+    var notifications: AsyncStream<GATTNotification> {
+        delivery.withLock { d in
+            if case let .buffering(items) = d {
+                for n in items { continuation.yield(n) }
+                d = .stream
+            }
+        }
+        return stream
+    }
+
+    func emit(_ n: GATTNotification) {
+        delivery.withLock { d in
+            switch d {
+            case var .buffering(items):
+                items.append(n)
+                d = .buffering(items)
+            case .stream: continuation.yield(n)
+            case let .handler(h): h(n)
+            }
+        }
+    }
+
     func subscribe(_ ids: [CharacteristicID]) async throws(BlueZError) {
         for id in ids {
             let c = try characteristic(id)
-            let stream = try await client.notifications(c, using: notifyMethod)
-            let t = Task { [continuation] in
-                for await v in stream { continuation.yield(GATTNotification(characteristic: id, value: v)) }
+            // Values reach `emit` on the thread that read them (the AcquireNotify socket's).
+            let session = try await client.notifications(c, using: notifyMethod) { [weak self] v in
+                self?.emit(GATTNotification(characteristic: id, value: v))
             }
+            let t = Task { for await _ in session {} }  // keeps the session; ends with it
             tasks.add(t)
         }
+    }
+
+    func deliverNotifications(to handler: @escaping @Sendable (GATTNotification) -> Void) async {
+        delivery.withLock { d in
+            if case let .buffering(items) = d { for n in items { handler(n) } }
+            d = .handler(handler)
+        }
+        for await _ in stream {}  // carries nothing now; finishes when the link is lost
     }
 
     func finish() { continuation.finish() }

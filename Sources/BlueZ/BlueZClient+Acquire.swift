@@ -169,7 +169,12 @@ extension BlueZClient {
     /// ("Notify acquired") when already acquired, `inProgress` when a StartNotify session exists,
     /// `notSupported` without the notify flag. Also ended by ``stopNotifications(_:)`` and
     /// ``close()``.
-    public func acquireNotify(_ characteristic: BlueZCharacteristic, timeout: Duration? = nil) async throws(BlueZError)
+    ///
+    /// With `onValue`, each value is handed to it on the socket's reader thread, in order, and
+    /// `values` carries none (it still finishes when the socket closes; keep it referenced, since
+    /// dropping it releases the socket).
+    public func acquireNotify(_ characteristic: BlueZCharacteristic, timeout: Duration? = nil,
+                              onValue: (@Sendable ([UInt8]) -> Void)? = nil) async throws(BlueZError)
         -> AcquiredNotifications
     {
         let (fd, mtu) = try await acquire(characteristic, "AcquireNotify", timeout: timeout)
@@ -190,7 +195,11 @@ extension BlueZClient {
             socket.shutdown()
             _ = self?.store.withLock { $0.acquired.removeValue(forKey: id) }
         }
-        socket.read(onPacket: { continuation.yield($0) }, onClose: { continuation.finish() })
+        if let onValue {
+            socket.read(onPacket: onValue, onClose: { continuation.finish() })
+        } else {
+            socket.read(onPacket: { continuation.yield($0) }, onClose: { continuation.finish() })
+        }
         return AcquiredNotifications(values: values, mtu: mtu, socket: socket)
     }
 

@@ -274,9 +274,19 @@ extension BlueZClient {
     public func notifications(_ characteristic: BlueZCharacteristic, using method: NotifyMethod = .automatic)
         async throws(BlueZError) -> AsyncStream<[UInt8]>
     {
+        try await notifications(characteristic, using: method, onValue: nil)
+    }
+
+    /// The same, with each value handed to `onValue` as it arrives instead of through the stream
+    /// (which then only finishes when the session ends; keep it referenced, dropping it ends the
+    /// session). Through an AcquireNotify socket `onValue` runs on the socket's reader thread,
+    /// with no hand-off; through StartNotify a task forwards the values.
+    public func notifications(_ characteristic: BlueZCharacteristic, using method: NotifyMethod = .automatic,
+                              onValue: (@Sendable ([UInt8]) -> Void)?) async throws(BlueZError) -> AsyncStream<[UInt8]>
+    {
         if method == .acquireNotify || (method == .automatic && offersAcquireNotify(characteristic)) {
             do {
-                return try await acquireNotify(characteristic).values
+                return try await acquireNotify(characteristic, onValue: onValue).values
             } catch {
                 // Someone holds a StartNotify session: join it the classic way.
                 guard method == .automatic, case .inProgress = error else { throw error }
@@ -300,7 +310,14 @@ extension BlueZClient {
             continuation.finish()
             throw error
         }
-        return stream
+        guard let onValue else { return stream }
+        let (ended, endedContinuation) = AsyncStream<[UInt8]>.makeStream()
+        let forwarder = Task {
+            for await v in stream { onValue(v) }
+            endedContinuation.finish()
+        }
+        endedContinuation.onTermination = { _ in forwarder.cancel() }
+        return ended
     }
 
     /// Ends this connection's notify session and finishes local streams of it: an acquired

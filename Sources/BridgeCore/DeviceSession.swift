@@ -158,7 +158,7 @@ actor DeviceSession {
                 }
                 backoff = reconnectMin
                 sink.yield(.linkUp(link))
-                for await n in link.notifications { sink.yield(.notification(n)) }
+                await link.deliverNotifications { [sink] n in sink.yield(.notification(n)) }
                 sink.yield(.linkDown("link lost"))
             } catch {
                 sink.yield(.connectFailed(error))

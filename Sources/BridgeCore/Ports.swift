@@ -123,8 +123,18 @@ public protocol BLELink: Sendable {
     func disconnect() async
     /// True when this connect paired the device (its first pairing with this adapter, gopro.md §2).
     var pairedOnConnect: Bool { get }
+    /// Hands every notification to `handler` in arrival order (the handler must not block);
+    /// returns when the link is lost. Use either this or `notifications`, not both.
+    func deliverNotifications(to handler: @escaping @Sendable (GATTNotification) -> Void) async
 }
 
 extension BLELink {
     public var pairedOnConnect: Bool { false }
+
+    /// Hands every notification to `handler`, in arrival order, and returns when the link is
+    /// lost. This default iterates `notifications`; a link that can call the handler from
+    /// where the values arrive (no hand-off between threads per notification) overrides it.
+    public func deliverNotifications(to handler: @escaping @Sendable (GATTNotification) -> Void) async {
+        for await n in notifications { handler(n) }
+    }
 }
