@@ -118,18 +118,25 @@ public struct GoProDriver: DeviceDriver {
             return [.malformed("GoPro: notification on unknown characteristic \(notification.characteristic)")]
         }
         var assembler = assemblers[c] ?? GoProAssembler()
+        let abandonedBefore = assembler.abandonedMessages
         let message: [UInt8]?
         do { message = try assembler.append(notification.value) } catch {
             assemblers[c] = assembler
             return [.malformed("GoPro \(c.shortName): \(error)")]
         }
         assemblers[c] = assembler
-        guard let message else { return [] }
+        // A start packet while a message was incomplete: that message's remaining packets were
+        // lost. Say so (the new message goes on), rather than dropping it silently (§3).
+        var out: [DriverOutput] = []
+        if assembler.abandonedMessages != abandonedBefore {
+            out.append(.malformed("GoPro \(c.shortName): a message was cut short (its remaining packets never came); discarded"))
+        }
+        guard let message else { return out }
         let response: GoProResponse
         do { response = try GoProResponse(decoding: message, on: c) } catch {
-            return [.malformed("GoPro \(c.shortName): \(error) in \(Hex.encode(message))")]
+            return out + [.malformed("GoPro \(c.shortName): \(error) in \(Hex.encode(message))")]
         }
-        return handle(response)
+        return out + handle(response)
     }
 
     mutating func handle(_ response: GoProResponse) -> [DriverOutput] {

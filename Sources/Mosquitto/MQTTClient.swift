@@ -90,14 +90,7 @@ public final class MQTTClient: MQTTTransport {
         properties: MQTTPublishProperties = MQTTPublishProperties()
     ) async throws(MQTTError) {
         let core = self.core
-        try MQTTTopic.validateTopic(topic)
-        let limit = core.options.maximumPayloadSize
-        guard payload.count <= limit else { throw .payloadTooLarge(size: payload.count, limit: limit) }
-        if !properties.isEmpty && core.options.protocolVersion == .v311 { throw .propertiesRequireMQTT5 }
-        if !properties.subscriptionIdentifiers.isEmpty {
-            throw .invalidOptions("subscription identifiers are set by the broker, not by a publisher")
-        }
-        let propertyList = properties.isEmpty ? nil : try properties.makePropertyList()
+        let propertyList = try checkPublish(topic: topic, payload: payload, properties: properties)
 
         enum Admission { case send(generation: Int), enqueue }
         let admission = try core.state.withLock { s throws(MQTTError) -> Admission in
@@ -158,6 +151,20 @@ public final class MQTTClient: MQTTTransport {
         }
     }
 
+    /// The checks every publish makes before it reaches the library; the property list to send.
+    private func checkPublish(topic: String, payload: [UInt8], properties: MQTTPublishProperties) throws(MQTTError)
+        -> MosquittoPropertyList?
+    {
+        try MQTTTopic.validateTopic(topic)
+        let limit = core.options.maximumPayloadSize
+        guard payload.count <= limit else { throw .payloadTooLarge(size: payload.count, limit: limit) }
+        if !properties.isEmpty && core.options.protocolVersion == .v311 { throw .propertiesRequireMQTT5 }
+        if !properties.subscriptionIdentifiers.isEmpty {
+            throw .invalidOptions("subscription identifiers are set by the broker, not by a publisher")
+        }
+        return properties.isEmpty ? nil : try properties.makePropertyList()
+    }
+
     /// Publishes without waiting: the message is handed to libmosquitto (or, while the broker
     /// is away, to the offline queue under the same rules as `publish`) before this returns, so
     /// messages go out in the order of the calls; `completion` runs once with the outcome (the
@@ -172,14 +179,7 @@ public final class MQTTClient: MQTTTransport {
     ) {
         let core = self.core
         do throws(MQTTError) {
-            try MQTTTopic.validateTopic(topic)
-            let limit = core.options.maximumPayloadSize
-            guard payload.count <= limit else { throw .payloadTooLarge(size: payload.count, limit: limit) }
-            if !properties.isEmpty && core.options.protocolVersion == .v311 { throw .propertiesRequireMQTT5 }
-            if !properties.subscriptionIdentifiers.isEmpty {
-                throw .invalidOptions("subscription identifiers are set by the broker, not by a publisher")
-            }
-            let propertyList = properties.isEmpty ? nil : try properties.makePropertyList()
+            let propertyList = try checkPublish(topic: topic, payload: payload, properties: properties)
             let counted = qos != .atMostOnce
             let done: @Sendable (Result<Void, MQTTError>) -> Void = { [weak core] result in
                 if counted { core?.state.withLock { $0.outstandingQoS12 -= 1 } }

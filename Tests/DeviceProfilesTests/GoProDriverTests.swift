@@ -100,6 +100,20 @@ import Testing
         #expect(d.keepAlive?.interval == .milliseconds(200))
     }
 
+    /// A message cut short by a new start packet is reported, and the new message still counts.
+    @Test func messageCutShortIsReportedAndTheNextOneDecodes() throws {
+        var d = GoProDriver()
+        let query = CharacteristicID("b5f90077-aa8d-11e3-9046-0002a5d5c51b")
+        // Extended-13 start of a 40-byte message, then (its continuations lost) a whole push.
+        let cut = d.receive(GATTNotification(characteristic: query, value: [0x20, 40] + Array(repeating: 0, count: 18)))
+        #expect(cut.isEmpty)
+        let out = d.receive(GATTNotification(characteristic: query, value: [0x05, 0x93, 0x00, 70, 0x01, 55]))
+        let messages = out.compactMap { if case let .malformed(m) = $0 { m } else { nil } }
+        #expect(messages.count == 1 && messages[0].contains("cut short"), "\(out)")
+        let states = out.compactMap { if case let .state(s) = $0 { s } else { nil } }
+        #expect(states.first?["internal_battery_percentage"] == .int(55), "\(out)")
+    }
+
     @Test func garbageAndBadCommands() throws {
         var d = GoProDriver()
         let out = d.receive(GATTNotification(characteristic: CharacteristicID("b5f90073-aa8d-11e3-9046-0002a5d5c51b"), value: [0x85]))
