@@ -5,7 +5,8 @@ import Synchronization
 /// The state shared between callers and the dispatch thread of one connection.
 ///
 /// `@unchecked Sendable`: `raw` is an immutable pointer to a libdbus connection (thread-safe
-/// after `dbus_threads_init_default()`, and only the dispatch thread does I/O on it); all
+/// after `dbus_threads_init_default()`: callers send on their own thread, the dispatch thread
+/// reads and dispatches); all
 /// mutable state sits behind `state`'s `Mutex`. The box is the user data of the connection's
 /// filter (retained once there, released by libdbus' free function when the filter is removed).
 final class ConnectionBox: @unchecked Sendable {
@@ -16,8 +17,8 @@ final class ConnectionBox: @unchecked Sendable {
     let state: Mutex<State>
 
     /// The address of a libdbus object (watch, timeout, message, pending call) as a plain value,
-    /// so that it can sit in the locked state; it is turned back into a pointer only on the
-    /// dispatch thread, which is the only thread that uses these objects.
+    /// so that it can sit in the locked state; it is turned back into a pointer by the thread
+    /// that uses the object (watches and timers: the dispatch thread).
     struct Handle: Hashable, Sendable {
         let bits: UInt
         init(_ p: OpaquePointer) { bits = UInt(bitPattern: Int(bitPattern: p)) }
@@ -208,16 +209,22 @@ final class ConnectionBox: @unchecked Sendable {
 
     // MARK: Commands from other threads
 
-    /// Queues a command for the dispatch thread; `false` (and nothing queued) once closed.
+    /// Runs a command on the calling thread; `false` (and nothing done) once closed.
+    ///
+    /// libdbus is thread-safe once `dbus_threads_init_default()` ran: sending from here writes
+    /// the message at once (no hand-off to the dispatch thread, which keeps reading and
+    /// dispatching; a write that does not fit wakes it through the watch functions). `io` keeps
+    /// `teardown` from closing the connection while a command is under way.
     func enqueue(_ command: Command) -> Bool {
-        let accepted = state.withLock { s -> Bool in
-            guard !s.closed else { return false }
-            s.queue.append(command)
+        io.withLock { open -> Bool in
+            guard open, !state.withLock({ $0.closed }) else { return false }
+            execute(command)
             return true
         }
-        if accepted { wake() }
-        return accepted
     }
+
+    /// Open until `teardown`; held while a caller's command runs.
+    private let io = Mutex(true)
 
     /// Sends an owned message without waiting; the message is released either way.
     func send(_ message: OpaquePointer) throws(DBusError) {
@@ -302,7 +309,7 @@ final class ConnectionBox: @unchecked Sendable {
         }
     }
 
-    private func execute(_ command: Command) {
+    func execute(_ command: Command) {
         switch command {
         case let .send(handle):
             let msg = handle.pointer
@@ -403,6 +410,7 @@ final class ConnectionBox: @unchecked Sendable {
     }
 
     private func teardown() {
+        io.withLock { $0 = false }  // waits for a command under way on another thread
         markClosed()
         // Let what was already sent (signals, replies) leave before closing, for at most 500 ms.
         let flushDeadline = ContinuousClock.now + .milliseconds(500)
