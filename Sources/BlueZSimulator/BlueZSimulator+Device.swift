@@ -57,7 +57,7 @@ extension BlueZSimulator {
     func gate(_ address: String, _ method: String, sender: String?, record: Received? = nil) async throws(DBusError) {
         let faults = state.withLock { s -> Faults? in
             guard s.devices[address] != nil else { return nil }
-            if let record { s.devices[address]!.received.append(record) }
+            if let record { s.record(address, record) }
             return s.devices[address]!.faults
         }
         guard let faults else { throw BlueZErrors.doesNotExist }

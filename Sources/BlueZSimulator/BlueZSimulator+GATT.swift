@@ -158,8 +158,8 @@ extension BlueZSimulator {
         if d.faults.silent, type == "request" { try await silence(address, epoch: d.epoch) }
         func record(_ delivered: Bool) {
             state.withLock {
-                $0.devices[address]?.received.append(Received(method: "WriteValue", characteristic: c.uuid, value: value,
-                                                              writeType: type, delivered: delivered, sender: sender))
+                $0.record(address, Received(method: "WriteValue", characteristic: c.uuid, value: value,
+                                            writeType: type, delivered: delivered, sender: sender))
             }
         }
         if type == "command", value.count > d.device.mtu - 3 {

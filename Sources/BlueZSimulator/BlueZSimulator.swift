@@ -133,9 +133,11 @@ public final class BlueZSimulator: Sendable {
         var writeCount = 0
         var notifyCount = 0
         var faults = Faults()
-        var received: [Received] = []
         var removalGeneration: UInt64 = 0
     }
+
+    /// How many received calls are kept per device (the oldest go first).
+    static let receivedLimit = 10_000
 
     struct State {
         var powered = true
@@ -144,7 +146,13 @@ public final class BlueZSimulator: Sendable {
         var devices: [String: DeviceState] = [:]
         var byPath: [DBusObjectPath: String] = [:]
         var nextID: UInt64 = 1
-        var tasks: [Task<Void, Never>] = []
+        /// Running tasks by id; a spawned task removes itself when it ends.
+        var tasks: [UInt64: Task<Void, Never>] = [:]
+        /// Spawned tasks that ended before they were recorded.
+        var endedEarly: Set<UInt64> = []
+        /// What each device received (by address), outside `DeviceState` so that appending never
+        /// copies it (a `DeviceState` snapshot taken during a call would share the buffer).
+        var received: [String: [Received]] = [:]
         var started = false
         var stopped = false
         var agents: [String: DBusObjectPath] = [:]
@@ -154,6 +162,14 @@ public final class BlueZSimulator: Sendable {
             return nextID
         }
         var discovering: Bool { !sessions.isEmpty }
+
+        /// Records a call, keeping the newest `receivedLimit` per device.
+        mutating func record(_ address: String, _ r: Received) {
+            received[address, default: []].append(r)
+            if received[address]!.count > BlueZSimulator.receivedLimit + 1000 {
+                received[address]!.removeFirst(1000)
+            }
+        }
     }
 
     /// A discovery filter (Adapter1.SetDiscoveryFilter): UUIDs and Pattern are applied.
@@ -202,7 +218,7 @@ public final class BlueZSimulator: Sendable {
                     }
                 } catch {}
             }
-            state.withLock { $0.tasks.append(watcher) }
+            state.withLock { s in s.tasks[s.id()] = watcher }
             try connection.addObjectManager(at: .root)
             try connection.export("/org/bluez", interfaces: [agentManager()])
             try connection.export(adapterPath, interfaces: [adapterInterface()])
@@ -224,8 +240,8 @@ public final class BlueZSimulator: Sendable {
     public func stop() {
         let tasks = state.withLock { s -> [Task<Void, Never>] in
             s.stopped = true
-            defer { s.tasks = [] }
-            return s.tasks
+            defer { s.tasks = [:] }
+            return Array(s.tasks.values)
         }
         for t in tasks { t.cancel() }
         let sockets = state.withLock { s in
@@ -304,9 +320,9 @@ public final class BlueZSimulator: Sendable {
         }
     }
 
-    /// Every call the device received, in order.
+    /// Every call the device received, in order (the newest 10 000).
     public func received(_ address: String) -> [Received] {
-        state.withLock { $0.devices[address.uppercased()]?.received ?? [] }
+        state.withLock { $0.received[address.uppercased()] ?? [] }
     }
 
     /// The object path of a device.
@@ -332,9 +348,15 @@ public final class BlueZSimulator: Sendable {
     }
 
     func spawn(_ body: @escaping @Sendable () async -> Void) {
-        let t = Task { await body() }
+        let id = state.withLock { $0.id() }
+        let t = Task { [weak self] in
+            await body()
+            self?.state.withLock { s in
+                if s.tasks.removeValue(forKey: id) == nil { s.endedEarly.insert(id) }
+            }
+        }
         state.withLock { s in
-            if s.stopped { t.cancel() } else { s.tasks.append(t) }
+            if s.stopped { t.cancel() } else if s.endedEarly.remove(id) == nil { s.tasks[id] = t }
         }
     }
 

@@ -437,6 +437,10 @@ extension RunEndToEndTests {
         // Both states as they are before the garbage (the camera's after its registration answers).
         try await hub.publish(topic: "gatt2mqtt/glasses/set", payload: Array(#"{"command":"set_brightness","value":5,"transaction":"b5"}"#.utf8), qos: .atLeastOnce)
         #expect(await collect(glasses, count: 1).first?.payloadString.hasPrefix(#"{"transaction":"b5","status":"ok""#) == true)
+        // The camera's start-up registers statuses, then settings: wait for the settings too.
+        let cameraState = try await hub.subscribe("gatt2mqtt/camera")
+        let settled = await Self.collectUntil(cameraState, { $0.payloadString.contains(#""video_lens""#) })
+        #expect(settled.last?.payloadString.contains(#""video_lens""#) == true, "\(settled.map(\.payloadString))")
         let before = await collect(try await hub.subscribe("gatt2mqtt/+"), count: 2, timeout: .seconds(5))
         #expect(before.count == 2)
 
