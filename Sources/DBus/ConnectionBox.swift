@@ -202,7 +202,13 @@ final class ConnectionBox: @unchecked Sendable {
         wake()
     }
 
+    /// The dispatch thread (`pthread_self()` as a number), 0 before it runs.
+    private let loopThread = Atomic<UInt>(0)
+
+    /// Wakes the dispatch thread's `poll` so it looks at watches, timers and the queue again.
+    /// Not needed on the dispatch thread itself: it does so before it polls again.
     func wake() {
+        if UInt(pthread_self()) == loopThread.load(ordering: .relaxed) { return }
         var one: UInt8 = 1
         _ = write(wakeWrite, &one, 1)  // EAGAIN: the pipe is full, which wakes poll just as well
     }
@@ -242,6 +248,7 @@ final class ConnectionBox: @unchecked Sendable {
     // MARK: The dispatch thread
 
     func runLoop() {
+        loopThread.store(UInt(pthread_self()), ordering: .relaxed)
         while true {
             let (commands, stop) = state.withLock { s -> ([Command], Bool) in
                 let c = s.queue
