@@ -220,6 +220,16 @@ public struct BridgeStore: Sendable {
         do { return try writer.write(body) } catch { throw .operationFailed(reason: "\(error)") }
     }
 
+    /// One statement in SQLite's autocommit mode: atomic and durable like a transaction, without
+    /// the `BEGIN`/`COMMIT` round (for the single-statement writes every command makes).
+    func writeStatement(_ sql: String, _ arguments: StatementArguments) throws(StoreError) {
+        do {
+            try writer.writeWithoutTransaction { db in try db.cachedStatement(sql: sql).execute(arguments: arguments) }
+        } catch {
+            throw .operationFailed(reason: "\(error)")
+        }
+    }
+
     func read<T>(_ body: (Database) throws -> T) throws(StoreError) -> T {
         do { return try writer.read(body) } catch { throw .operationFailed(reason: "\(error)") }
     }
@@ -249,9 +259,7 @@ public struct BridgeStore: Sendable {
     }
 
     public func markSeen(_ deviceID: String, at date: Date) throws(StoreError) {
-        try write { db in
-            try db.cachedStatement(sql: "UPDATE device SET lastSeen = ? WHERE id = ?").execute(arguments: [date.timeIntervalSince1970, deviceID])
-        }
+        try writeStatement("UPDATE device SET lastSeen = ? WHERE id = ?", [date.timeIntervalSince1970, deviceID])
     }
 
     // MARK: Last known state
@@ -259,11 +267,9 @@ public struct BridgeStore: Sendable {
     /// Replaces a device's merged state.
     public func saveState(_ state: JSONObject, for deviceID: String, at date: Date) throws(StoreError) {
         let text = JSONValue.object(state).jsonText
-        try write { db in
-            try db.cachedStatement(
-                sql: "INSERT INTO deviceState (deviceID, state, updatedAt) VALUES (?, ?, ?) ON CONFLICT(deviceID) DO UPDATE SET state = excluded.state, updatedAt = excluded.updatedAt"
-            ).execute(arguments: [deviceID, text, date.timeIntervalSince1970])
-        }
+        try writeStatement(
+            "INSERT INTO deviceState (deviceID, state, updatedAt) VALUES (?, ?, ?) ON CONFLICT(deviceID) DO UPDATE SET state = excluded.state, updatedAt = excluded.updatedAt",
+            [deviceID, text, date.timeIntervalSince1970])
     }
 
     /// Every device's last saved state.
@@ -284,20 +290,34 @@ public struct BridgeStore: Sendable {
     /// device and attribute are removed first and returned.
     @discardableResult
     public func enqueue(_ entry: OutboxEntry, replacingSameAttribute: Bool = false) throws(StoreError) -> (entry: OutboxEntry, replaced: [OutboxEntry]) {
-        try write { db in
+        let insert = """
+            INSERT INTO outbox (deviceID, "transaction", command, attribute, status, createdAt, deadline, responseTopic, correlationData)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+            """
+        let arguments: StatementArguments = [entry.deviceID, entry.transaction, entry.command, entry.attribute, entry.status.rawValue,
+                                             entry.createdAt.timeIntervalSince1970, entry.deadline.timeIntervalSince1970,
+                                             entry.responseTopic, entry.correlationData]
+        if !replacingSameAttribute || entry.attribute == nil {
+            // The common case, once per command: one statement, no transaction around it.
+            do {
+                return try writer.writeWithoutTransaction { db in
+                    try db.cachedStatement(sql: insert).execute(arguments: arguments)
+                    var e = entry
+                    e.id = db.lastInsertedRowID
+                    return (e, [])
+                }
+            } catch {
+                throw .operationFailed(reason: "\(error)")
+            }
+        }
+        return try write { db in
             var replaced: [OutboxEntry] = []
             if replacingSameAttribute, let attribute = entry.attribute {
                 let request = OutboxEntry.filter(Column("deviceID") == entry.deviceID && Column("attribute") == attribute && Column("status") == OutboxEntry.Status.queued.rawValue)
                 replaced = try request.fetchAll(db)
                 try request.deleteAll(db)
             }
-            // Plain SQL through a cached statement: this runs for every command.
-            try db.cachedStatement(sql: """
-                INSERT INTO outbox (deviceID, "transaction", command, attribute, status, createdAt, deadline, responseTopic, correlationData)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
-                """).execute(arguments: [entry.deviceID, entry.transaction, entry.command, entry.attribute, entry.status.rawValue,
-                                         entry.createdAt.timeIntervalSince1970, entry.deadline.timeIntervalSince1970,
-                                         entry.responseTopic, entry.correlationData])
+            try db.cachedStatement(sql: insert).execute(arguments: arguments)
             var e = entry
             e.id = db.lastInsertedRowID
             return (e, replaced)
@@ -305,14 +325,12 @@ public struct BridgeStore: Sendable {
     }
 
     public func setStatus(_ status: OutboxEntry.Status, for id: Int64) throws(StoreError) {
-        try write { db in
-            try db.cachedStatement(sql: "UPDATE outbox SET status = ? WHERE id = ?").execute(arguments: [status.rawValue, id])
-        }
+        try writeStatement("UPDATE outbox SET status = ? WHERE id = ?", [status.rawValue, id])
     }
 
     /// Removes a command that reached a terminal status.
     public func removeCommand(_ id: Int64) throws(StoreError) {
-        try write { db in try db.cachedStatement(sql: "DELETE FROM outbox WHERE id = ?").execute(arguments: [id]) }
+        try writeStatement("DELETE FROM outbox WHERE id = ?", [id])
     }
 
     /// Commands not yet finished, oldest first (optionally for one device).
