@@ -63,7 +63,7 @@ final class AcquiredSocket: Sendable {
             var buffer = [UInt8](repeating: 0, count: 65536)
             while true {
                 var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-                let r = poll(&p, 1, 500)
+                let r = poll(&p, 1, -1)  // shutdown() wakes it: the socket reads EOF
                 if r < 0 {
                     if errno == EINTR { continue }
                     break
