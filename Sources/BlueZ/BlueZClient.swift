@@ -37,6 +37,8 @@ public final class BlueZClient: Sendable {
         var acquired: [UInt64: (DBusObjectPath, ClientSocket)] = [:]
         var nextID: UInt64 = 1
         var pump: Task<Void, Never>?
+        /// Follows `org.bluez`'s owner: bluetoothd restarting (spec/bluez.md, field reports).
+        var ownerPump: Task<Void, Never>?
         var closed = false
         mutating func id() -> UInt64 {
             defer { nextID += 1 }
@@ -85,8 +87,10 @@ public final class BlueZClient: Sendable {
 
     private static func start(_ client: BlueZClient) async throws(BlueZError) -> BlueZClient {
         let signals: DBusSignalStream
+        let owners: DBusSignalStream
         let snapshot: [DBusObjectPath: Interfaces]
         do {
+            owners = try await client.connection.signals(matching: .nameOwnerChanged(busName), bufferLimit: 64)
             // One rule for every signal from org.bluez keeps ObjectManager and Properties signals in order.
             signals = try await client.connection.signals(matching: DBusMatchRule(sender: busName), bufferLimit: 4096)
             let reply = try await client.connection.call(
@@ -106,20 +110,83 @@ public final class BlueZClient: Sendable {
             } catch {}
             client?.shutDown()
         }
-        client.store.withLock { $0.pump = pump }
+        let ownerPump = Task { [weak client] in
+            do {
+                for try await m in owners {
+                    let old: String = (try? m.decode(1)) ?? ""
+                    let new: String = (try? m.decode(2)) ?? ""
+                    if !old.isEmpty { client?.bluezVanished() }
+                    if !new.isEmpty { await client?.resync() }
+                }
+            } catch {}
+        }
+        client.store.withLock {
+            $0.pump = pump
+            $0.ownerPump = ownerPump
+        }
         return client
+    }
+
+    /// bluetoothd went away (it crashed or restarted): its objects are gone without
+    /// InterfacesRemoved. Every connected device is reported disconnected, every notification
+    /// stream ends and acquired sockets are closed, then every object is removed from the cache —
+    /// so links end and sessions reconnect once it is back.
+    func bluezVanished() {
+        let (events, finished, released, listeners) = store.withLock { s in
+            var events: [Event] = []
+            for (path, interfaces) in s.objects.sorted(by: { $0.key.rawValue > $1.key.rawValue }) {
+                if interfaces[Self.device1]?["Connected"]?.boolValue == true {
+                    events.append(.changed(path, Self.device1, ["Connected": .boolean(false), "ServicesResolved": .boolean(false)], []))
+                }
+            }
+            // Children first, as bluetoothd removes them.
+            for (path, interfaces) in s.objects.sorted(by: { $0.key.rawValue > $1.key.rawValue }) {
+                events.append(.removed(path, Array(interfaces.keys)))
+            }
+            let finished = s.notify.values.flatMap(\.values)
+            let released = s.acquired.values.map(\.1)
+            s.objects = [:]
+            s.notify = [:]
+            s.echo = [:]
+            s.acquired = [:]
+            return (events, finished, released, Array(s.listeners.values))
+        }
+        for c in finished { c.finish() }
+        for socket in released { socket.shutdown() }
+        for e in events { for l in listeners { l.yield(e) } }
+    }
+
+    /// bluetoothd is (back) on the bus: reads its objects again and announces them.
+    func resync() async {
+        guard let reply = try? await connection.call(
+            destination: Self.busName, path: .root, interface: "org.freedesktop.DBus.ObjectManager",
+            method: "GetManagedObjects", timeout: callTimeout),
+            let snapshot: [DBusObjectPath: Interfaces] = try? reply.decode(0)
+        else { return }
+        let listeners = store.withLock { s in
+            for (path, interfaces) in snapshot {
+                for (i, props) in interfaces { s.objects[path, default: [:]][i] = props }
+            }
+            return Array(s.listeners.values)
+        }
+        for (path, interfaces) in snapshot.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
+            for l in listeners { l.yield(.added(path, Array(interfaces.keys))) }
+        }
     }
 
     /// Stops the client: streams end, pending waits fail; closes the connection if the client opened it.
     public func close() {
-        let pump = store.withLock { $0.pump }
+        let (pump, ownerPump) = store.withLock { ($0.pump, $0.ownerPump) }
         pump?.cancel()
+        ownerPump?.cancel()
         shutDown()
         if ownsConnection { connection.close() }
     }
 
     deinit {
-        store.withLock { $0.pump }?.cancel()
+        let (pump, ownerPump) = store.withLock { ($0.pump, $0.ownerPump) }
+        pump?.cancel()
+        ownerPump?.cancel()
     }
 
     func shutDown() {
