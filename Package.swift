@@ -52,8 +52,10 @@ let package = Package(
         .target(name: "DBus", dependencies: ["CDBus"]),
 
         // MARK: Bluetooth over D-Bus
-        .target(name: "BlueZ", dependencies: ["DBus", "BridgeCore"]),
-        .target(name: "BlueZSimulator", dependencies: ["DBus"]),
+        // SOCK_SEQPACKET sockets of AcquireWrite/AcquireNotify (client and emulator ends).
+        .target(name: "PacketSocket"),
+        .target(name: "BlueZ", dependencies: ["DBus", "BridgeCore", "PacketSocket"]),
+        .target(name: "BlueZSimulator", dependencies: ["DBus", "PacketSocket"]),
 
         // MARK: The bridge
         .target(name: "BridgeConfig", dependencies: ["BinaryCoding", .product(name: "Yams", package: "Yams")]),

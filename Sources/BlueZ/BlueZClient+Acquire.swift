@@ -1,4 +1,5 @@
 import DBus
+import PacketSocket
 import Foundation
 import Synchronization
 
@@ -23,7 +24,7 @@ public struct AcquiredNotifications: Sendable {
     public let values: AsyncStream<[UInt8]>
     /// The ATT MTU BlueZ answered with.
     public let mtu: Int
-    let socket: ClientSocket
+    let socket: PacketSocket
 
     /// Closes the socket: BlueZ ends the session (`NotifyAcquired` goes false).
     public func release() { socket.shutdown() }
@@ -35,9 +36,9 @@ public struct AcquiredNotifications: Sendable {
 public final class AcquiredWriter: Sendable {
     /// The ATT MTU BlueZ answered with.
     public let mtu: Int
-    let socket: ClientSocket
+    let socket: PacketSocket
 
-    init(mtu: Int, socket: ClientSocket) {
+    init(mtu: Int, socket: PacketSocket) {
         self.mtu = mtu
         self.socket = socket
     }
@@ -59,95 +60,21 @@ public final class AcquiredWriter: Sendable {
     deinit { socket.shutdown() }
 }
 
-/// The client's end of an acquired `SOCK_SEQPACKET` socket. A reader thread (notify sockets)
-/// is the only one that closes the descriptor; without one, ``shutdown()`` closes it.
-final class ClientSocket: Sendable {
-    private struct State {
-        var closed = false
-        var shut = false
-        var reading = false
-    }
-    private let fd: Int32
-    private let state = Mutex(State())
-
-    init(fd: Int32) { self.fd = fd }
-
+/// The client's end of an acquired socket (``PacketSocket``), with a bounded wait when the
+/// peer's buffer is full.
+extension PacketSocket {
     func send(_ bytes: [UInt8], timeout: Duration) throws(BlueZError) {
         let deadline = ContinuousClock.now + timeout
         while true {
-            let (n, err) = state.withLock { s -> (Int, Int32) in
-                guard !s.closed, !s.shut else { return (-1, EPIPE) }
-                let n = bytes.withUnsafeBytes { Foundation.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL) | Int32(MSG_DONTWAIT)) }
-                return (n, n < 0 ? errno : 0)
-            }
-            if n == bytes.count { return }
-            if n >= 0 { throw .failed(name: "socket", message: "short write of \(n) of \(bytes.count) bytes") }
-            switch err {
-            case EINTR: continue
-            case EAGAIN:
+            switch trySend(bytes) {
+            case nil: return
+            case EINTR?: continue
+            case EAGAIN?:
                 guard ContinuousClock.now < deadline else { throw .timeout("acquired write socket full") }
-                var p = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
-                _ = poll(&p, 1, 20)
-            default:
-                throw .notConnected("acquired write socket closed (errno \(err))")
+                waitWritable(milliseconds: 20)
+            case EMSGSIZE?: throw .failed(name: "socket", message: "short write of a \(bytes.count)-byte value")
+            case let err?: throw .notConnected("acquired write socket closed (errno \(err))")
             }
-        }
-    }
-
-    /// Ends the socket; closes it at once when no reader thread owns it.
-    func shutdown() {
-        state.withLock { s in
-            guard !s.closed, !s.shut else { return }
-            s.shut = true
-            _ = Foundation.shutdown(fd, Int32(SHUT_RDWR))
-            if !s.reading {
-                s.closed = true
-                close(fd)
-            }
-        }
-    }
-
-    /// Reads packets on a dedicated thread until EOF or ``shutdown()``, then closes the descriptor.
-    func read(onPacket: @escaping @Sendable ([UInt8]) -> Void, onClose: @escaping @Sendable () -> Void) {
-        let fd = self.fd
-        let start = state.withLock { s -> Bool in
-            guard !s.closed, !s.shut else { return false }
-            s.reading = true
-            return true
-        }
-        guard start else {
-            onClose()
-            return
-        }
-        Thread.detachNewThread { [self] in
-            var buffer = [UInt8](repeating: 0, count: 65536)
-            while true {
-                var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-                let r = poll(&p, 1, -1)  // shutdown() wakes it: the socket reads EOF
-                if r < 0 {
-                    if errno == EINTR { continue }
-                    break
-                }
-                if r == 0 {
-                    if state.withLock({ $0.shut }) { break }
-                    continue
-                }
-                if p.revents & Int16(POLLIN) != 0 {
-                    let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
-                    if n > 0 {
-                        onPacket(Array(buffer[..<n]))
-                        continue
-                    }
-                    if n < 0, errno == EAGAIN || errno == EINTR { continue }
-                    break
-                }
-                if p.revents & Int16(POLLHUP | POLLERR | POLLNVAL) != 0 { break }
-            }
-            state.withLock { s in
-                s.closed = true
-                close(fd)
-            }
-            onClose()
         }
     }
 }
@@ -161,7 +88,7 @@ extension BlueZClient {
         -> AcquiredWriter
     {
         let (fd, mtu) = try await acquire(characteristic, "AcquireWrite", timeout: timeout)
-        return AcquiredWriter(mtu: mtu, socket: ClientSocket(fd: fd))
+        return AcquiredWriter(mtu: mtu, socket: PacketSocket(fd: fd))
     }
 
     /// `AcquireNotify`: the characteristic's notifications through a socket instead of
@@ -178,7 +105,7 @@ extension BlueZClient {
         -> AcquiredNotifications
     {
         let (fd, mtu) = try await acquire(characteristic, "AcquireNotify", timeout: timeout)
-        let socket = ClientSocket(fd: fd)
+        let socket = PacketSocket(fd: fd)
         let (values, continuation) = AsyncStream<[UInt8]>.makeStream(bufferingPolicy: .bufferingNewest(1024))
         let path = characteristic.path
         let id = store.withLock { s -> UInt64? in

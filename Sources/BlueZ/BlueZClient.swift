@@ -1,4 +1,5 @@
 import DBus
+import PacketSocket
 import Synchronization
 
 /// A typed async client of bluetoothd (`org.bluez`) over D-Bus, with an object cache fed by
@@ -34,7 +35,7 @@ public final class BlueZClient: Sendable {
         var notify: [DBusObjectPath: [UInt64: AsyncStream<[UInt8]>.Continuation]] = [:]
         var echo: [DBusObjectPath: ReadEchoFilter] = [:]
         /// AcquireNotify sockets by subscription id, with their characteristic path.
-        var acquired: [UInt64: (DBusObjectPath, ClientSocket)] = [:]
+        var acquired: [UInt64: (DBusObjectPath, PacketSocket)] = [:]
         var nextID: UInt64 = 1
         var pump: Task<Void, Never>?
         /// Follows `org.bluez`'s owner: bluetoothd restarting (spec/bluez.md, field reports).
@@ -220,7 +221,7 @@ public final class BlueZClient: Sendable {
         var event: Event?
         var deliveries: [(AsyncStream<[UInt8]>.Continuation, [UInt8])] = []
         var finished: [AsyncStream<[UInt8]>.Continuation] = []
-        var released: [ClientSocket] = []
+        var released: [PacketSocket] = []
         let listeners = store.withLock { s -> [AsyncStream<Event>.Continuation] in
             switch (m.interface, m.member) {
             case ("org.freedesktop.DBus.ObjectManager", "InterfacesAdded"):

@@ -1,4 +1,5 @@
 import DBus
+import PacketSocket
 
 extension BlueZSimulator {
     /// `AcquireWrite` / `AcquireNotify` (bluez doc/org.bluez.GattCharacteristic.rst; checks in
@@ -24,7 +25,7 @@ extension BlueZSimulator {
             guard c.sessions.isEmpty else { throw BlueZErrors.inProgress }
             guard c.flags.contains("notify") else { throw BlueZErrors.notSupported }
         }
-        guard let (io, theirs) = AcquiredSocket.pair() else { throw BlueZErrors.failed("socketpair failed") }
+        guard let (io, theirs) = PacketSocket.pair() else { throw BlueZErrors.failed("socketpair failed") }
         // Our copy of the client's end closes when this value goes (the reply carries a dup).
         let clientEnd = DBusUnixFD(taking: theirs)
         let installed = state.withLock { s -> Bool in
@@ -39,7 +40,7 @@ extension BlueZSimulator {
             return true
         }
         guard installed else {
-            io.discard()
+            io.shutdown()  // never read: closes it
             throw BlueZErrors.failed("Not connected")
         }
         if write {
@@ -51,19 +52,19 @@ extension BlueZSimulator {
                     try? await self?.write(address, path, v, options: ["type": .string("command")], sender: "socket")
                 }
             }
-            io.run(onPacket: { feed.yield($0) }, onClose: { [weak self] in
+            io.read(onPacket: { feed.yield($0) }, onClose: { [weak self] in
                 feed.finish()
                 self?.released(address, path, io, write: true)
             })
         } else {
             try? connection.setProperties(path, interface: Self.char1, ["NotifyAcquired": .boolean(true), "Notifying": .boolean(true)])
-            io.run(onPacket: { _ in }, onClose: { [weak self] in self?.released(address, path, io, write: false) })
+            io.read(onPacket: { _ in }, onClose: { [weak self] in self?.released(address, path, io, write: false) })
         }
         return [.unixFD(clientEnd), .uint16(UInt16(clamping: d.device.mtu))]
     }
 
     /// An acquired socket closed (client released it, StopNotify, link loss, emulator stopped).
-    func released(_ address: String, _ path: DBusObjectPath, _ io: AcquiredSocket, write: Bool) {
+    func released(_ address: String, _ path: DBusObjectPath, _ io: PacketSocket, write: Bool) {
         let change = state.withLock { s -> Bool? in
             guard let c = s.devices[address]?.chars[path] else { return nil }
             if write {

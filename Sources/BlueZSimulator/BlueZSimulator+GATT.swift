@@ -1,4 +1,5 @@
 import DBus
+import PacketSocket
 
 extension BlueZSimulator {
     /// Exports `serviceXXXX`/`charYYYY` objects under the device (XXXX, YYYY: attribute handles
@@ -246,7 +247,7 @@ extension BlueZSimulator {
     /// services are resolved and someone has a notify session. The drop/duplicate faults apply
     /// to values that would reach a subscriber.
     func deviceNotified(_ address: String, epoch: UInt64, uuid: String, value: [UInt8]) -> Bool {
-        let target = state.withLock { s -> (DBusObjectPath, AcquiredSocket?, Int)? in
+        let target = state.withLock { s -> (DBusObjectPath, PacketSocket?, Int)? in
             guard let d = s.devices[address], d.epoch == epoch, d.resolved else { return nil }
             guard let (p, c) = d.chars.first(where: {
                 $0.value.uuid == uuid && (!$0.value.sessions.isEmpty || $0.value.notifyIO != nil)
@@ -261,7 +262,7 @@ extension BlueZSimulator {
         var sent = copies == 0
         for _ in 0..<copies {
             if let io {
-                sent = io.send(value)
+                sent = io.trySend(value) == nil
             } else {
                 do {
                     try connection.setProperty(path, interface: Self.char1, "Value", .bytes(value), alwaysEmit: true)

@@ -1,4 +1,5 @@
 import DBus
+import PacketSocket
 import Synchronization
 
 /// An emulated bluetoothd (5.66 by default) serving `org.bluez` on a D-Bus connection, with
@@ -111,9 +112,9 @@ public final class BlueZSimulator: Sendable {
         var value: [UInt8]
         var sessions: Set<String> = []
         /// The emulator's end of an AcquireWrite socket (`WriteAcquired` true while set).
-        var writeIO: AcquiredSocket?
+        var writeIO: PacketSocket?
         /// The emulator's end of an AcquireNotify socket (`NotifyAcquired` true while set).
-        var notifyIO: AcquiredSocket?
+        var notifyIO: PacketSocket?
     }
 
     struct DeviceState {

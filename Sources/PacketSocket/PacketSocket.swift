@@ -1,0 +1,107 @@
+import Foundation
+import Synchronization
+
+/// One end of a `SOCK_SEQPACKET` Unix socket, as BlueZ hands out for `AcquireWrite` and
+/// `AcquireNotify` (bluez doc/org.bluez.GattCharacteristic.rst; spec/bluez.md "Objects a client
+/// sees"): one packet per GATT value. Used by the BlueZ client (its end of an acquired socket)
+/// and by the emulator (bluetoothd's end).
+///
+/// A reader thread (``read(onPacket:onClose:)``) hands every packet to `onPacket`; when the peer
+/// closes its end or ``shutdown()`` is called, the thread closes the descriptor and calls
+/// `onClose` once. Only one party closes the descriptor — the reader thread, or ``shutdown()``
+/// when there is none — and sends happen under the same lock, so a send never writes to a
+/// reused descriptor number.
+public final class PacketSocket: Sendable {
+    private struct State {
+        var closed = false
+        var shut = false
+        var reading = false
+    }
+    private let fd: Int32
+    private let state = Mutex(State())
+
+    /// Takes ownership of `fd`.
+    public init(fd: Int32) { self.fd = fd }
+
+    /// A new non-blocking, close-on-exec pair (as bluetoothd creates it): this end, and the
+    /// descriptor of the other end for the caller to hand over (and close).
+    public static func pair() -> (PacketSocket, Int32)? {
+        var fds: [Int32] = [-1, -1]
+        let type = Int32(SOCK_SEQPACKET.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue)
+        guard socketpair(AF_UNIX, type, 0, &fds) == 0 else { return nil }
+        return (PacketSocket(fd: fds[0]), fds[1])
+    }
+
+    /// Sends one packet without blocking: `nil` when it went out whole, else the `errno`
+    /// (`EAGAIN`: the peer's buffer is full; `EPIPE`: this end is shut or closed).
+    public func trySend(_ bytes: [UInt8]) -> Int32? {
+        state.withLock { s -> Int32? in
+            guard !s.closed, !s.shut else { return EPIPE }
+            let n = bytes.withUnsafeBytes { Foundation.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL) | Int32(MSG_DONTWAIT)) }
+            if n == bytes.count { return nil }
+            return n < 0 ? errno : EMSGSIZE
+        }
+    }
+
+    /// Waits up to `milliseconds` for room to send.
+    public func waitWritable(milliseconds: Int32) {
+        var p = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
+        _ = poll(&p, 1, milliseconds)
+    }
+
+    /// Ends the socket: the peer reads EOF. Closes the descriptor at once when no reader thread
+    /// owns it (the reader closes it otherwise).
+    public func shutdown() {
+        state.withLock { s in
+            guard !s.closed, !s.shut else { return }
+            s.shut = true
+            _ = Foundation.shutdown(fd, Int32(SHUT_RDWR))
+            if !s.reading {
+                s.closed = true
+                close(fd)
+            }
+        }
+    }
+
+    /// Reads packets on a dedicated thread until EOF or ``shutdown()``, then closes the
+    /// descriptor and calls `onClose` (at once when the socket is already shut).
+    public func read(onPacket: @escaping @Sendable ([UInt8]) -> Void, onClose: @escaping @Sendable () -> Void) {
+        let fd = self.fd
+        let start = state.withLock { s -> Bool in
+            guard !s.closed, !s.shut else { return false }
+            s.reading = true
+            return true
+        }
+        guard start else {
+            onClose()
+            return
+        }
+        Thread.detachNewThread { [self] in
+            var buffer = [UInt8](repeating: 0, count: 65536)
+            while true {
+                var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+                let r = poll(&p, 1, -1)  // shutdown() wakes it: the socket reads EOF
+                if r < 0 {
+                    if errno == EINTR { continue }
+                    break
+                }
+                if r == 0 { continue }
+                if p.revents & Int16(POLLIN) != 0 {
+                    let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
+                    if n > 0 {
+                        onPacket(Array(buffer[..<n]))
+                        continue
+                    }
+                    if n < 0, errno == EAGAIN || errno == EINTR { continue }
+                    break  // 0: the peer closed (or we shut down)
+                }
+                if p.revents & Int16(POLLHUP | POLLERR | POLLNVAL) != 0 { break }
+            }
+            state.withLock { s in
+                s.closed = true
+                close(fd)
+            }
+            onClose()
+        }
+    }
+}
