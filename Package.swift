@@ -54,6 +54,8 @@ let package = Package(
         // MARK: Bluetooth over D-Bus
         // SOCK_SEQPACKET sockets of AcquireWrite/AcquireNotify (client and emulator ends).
         .target(name: "PacketSocket"),
+        // The one poll(2) thread the bridge runs on (executor, descriptors, timers).
+        .target(name: "Reactor"),
         .target(name: "BlueZ", dependencies: ["DBus", "BridgeCore", "PacketSocket"]),
         .target(name: "BlueZSimulator", dependencies: ["DBus", "PacketSocket"]),
 
@@ -91,6 +93,7 @@ let package = Package(
         ),
 
         // MARK: Tests
+        .testTarget(name: "ReactorTests", dependencies: ["Reactor"]),
         .testTarget(name: "BinaryCodingTests", dependencies: ["BinaryCoding"]),
         .testTarget(name: "CapsCodecTests", dependencies: ["CapsCodec", "BinaryCoding"], exclude: ["Vectors", "Corpus"]),
         .testTarget(name: "GoProCodecTests", dependencies: ["GoProCodec", "BinaryCoding"], exclude: ["Vectors", "Corpus"]),

@@ -1,0 +1,449 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Synchronization
+
+/// One thread that waits in `poll(2)` for every descriptor the bridge reads (the broker's socket,
+/// the D-Bus connection, the AcquireNotify sockets), fires timers, and runs Swift tasks: it is a
+/// `SerialExecutor` and a `TaskExecutor`, so a task started with
+/// `withTaskExecutorPreference(loop)` — and every default actor such a task calls — runs here.
+///
+/// Why: a command crossing the bridge used to be handed from thread to thread (MQTT network
+/// thread → the cooperative pool → the D-Bus dispatch thread → a socket reader thread → the
+/// pool → libmosquitto's thread), and each hand-off is a futex wake-up and a context switch.
+/// On one loop a hand-off is an append to an array; the thread sleeps only when there is
+/// nothing left to do (docs/architecture.md "Threads").
+///
+/// Rules: handlers and jobs run on the loop thread and must not block. Calls that change
+/// watches, timers and hooks may come from any thread (off the loop they are carried over to
+/// it). The only wake-up from another thread is a byte written to a pipe, made only while the loop
+/// sleeps or is about to.
+public final class EventLoop: @unchecked Sendable {
+    /// Readiness of a watched descriptor.
+    public struct IOEvents: OptionSet, Sendable {
+        public let rawValue: Int16
+        public init(rawValue: Int16) { self.rawValue = rawValue }
+        public static let readable = IOEvents(rawValue: Int16(POLLIN))
+        public static let writable = IOEvents(rawValue: Int16(POLLOUT))
+        /// Hang-up or error (always reported, never asked for).
+        public static let hangup = IOEvents(rawValue: Int16(POLLHUP | POLLERR | POLLNVAL))
+    }
+
+    /// A descriptor the loop polls. Cancel it before closing the descriptor.
+    public final class Watch: @unchecked Sendable {
+        public let fd: Int32
+        fileprivate unowned let loop: EventLoop
+        fileprivate let id: Int
+        // Loop-thread state.
+        fileprivate var events: IOEvents
+        fileprivate var handler: ((IOEvents) -> Void)?
+
+        fileprivate init(loop: EventLoop, id: Int, fd: Int32, events: IOEvents, handler: @escaping (IOEvents) -> Void) {
+            self.loop = loop
+            self.id = id
+            self.fd = fd
+            self.events = events
+            self.handler = handler
+        }
+
+        /// Changes what the loop waits for on this descriptor (empty: nothing but hang-ups).
+        public func setEvents(_ events: IOEvents) {
+            loop.onLoop { [self] in
+                guard handler != nil, self.events != events else { return }
+                self.events = events
+                loop.pollSetDirty = true
+            }
+        }
+
+        /// Stops watching; the handler is not called again once this ran on the loop (on the
+        /// loop thread: at once).
+        public func cancel() {
+            loop.onLoop { [self] in
+                guard handler != nil else { return }
+                handler = nil
+                loop.watches.removeValue(forKey: id)
+                loop.pollSetDirty = true
+            }
+        }
+    }
+
+    /// A one-shot timer.
+    public final class Timer: @unchecked Sendable {
+        fileprivate unowned let loop: EventLoop
+        fileprivate let id: Int
+        fileprivate let deadline: UInt64
+        fileprivate var body: (() -> Void)?
+
+        fileprivate init(loop: EventLoop, id: Int, deadline: UInt64, body: @escaping () -> Void) {
+            self.loop = loop
+            self.id = id
+            self.deadline = deadline
+            self.body = body
+        }
+
+        /// Cancels the timer; its body does not run once this ran on the loop.
+        public func cancel() {
+            loop.onLoop { [self] in
+                body = nil
+                loop.timers.removeValue(forKey: id)
+            }
+        }
+    }
+
+    private enum Work: Sendable {
+        case job(UnownedJob)
+        case closure(@Sendable () -> Void)
+    }
+
+    private struct Shared {
+        var work: [Work] = []
+        var sleeping = false
+        var stopping = false
+    }
+
+    public let name: String
+    private let shared = Mutex(Shared())
+    /// A pipe: the loop polls `wakeFD`, other threads write a byte to `wakeWriteFD`.
+    private let wakeFD: Int32
+    private let wakeWriteFD: Int32
+    private var thread = pthread_t()
+    /// The loop thread's `pthread_self()`, 0 until it runs.
+    private let loopThread = Atomic<UInt>(0)
+    private let exited = Mutex<Bool>(false)
+
+    // Loop-thread state.
+    private var local: [Work] = []
+    fileprivate var watches: [Int: Watch] = [:]
+    fileprivate var pollSetDirty = true
+    fileprivate var timers: [Int: Timer] = [:]
+    private var timerHeap = TimerHeap()
+    private var hooks: [Int: () -> Void] = [:]
+    private var nextID = 0
+    private var pollFDs: [pollfd] = []
+    private var pollWatches: [Watch?] = []
+
+    /// Starts the loop's thread.
+    public init(name: String = "event-loop") {
+        self.name = name
+        var fds: [Int32] = [-1, -1]
+        precondition(pipe(&fds) == 0, "pipe: errno \(errno)")
+        for fd in fds {
+            _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
+            _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+        }
+        wakeFD = fds[0]
+        wakeWriteFD = fds[1]
+        let retained = Unmanaged.passRetained(self)
+        let rc = pthread_create(&thread, nil, { raw in
+            let loop = Unmanaged<EventLoop>.fromOpaque(raw!).takeRetainedValue()
+            loop.threadMain()
+            return nil
+        }, retained.toOpaque())
+        precondition(rc == 0, "pthread_create: \(rc)")
+    }
+
+    deinit {
+        close(wakeFD)
+        close(wakeWriteFD)
+    }
+
+    /// True on the loop's own thread.
+    public var inLoop: Bool {
+        loopThread.load(ordering: .relaxed) == UInt(pthread_self())
+    }
+
+    // MARK: Submitting work
+
+    /// Runs `body` on the loop (after what is already queued), from any thread.
+    public func execute(_ body: @escaping @Sendable () -> Void) {
+        submit(.closure(body))
+    }
+
+    /// Runs `body` now when on the loop thread, else queues it like ``execute(_:)``.
+    fileprivate func onLoop(_ body: @escaping @Sendable () -> Void) {
+        if inLoop { body() } else { submit(.closure(body)) }
+    }
+
+    private func submit(_ work: Work) {
+        if inLoop {
+            local.append(work)
+            return
+        }
+        let wake = shared.withLock { s -> Bool in
+            s.work.append(work)
+            if s.sleeping {
+                s.sleeping = false
+                return true
+            }
+            return false
+        }
+        if wake { signal() }
+    }
+
+    private func signal() {
+        var one: UInt8 = 1
+        _ = write(wakeWriteFD, &one, 1)
+    }
+
+    // MARK: Descriptors, timers, hooks
+
+    /// Polls `fd` for `events` and calls `handler` on the loop with what is ready (hang-ups are
+    /// always reported). The handler runs until ``Watch/cancel()``.
+    public func watch(_ fd: Int32, for events: IOEvents, _ handler: @escaping @Sendable (IOEvents) -> Void) -> Watch {
+        let watch = Watch(loop: self, id: makeID(), fd: fd, events: events, handler: handler)
+        onLoop { [self] in
+            guard watch.handler != nil else { return }
+            watches[watch.id] = watch
+            pollSetDirty = true
+        }
+        return watch
+    }
+
+    /// Runs `body` on the loop once `delay` has passed.
+    @discardableResult
+    public func schedule(after delay: Duration, _ body: @escaping @Sendable () -> Void) -> Timer {
+        let timer = Timer(loop: self, id: makeID(), deadline: Self.now() &+ Self.nanoseconds(delay), body: body)
+        onLoop { [self] in
+            guard timer.body != nil else { return }
+            timers[timer.id] = timer
+            timerHeap.push(deadline: timer.deadline, id: timer.id)
+        }
+        return timer
+    }
+
+    /// Adds a hook the loop runs each time it has nothing left to do, just before it waits
+    /// (flush buffered writes, commit a batch). Returns a token for ``removeHook(_:)``.
+    @discardableResult
+    public func addHook(_ body: @escaping @Sendable () -> Void) -> Int {
+        let id = makeID()
+        onLoop { [self] in hooks[id] = body }
+        return id
+    }
+
+    public func removeHook(_ id: Int) {
+        onLoop { [self] in hooks[id] = nil }
+    }
+
+    private let ids = Atomic<Int>(0)
+    private func makeID() -> Int { ids.wrappingAdd(1, ordering: .relaxed).newValue }
+
+    /// Suspends the calling task for `duration` on this loop's timers (no other thread
+    /// involved); throws `CancellationError` when the task is cancelled first.
+    public func sleep(for duration: Duration) async throws {
+        let once = Mutex<(CheckedContinuation<Void, any Error>?, Timer?, Bool)>((nil, nil, false))
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (c: CheckedContinuation<Void, any Error>) in
+                let proceed = once.withLock { s -> Bool in
+                    if s.2 { return false }
+                    s.0 = c
+                    return true
+                }
+                guard proceed else {
+                    c.resume(throwing: CancellationError())
+                    return
+                }
+                let timer = schedule(after: duration) {
+                    once.withLock { s in
+                        let c = s.0
+                        s.0 = nil
+                        return c
+                    }?.resume()
+                }
+                once.withLock { $0.1 = timer }
+            }
+        } onCancel: {
+            let (c, t) = once.withLock { s -> (CheckedContinuation<Void, any Error>?, Timer?) in
+                s.2 = true
+                let c = s.0
+                s.0 = nil
+                return (c, s.1)
+            }
+            t?.cancel()
+            c?.resume(throwing: CancellationError())
+        }
+    }
+
+    // MARK: Stopping
+
+    /// Stops the loop after the work already queued and joins its thread. Must not be called on
+    /// the loop itself. Work submitted afterwards never runs.
+    public func shutdown() {
+        precondition(!inLoop, "EventLoop.shutdown() on its own thread")
+        let already = exited.withLock { $0 }
+        if already { return }
+        shared.withLock { $0.stopping = true }
+        signal()
+        pthread_join(thread, nil)
+        exited.withLock { $0 = true }
+    }
+
+    // MARK: The loop
+
+    private func threadMain() {
+        loopThread.store(UInt(pthread_self()), ordering: .relaxed)
+        while true {
+            runLocalWork()
+            let (incoming, stopping) = shared.withLock { s -> ([Work], Bool) in
+                let w = s.work
+                s.work.removeAll(keepingCapacity: true)
+                return (w, s.stopping)
+            }
+            if !incoming.isEmpty {
+                local.append(contentsOf: incoming)
+                continue
+            }
+            if stopping { break }
+            if fireTimers() { continue }
+            if !hooks.isEmpty {
+                for body in Array(hooks.values) { body() }
+                if !local.isEmpty { continue }
+            }
+            waitForEvents()
+        }
+    }
+
+    private func runLocalWork() {
+        // A job may queue more; run rounds until the queue is empty (they are all due now).
+        var rounds = 0
+        while !local.isEmpty, rounds < 64 {
+            rounds += 1
+            let batch = local
+            local.removeAll(keepingCapacity: true)
+            for w in batch { run(w) }
+        }
+    }
+
+    private func run(_ work: Work) {
+        switch work {
+        case let .job(job):
+            job.runSynchronously(isolatedTo: asUnownedSerialExecutor(), taskExecutor: asUnownedTaskExecutor())
+        case let .closure(body):
+            body()
+        }
+    }
+
+    /// Runs every timer that is due; true when one ran.
+    private func fireTimers() -> Bool {
+        let now = Self.now()
+        var ran = false
+        while let top = timerHeap.peek, top.deadline <= now {
+            timerHeap.pop()
+            guard let timer = timers.removeValue(forKey: top.id), let body = timer.body else { continue }
+            timer.body = nil
+            body()
+            ran = true
+        }
+        return ran
+    }
+
+    private func waitForEvents() {
+        var timeout: Int32 = -1
+        while let top = timerHeap.peek, timers[top.id] == nil { timerHeap.pop() }  // cancelled ones
+        if let top = timerHeap.peek {
+            let now = Self.now()
+            let ns = top.deadline > now ? top.deadline - now : 0
+            timeout = Int32(min((ns + 999_999) / 1_000_000, 60_000))
+        }
+        if pollSetDirty { rebuildPollSet() }
+        let go = shared.withLock { s -> Bool in
+            guard s.work.isEmpty, !s.stopping else { return false }
+            s.sleeping = true
+            return true
+        }
+        guard go else { return }
+        let n = poll(&pollFDs, nfds_t(pollFDs.count), timeout)
+        shared.withLock { $0.sleeping = false }
+        guard n > 0 else { return }
+        if pollFDs[0].revents != 0 {
+            var drain = (UInt64(0), UInt64(0), UInt64(0), UInt64(0))
+            _ = withUnsafeMutableBytes(of: &drain) { read(wakeFD, $0.baseAddress, $0.count) }
+        }
+        for i in 1..<pollFDs.count where pollFDs[i].revents != 0 {
+            guard let w = pollWatches[i], let handler = w.handler else { continue }
+            handler(IOEvents(rawValue: pollFDs[i].revents))
+        }
+    }
+
+    private func rebuildPollSet() {
+        pollSetDirty = false
+        pollFDs.removeAll(keepingCapacity: true)
+        pollWatches.removeAll(keepingCapacity: true)
+        pollFDs.append(pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0))
+        pollWatches.append(nil)
+        for w in watches.values.sorted(by: { $0.id < $1.id }) {
+            pollFDs.append(pollfd(fd: w.fd, events: w.events.rawValue, revents: 0))
+            pollWatches.append(w)
+        }
+    }
+
+    /// CLOCK_MONOTONIC in nanoseconds.
+    static func now() -> UInt64 {
+        var ts = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &ts)
+        return UInt64(ts.tv_sec) &* 1_000_000_000 &+ UInt64(ts.tv_nsec)
+    }
+
+    static func nanoseconds(_ d: Duration) -> UInt64 {
+        let c = d.components
+        if c.seconds < 0 { return 0 }
+        return UInt64(c.seconds) &* 1_000_000_000 &+ UInt64(c.attoseconds / 1_000_000_000)
+    }
+}
+
+// MARK: Executors
+
+extension EventLoop: SerialExecutor, TaskExecutor {
+    public func enqueue(_ job: consuming ExecutorJob) {
+        submit(.job(UnownedJob(job)))
+    }
+
+    public func asUnownedSerialExecutor() -> UnownedSerialExecutor {
+        UnownedSerialExecutor(ordinary: self)
+    }
+
+    public func asUnownedTaskExecutor() -> UnownedTaskExecutor {
+        UnownedTaskExecutor(ordinary: self)
+    }
+
+    public func checkIsolated() {
+        precondition(inLoop, "not on the event loop \(name)")
+    }
+}
+
+/// A binary min-heap of (deadline, id); cancelled timers stay until they reach the top.
+struct TimerHeap {
+    struct Entry {
+        var deadline: UInt64
+        var id: Int
+    }
+    private var items: [Entry] = []
+
+    var peek: Entry? { items.first }
+
+    mutating func push(deadline: UInt64, id: Int) {
+        items.append(Entry(deadline: deadline, id: id))
+        var i = items.count - 1
+        while i > 0 {
+            let parent = (i - 1) / 2
+            guard items[i].deadline < items[parent].deadline else { break }
+            items.swapAt(i, parent)
+            i = parent
+        }
+    }
+
+    mutating func pop() {
+        guard !items.isEmpty else { return }
+        items.swapAt(0, items.count - 1)
+        items.removeLast()
+        var i = 0
+        while true {
+            let l = 2 * i + 1, r = l + 1
+            var m = i
+            if l < items.count, items[l].deadline < items[m].deadline { m = l }
+            if r < items.count, items[r].deadline < items[m].deadline { m = r }
+            if m == i { break }
+            items.swapAt(i, m)
+            i = m
+        }
+    }
+}

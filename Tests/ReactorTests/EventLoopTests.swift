@@ -1,0 +1,142 @@
+import Glibc
+import Reactor
+import Synchronization
+import Testing
+
+/// Marks where code ran.
+actor Probe {
+    var ranInLoop: [Bool] = []
+    func record(_ loop: EventLoop) { ranInLoop.append(loop.inLoop) }
+}
+
+@Suite("EventLoop")
+struct EventLoopTests {
+    @Test("execute runs closures on the loop thread, in submission order")
+    func executeOrder() async {
+        let loop = EventLoop(name: "t-exec")
+        defer { loop.shutdown() }
+        #expect(!loop.inLoop)
+        let seen = Mutex<[Int]>([])
+        let onLoop = Mutex<[Bool]>([])
+        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+            for i in 0..<100 {
+                loop.execute {
+                    seen.withLock { $0.append(i) }
+                    onLoop.withLock { $0.append(loop.inLoop) }
+                    if i == 99 { c.resume() }
+                }
+            }
+        }
+        #expect(seen.withLock { $0 } == Array(0..<100))
+        #expect(onLoop.withLock { $0.allSatisfy { $0 } })
+    }
+
+    @Test("tasks preferring the loop, and the default actors they call, run on the loop thread")
+    func taskExecutorPreference() async {
+        let loop = EventLoop(name: "t-tasks")
+        defer { loop.shutdown() }
+        let probe = Probe()
+        let inLoop = await withTaskExecutorPreference(loop) { () async -> [Bool] in
+            var flags = [loop.inLoop]
+            await probe.record(loop)
+            flags.append(loop.inLoop)
+            await withDiscardingTaskGroup { group in
+                for _ in 0..<4 { group.addTask { await probe.record(loop) } }
+            }
+            return flags
+        }
+        #expect(inLoop == [true, true])
+        let recorded = await withTaskExecutorPreference(loop) { await probe.ranInLoop }
+        #expect(recorded.count == 5)
+        #expect(recorded.allSatisfy { $0 })
+    }
+
+    @Test("a watched pipe reports readable on the loop; a cancelled watch is not called again")
+    func watchPipe() async throws {
+        let loop = EventLoop(name: "t-watch")
+        defer { loop.shutdown() }
+        var fds: [Int32] = [-1, -1]
+        #expect(pipe(&fds) == 0)
+        let (r, w) = (fds[0], fds[1])
+        defer { close(r); close(w) }
+        let calls = Mutex<[UInt8]>([])
+        let (stream, sink) = AsyncStream.makeStream(of: UInt8.self)
+        let watch = loop.watch(r, for: .readable) { events in
+            guard events.contains(.readable) else { return }
+            var b: UInt8 = 0
+            if read(r, &b, 1) == 1 {
+                calls.withLock { $0.append(b) }
+                sink.yield(b)
+            }
+        }
+        var it = stream.makeAsyncIterator()
+        for v: UInt8 in [7, 8, 9] {
+            var b = v
+            _ = write(w, &b, 1)
+            #expect(await it.next() == v)
+        }
+        watch.cancel()
+        try await loop.sleep(for: .milliseconds(10))  // the cancel has run on the loop
+        var b: UInt8 = 10
+        _ = write(w, &b, 1)
+        try await loop.sleep(for: .milliseconds(50))
+        #expect(calls.withLock { $0 } == [7, 8, 9])
+    }
+
+    @Test("timers fire in deadline order; a cancelled one never fires")
+    func timers() async throws {
+        let loop = EventLoop(name: "t-timers")
+        defer { loop.shutdown() }
+        let fired = Mutex<[String]>([])
+        let start = ContinuousClock.now
+        loop.schedule(after: .milliseconds(30)) { fired.withLock { $0.append("30") } }
+        loop.schedule(after: .milliseconds(10)) { fired.withLock { $0.append("10") } }
+        let cancelled = loop.schedule(after: .milliseconds(20)) { fired.withLock { $0.append("20") } }
+        cancelled.cancel()
+        try await loop.sleep(for: .milliseconds(60))
+        #expect(ContinuousClock.now - start >= .milliseconds(60))
+        #expect(fired.withLock { $0 } == ["10", "30"])
+    }
+
+    @Test("sleep throws CancellationError when its task is cancelled")
+    func sleepCancellation() async {
+        let loop = EventLoop(name: "t-sleep")
+        defer { loop.shutdown() }
+        let task = Task {
+            do {
+                try await loop.sleep(for: .seconds(30))
+                return "slept"
+            } catch is CancellationError {
+                return "cancelled"
+            } catch {
+                return "other"
+            }
+        }
+        try? await Task.sleep(for: .milliseconds(20))
+        task.cancel()
+        #expect(await task.value == "cancelled")
+    }
+
+    @Test("hooks run before the loop waits, after the work queued with them")
+    func hooks() async throws {
+        let loop = EventLoop(name: "t-hooks")
+        defer { loop.shutdown() }
+        let log = Mutex<[String]>([])
+        let id = loop.addHook { log.withLock { if $0.last != "hook" { $0.append("hook") } } }
+        try await loop.sleep(for: .milliseconds(5))
+        log.withLock { $0.removeAll() }
+        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+            loop.execute {
+                log.withLock { $0.append("a") }
+                loop.execute {
+                    log.withLock { $0.append("b") }
+                    loop.execute { c.resume() }
+                }
+            }
+        }
+        try await loop.sleep(for: .milliseconds(5))
+        loop.removeHook(id)
+        let entries = log.withLock { $0 }
+        #expect(entries.starts(with: ["a", "b", "hook"]))
+    }
+}
