@@ -19,6 +19,8 @@ public final class Bridge: Sendable {
     let discovery: HomeAssistantDiscovery?
     let counters = BridgeCounters()
     let healthInterval: Duration
+    let tick: Duration
+    let sleep: Sleep
     let started = ContinuousClock.now
 
     /// Every filter the bridge needs to subscribe to.
@@ -33,11 +35,17 @@ public final class Bridge: Sendable {
     /// - Parameter connectAttempt: how long one connect attempt (scan included) may hold the
     ///   adapter's connect gate, so a device that is away cannot keep the others from connecting
     ///   (`shared/spec/bridge.md` points 2–3).
+    /// - Parameter tick: how often every session checks its deadlines, timeouts, keep-alives and
+    ///   polls (one ticker for all sessions).
+    /// - Parameter sleep: how the bridge's tasks wait; the runtime passes its event loop's timers
+    ///   so that waiting wakes no other thread.
     public init(configuration: Configuration, store: BridgeStore, mqtt: any MQTTPort, central: any BLECentral,
                 drivers: DriverFactory, version: String = "0.1.0", logger: Logger = Logger(label: "gatt2mqtt.bridge"),
                 tick: Duration = .milliseconds(50), healthInterval: Duration = .seconds(60),
-                connectAttempt: Duration = Bridge.defaultConnectAttempt) throws {
+                connectAttempt: Duration = Bridge.defaultConnectAttempt, sleep: Sleep = .task) throws {
         self.healthInterval = healthInterval
+        self.tick = tick
+        self.sleep = sleep
         self.configuration = configuration
         self.topics = Topics(base: configuration.mqtt.baseTopic)
         self.store = store
@@ -50,13 +58,14 @@ public final class Bridge: Sendable {
         let output = SessionOutput(topics: topics, gate: ConnectGate(),
                                    history: (configuration.database.historyMaxEvents, configuration.database.historyMaxAge),
                                    mqtt: mqtt, store: store, stateQoS: configuration.mqtt.qos,
-                                   retainState: configuration.mqtt.retainState, logger: logger, counters: counters)
+                                   retainState: configuration.mqtt.retainState, logger: logger, counters: counters,
+                                   sleep: sleep)
         var sessions: [String: DeviceSession] = [:]
         for device in configuration.devices {
             let driver = try drivers(device)
             sessions[device.id] = DeviceSession(
                 config: device, driver: driver, central: central, output: output, initialState: states[device.id] ?? [:],
-                reconnect: (configuration.mqtt.reconnectMin, configuration.mqtt.reconnectMax), tick: tick,
+                reconnect: (configuration.mqtt.reconnectMin, configuration.mqtt.reconnectMax),
                 connectAttempt: connectAttempt)
         }
         self.sessions = sessions
@@ -91,8 +100,16 @@ public final class Bridge: Sendable {
                 group.addTask { await session.run() }
             }
             group.addTask {
+                // One ticker for every session (one timer wake-up per tick, not one per device).
+                let all = Array(self.sessions.values)
                 while !Task.isCancelled {
-                    try? await Task.sleep(for: self.healthInterval)
+                    try? await self.sleep(self.tick)
+                    for s in all { s.tickNow() }
+                }
+            }
+            group.addTask {
+                while !Task.isCancelled {
+                    try? await self.sleep(self.healthInterval)
                     if Task.isCancelled { break }
                     await self.publishHealth()
                 }
@@ -166,7 +183,7 @@ public final class Bridge: Sendable {
             if entry.status == .sent {
                 if let id = entry.id { try? store.removeCommand(id) }
                 SessionOutput(topics: topics, gate: ConnectGate(), history: (0, .zero), mqtt: mqtt, store: store, stateQoS: 1,
-                              retainState: true, logger: logger, counters: counters)
+                              retainState: true, logger: logger, counters: counters, sleep: sleep)
                     .respond(cmd, device: entry.deviceID, .error,
                              error: CommandError(.interrupted, "the bridge stopped after the command was written (not repeated)"))
             } else {
@@ -254,4 +271,14 @@ public final class Bridge: Sendable {
         let topic = m.responseTopic ?? topics.bridgeResponse(operation)
         mqtt.send(OutboundMessage(topic: topic, json: .object(response), qos: 1, retain: false, correlationData: m.correlationData))
     }
+}
+
+/// How the bridge's tasks wait: `Task.sleep` (the default), or an event loop's timers (the
+/// runtime's, so a tick wakes only the loop's own thread).
+public struct Sleep: Sendable {
+    public let body: @Sendable (Duration) async throws -> Void
+    public init(_ body: @escaping @Sendable (Duration) async throws -> Void) { self.body = body }
+    /// `Task.sleep(for:)`.
+    public static let task = Sleep { try await Task.sleep(for: $0) }
+    public func callAsFunction(_ d: Duration) async throws { try await body(d) }
 }

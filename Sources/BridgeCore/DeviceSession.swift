@@ -42,6 +42,8 @@ struct SessionOutput: Sendable {
     let retainState: Bool
     let logger: Logger
     let counters: BridgeCounters
+    /// How the bridge's tasks wait (`Task.sleep`, or the event loop's own timers).
+    let sleep: Sleep
 
     /// Publishes a bridge event and keeps it in the bounded history.
     func event(_ kind: String, device: String, _ extra: JSONObject = [:]) {
@@ -86,7 +88,6 @@ actor DeviceSession {
     nonisolated let sink: AsyncStream<Event>.Continuation
     let reconnectMin: Duration
     let reconnectMax: Duration
-    let tickInterval: Duration
     /// How long one connect attempt (scan for the device included) may hold the adapter's
     /// ConnectGate. Connects are serialised per adapter (shared/spec/bridge.md point 3), so an
     /// away device's attempt must end and let the others through (point 2) before it retries.
@@ -105,7 +106,7 @@ actor DeviceSession {
     var nextPolls: [ContinuousClock.Instant] = []
 
     init(config: DeviceConfig, driver: any DeviceDriver, central: any BLECentral, output: SessionOutput,
-         initialState: JSONObject, reconnect: (min: Duration, max: Duration), tick: Duration = .milliseconds(50),
+         initialState: JSONObject, reconnect: (min: Duration, max: Duration),
          connectAttempt: Duration = Bridge.defaultConnectAttempt) {
         self.config = config
         self.driver = driver
@@ -114,7 +115,6 @@ actor DeviceSession {
         self.state = initialState
         reconnectMin = reconnect.min
         reconnectMax = reconnect.max
-        tickInterval = tick
         self.connectAttempt = connectAttempt
         driverNotifyCharacteristics = driver.notifyCharacteristics
         driverRequiresPairing = driver.requiresPairing
@@ -126,16 +126,14 @@ actor DeviceSession {
     /// Hands a command to the session (any thread).
     nonisolated func submit(_ command: PendingCommand) { sink.yield(.command(command)) }
 
-    /// Runs until cancelled: keeps the link, processes commands and notifications.
+    /// The bridge's ticker: deadlines, timeouts, keep-alives and polls are checked now.
+    nonisolated func tickNow() { sink.yield(.tick) }
+
+    /// Runs until cancelled: keeps the link, processes commands and notifications. Ticks come
+    /// from the bridge's one ticker (``tick()``), not from a timer per session.
     func run() async {
         await withDiscardingTaskGroup { group in
             group.addTask { await self.maintainLink() }
-            group.addTask { [sink, tickInterval] in
-                while !Task.isCancelled {
-                    try? await Task.sleep(for: tickInterval)
-                    sink.yield(.tick)
-                }
-            }
             for await event in events {
                 await handle(event)
                 if Task.isCancelled { break }
@@ -165,7 +163,7 @@ actor DeviceSession {
             }
             if Task.isCancelled { break }
             let jitter = Double.random(in: 0.5...1.0)
-            try? await Task.sleep(for: backoff * jitter)
+            try? await output.sleep(backoff * jitter)
             backoff = min(backoff * 2, reconnectMax)
         }
     }
