@@ -1,8 +1,9 @@
 // The bridge benchmark's hub side: talks MQTT only, to a `gatt2mqtt run` process that drives
 // `gatt2mqtt simulate` (emulated BlueZ on a private bus). Run via ../run.sh, which starts and
 // stops every process. Measures, for commands whose device answers at once:
-// The hub publishes with `publishDetached` (no wait for the write) and reads responses from a
-// subscription stream, so that the hub itself adds as little as it can to the round trip.
+// The hub publishes with `publishDetached` (no wait for the write) and is driven from its
+// subscriptions' handlers (timestamps taken and the next command sent where a message arrives),
+// so that the hub itself adds as little as it can to the round trip.
 //   - round trip: publish to <base>/<device>/set → terminal `ok` on <base>/<device>/response
 //     (p50/p99), and the state telemetry on <base>/<device> that the answer produces;
 //   - sustained commands/s with 1 and with 8 commands in flight (one device, and 8 devices);
@@ -11,6 +12,7 @@
 //   bridge-bench PORT BRIDGE_PID COMMANDS DEVICE[,DEVICE…] [IDLE_SECONDS]
 import Foundation
 import Mosquitto
+import Synchronization
 
 let arguments = CommandLine.arguments
 guard arguments.count >= 5, let port = Int(arguments[1]), let bridgePID = Int32(arguments[2]),
@@ -24,7 +26,7 @@ let idleSeconds = arguments.count > 5 ? Double(arguments[5]) ?? 0 : 0
 let clock = ContinuousClock()
 let base = "gatt2mqtt"
 
-func microseconds(_ d: Duration) -> Double {
+@Sendable func microseconds(_ d: Duration) -> Double {
     Double(d.components.seconds) * 1e6 + Double(d.components.attoseconds) / 1e12
 }
 
@@ -55,7 +57,7 @@ func percentile(_ sorted: [Double], _ p: Double) -> Double {
 
 /// The transaction and status at the start of a lifecycle payload
 /// (`{"transaction":"…","status":"…",…}`, the bridge's member order).
-func lifecycle(_ payload: [UInt8]) -> (transaction: Substring, status: Substring)? {
+@Sendable func lifecycle(_ payload: [UInt8]) -> (transaction: Substring, status: Substring)? {
     guard let text = String(validating: payload, as: UTF8.self) else { return nil }
     let parts = text.split(separator: "\"", maxSplits: 8, omittingEmptySubsequences: false)
     guard parts.count > 7, parts[1] == "transaction", parts[5] == "status" else { return nil }
@@ -83,78 +85,131 @@ func bench() async throws -> Int {
     }
     try await hub.unsubscribe("\(base)/+/availability")
 
-    let responses = try await hub.subscribe("\(base)/+/response", qos: .atLeastOnce)
-    var responseIterator = responses.makeAsyncIterator()
-    let states = try await hub.subscribe("\(base)/\(devices[0])", qos: .atMostOnce)
-    var stateIterator = states.makeAsyncIterator()
-    _ = await stateIterator.next()  // the retained state
-
     /// A command each device answers at once; alternating values so that each one changes state.
     /// GoPro: a setting (the camera answers on GP-0075 and pushes the new value on GP-0077);
     /// Rokid: brightness (REQUEST → RESPONSE); otherwise the layout device's raw control write.
     let profile = ProcessInfo.processInfo.environment["BENCH_PROFILE"] ?? "gopro"
-    func payload(_ n: Int) -> [UInt8] {
+    @Sendable func payload(_ n: Int) -> [UInt8] {
         switch profile {
         case "rokid": return Array(#"{"command":"set_brightness","value":\#(n % 2 == 0 ? 3 : 9),"transaction":"t\#(n)"}"#.utf8)
         default: return Array(#"{"setting":"video_resolution","value":\#(n % 2 == 0 ? 1 : 4),"transaction":"t\#(n)"}"#.utf8)
         }
     }
 
-    var sequence = 0
-    var failures = 0
+    // The hub is driven from the MQTT client's message handlers (they run where the message
+    // arrives): the time is taken there and the next command leaves from there, so the hub adds
+    // no hand-off between threads to what it measures.
+    struct Run {
+        enum Mode { case idle, roundTrip, sustained }
+        var mode = Mode.idle
+        var count = 0, warmUp = 0, window = 1, targets: [String] = []
+        var sent = 0, done = 0, sequence = 0, failures = 0
+        var start = ContinuousClock.now, okAt: ContinuousClock.Instant?, stateAt: ContinuousClock.Instant?
+        var ok: [Double] = [], state: [Double] = []
+        var finished: CheckedContinuation<Void, Never>?
+    }
+    let run = Mutex(Run())
 
-    /// Waits for the terminal status of the given outstanding transactions; returns those done.
-    func awaitTerminal() async -> Substring? {
-        while let message = await responseIterator.next() {
-            guard let (transaction, status) = lifecycle(message.payload) else { continue }
-            if status == "queued" || status == "sent" { continue }
-            if status != "ok" {
-                failures += 1
-                if failures <= 3 { print("  not ok: \(String(decoding: message.payload, as: UTF8.self))") }
-            }
-            return transaction
+    /// Sends the next command (round trip: to the first device; sustained: round-robin).
+    @Sendable func sendNext(_ r: inout Run) {
+        r.sequence += 1
+        let device = r.mode == .roundTrip ? devices[0] : r.targets[r.sent % r.targets.count]
+        r.sent += 1
+        if r.mode == .roundTrip {
+            r.start = clock.now
+            r.okAt = nil
+            r.stateAt = nil
         }
-        fatalError("response subscription ended")
+        hub.publishDetached(topic: "\(base)/\(device)/set", payload: payload(r.sequence), qos: .atMostOnce) { _ in }
     }
 
-    /// One command at a time: round-trip latency to `ok`, and to the state telemetry it causes.
-    func roundTrips(_ count: Int, warmUp: Int) async throws -> (ok: [Double], state: [Double], seconds: Double, cpu: Double) {
-        var ok: [Double] = [], state: [Double] = []
-        ok.reserveCapacity(count); state.reserveCapacity(count)
-        var cpuStart = 0.0, wallStart = clock.now
-        for i in -warmUp..<count {
-            if i == 0 { cpuStart = cpuSeconds(bridgePID); wallStart = clock.now }
-            sequence += 1
-            let start = clock.now
-            hub.publishDetached(topic: "\(base)/\(devices[0])/set", payload: payload(sequence), qos: .atMostOnce) { _ in }
-            _ = await awaitTerminal()
-            let okAt = clock.now
-            // The answer's state telemetry (a GoPro setting push / a Rokid brightness change).
-            _ = await stateIterator.next()
-            if i >= 0 {
-                ok.append(microseconds(okAt - start))
-                state.append(microseconds(clock.now - start))
+    /// A round trip is complete with its `ok` and its state telemetry.
+    @Sendable func roundTripStep(_ r: inout Run) -> CheckedContinuation<Void, Never>? {
+        guard let okAt = r.okAt, let stateAt = r.stateAt else { return nil }
+        if r.sent > r.warmUp {
+            r.ok.append(microseconds(okAt - r.start))
+            r.state.append(microseconds(stateAt - r.start))
+        }
+        r.done += 1
+        if r.done >= r.count + r.warmUp {
+            r.mode = .idle
+            defer { r.finished = nil }
+            return r.finished
+        }
+        sendNext(&r)
+        return nil
+    }
+
+    let responses = try await hub.subscribe("\(base)/+/response", qos: .atLeastOnce) { message in
+        let now = clock.now
+        guard let (_, status) = lifecycle(message.payload), status != "queued", status != "sent" else { return }
+        let resume = run.withLock { r -> CheckedContinuation<Void, Never>? in
+            if status != "ok" {
+                r.failures += 1
+                if r.failures <= 3 { print("  not ok: \(String(decoding: message.payload, as: UTF8.self))") }
+            }
+            switch r.mode {
+            case .idle: return nil
+            case .roundTrip:
+                r.okAt = now
+                return roundTripStep(&r)
+            case .sustained:
+                r.done += 1
+                if r.done >= r.count {
+                    r.mode = .idle
+                    defer { r.finished = nil }
+                    return r.finished
+                }
+                if r.sent < r.count { sendNext(&r) }
+                return nil
             }
         }
+        resume?.resume()
+    }
+    let states = try await hub.subscribe("\(base)/\(devices[0])", qos: .atMostOnce) { message in
+        let now = clock.now
+        let resume = run.withLock { r -> CheckedContinuation<Void, Never>? in
+            guard r.mode == .roundTrip, r.stateAt == nil else { return nil }
+            r.stateAt = now
+            return roundTripStep(&r)
+        }
+        resume?.resume()
+    }
+    try await Task.sleep(for: .milliseconds(200))  // the retained state has arrived (mode idle: ignored)
+
+    /// One command at a time: round-trip latency to `ok`, and to the state telemetry it causes.
+    func roundTrips(_ count: Int, warmUp: Int) async -> (ok: [Double], state: [Double], seconds: Double, cpu: Double) {
+        var cpuStart = 0.0
+        var wallStart = clock.now
+        // Warm-up first, then the measured run (CPU and wall time cover the measured part only).
+        for (n, w, measured) in [(warmUp, 0, false), (count, 0, true)] where n > 0 {
+            if measured { cpuStart = cpuSeconds(bridgePID); wallStart = clock.now }
+            await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+                run.withLock { r in
+                    r.mode = .roundTrip
+                    (r.count, r.warmUp, r.sent, r.done) = (n, w, 0, 0)
+                    if !measured { r.warmUp = 0 }
+                    r.finished = c
+                    sendNext(&r)
+                }
+            }
+            if !measured { run.withLock { $0.ok = []; $0.state = [] } }
+        }
+        let (ok, state) = run.withLock { ($0.ok, $0.state) }
         return (ok.sorted(), state.sorted(), microseconds(clock.now - wallStart) / 1e6, cpuSeconds(bridgePID) - cpuStart)
     }
 
     /// `window` commands in flight, spread round-robin over `targets`, until `count` completed.
-    func sustained(_ count: Int, window: Int, targets: [String]) async throws -> (perSecond: Double, cpu: Double) {
+    func sustained(_ count: Int, window: Int, targets: [String]) async -> (perSecond: Double, cpu: Double) {
         let cpuStart = cpuSeconds(bridgePID)
         let start = clock.now
-        var sent = 0, done = 0
-        func send() async throws {
-            sequence += 1
-            let device = targets[sent % targets.count]
-            hub.publishDetached(topic: "\(base)/\(device)/set", payload: payload(sequence), qos: .atMostOnce) { _ in }
-            sent += 1
-        }
-        while sent < min(window, count) { try await send() }
-        while done < count {
-            _ = await awaitTerminal()
-            done += 1
-            if sent < count { try await send() }
+        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+            run.withLock { r in
+                r.mode = .sustained
+                (r.count, r.window, r.targets, r.sent, r.done) = (count, window, targets, 0, 0)
+                r.finished = c
+                while r.sent < min(window, count) { sendNext(&r) }
+            }
         }
         let seconds = microseconds(clock.now - start) / 1e6
         return (Double(count) / seconds, cpuSeconds(bridgePID) - cpuStart)
@@ -163,21 +218,21 @@ func bench() async throws -> Int {
     func f(_ v: Double) -> String { String(format: "%.1f", v) }
 
     print("bridge-bench: \(commands) commands, profile \(profile), devices \(devices.joined(separator: ","))")
-    let rt = try await roundTrips(commands, warmUp: min(200, commands / 10))
+    let rt = await roundTrips(commands, warmUp: min(200, commands / 10))
     print("round trip, 1 in flight   ok p50 \(f(percentile(rt.ok, 0.5))) µs  p99 \(f(percentile(rt.ok, 0.99))) µs"
           + " | state p50 \(f(percentile(rt.state, 0.5))) µs  p99 \(f(percentile(rt.state, 0.99))) µs")
     print("  \(String(format: "%.0f", Double(commands) / rt.seconds)) commands/s, CPU \(f(rt.cpu / Double(commands) * 1e6)) µs/command")
-    _ = stateIterator  // state telemetry keeps arriving; the sustained runs count responses only
     try await hub.unsubscribe("\(base)/\(devices[0])")
-    let one = try await sustained(commands, window: 1, targets: [devices[0]])
+    let one = await sustained(commands, window: 1, targets: [devices[0]])
     print("sustained, 1 in flight     \(String(format: "%6.0f", one.perSecond)) commands/s  CPU \(f(one.cpu / Double(commands) * 1e6)) µs/command")
-    let eight = try await sustained(commands, window: 8, targets: [devices[0]])
+    let eight = await sustained(commands, window: 8, targets: [devices[0]])
     print("sustained, 8 in flight     \(String(format: "%6.0f", eight.perSecond)) commands/s  CPU \(f(eight.cpu / Double(commands) * 1e6)) µs/command  (one device)")
     let sameProfile = devices.filter { $0.hasPrefix(devices[0].prefix(while: { !$0.isNumber })) }
     if sameProfile.count >= 2 {
-        let spread = try await sustained(commands, window: 8, targets: Array(sameProfile.prefix(8)))
+        let spread = await sustained(commands, window: 8, targets: Array(sameProfile.prefix(8)))
         print("sustained, 8 in flight     \(String(format: "%6.0f", spread.perSecond)) commands/s  CPU \(f(spread.cpu / Double(commands) * 1e6)) µs/command  (\(min(8, sameProfile.count)) devices)")
     }
+    let failures = run.withLock { $0.failures }
     print("bridge peak RSS \(f(memoryMiB(bridgePID, "VmHWM"))) MiB, failures \(failures)")
 
     if idleSeconds > 0 {
@@ -188,6 +243,7 @@ func bench() async throws -> Int {
         print("idle \(Int(idleSeconds)) s with \(devices.count) devices: RSS \(f(memoryMiB(bridgePID, "VmRSS"))) MiB,"
               + " CPU \(String(format: "%.2f", cpu / idleSeconds * 100)) % of a core")
     }
+    withExtendedLifetime((responses, states)) {}
     await hub.disconnect()
     return failures
 }
