@@ -263,6 +263,28 @@ public final class EventLoop: @unchecked Sendable {
         }
     }
 
+    /// What is registered on the loop: live watches, pending timers and hooks.
+    public struct Registrations: Sendable, Equatable {
+        public var watches: Int
+        public var timers: Int
+        public var hooks: Int
+        public init(watches: Int, timers: Int, hooks: Int) {
+            self.watches = watches
+            self.timers = timers
+            self.hooks = hooks
+        }
+    }
+
+    /// Counts what is registered, read on the loop after the work already queued (for tests and
+    /// diagnostics: a component that tears down must leave no watch, timer or hook behind).
+    public func registrations() async -> Registrations {
+        await withCheckedContinuation { (c: CheckedContinuation<Registrations, Never>) in
+            execute { [self] in
+                c.resume(returning: Registrations(watches: watches.count, timers: timers.count, hooks: hooks.count))
+            }
+        }
+    }
+
     // MARK: Stopping
 
     /// Stops the loop after the work already queued and joins its thread. Must not be called on
