@@ -287,7 +287,7 @@ final class ConnectionBox: @unchecked Sendable {
 
     func runLoop() {
         loopThread.store(UInt(pthread_self()), ordering: .relaxed)
-        Thread.current.name = "dbus-dispatch"  // the kernel name too: visible in /proc, top -H, gdb
+        Self.nameThisThread("dbus-dispatch")
         while true {
             let (commands, stop) = state.withLock { s -> ([Command], Bool) in
                 let c = s.queue
@@ -305,6 +305,15 @@ final class ConnectionBox: @unchecked Sendable {
             pollOnce()
         }
         teardown()
+    }
+
+    /// Sets the calling thread's kernel name (`/proc/thread-self/comm`, as `top -H` and gdb show
+    /// it); Foundation's `Thread.name` does not reliably reach the kernel on Linux.
+    static func nameThisThread(_ name: String) {
+        let fd = Glibc.open("/proc/thread-self/comm", O_WRONLY | O_CLOEXEC)
+        guard fd >= 0 else { return }
+        _ = name.utf8CString.withUnsafeBufferPointer { write(fd, $0.baseAddress, $0.count - 1) }
+        close(fd)
     }
 
     private func pollOnce() {
