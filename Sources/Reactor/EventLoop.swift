@@ -303,6 +303,7 @@ public final class EventLoop: @unchecked Sendable {
 
     private func threadMain() {
         loopThread.store(UInt(pthread_self()), ordering: .relaxed)
+        nameThread()
         while true {
             runLocalWork()
             let (incoming, stopping) = shared.withLock { s -> ([Work], Bool) in
@@ -322,6 +323,16 @@ public final class EventLoop: @unchecked Sendable {
             }
             waitForEvents()
         }
+    }
+
+    /// Gives the loop thread its `name` in the kernel (the first 15 bytes; `/proc`, `top -H`,
+    /// gdb, perf), through `/proc/thread-self/comm`.
+    private func nameThread() {
+        let fd = Glibc.open("/proc/thread-self/comm", O_WRONLY | O_CLOEXEC)
+        guard fd >= 0 else { return }
+        let bytes = Array(name.utf8.prefix(15))
+        _ = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
+        close(fd)
     }
 
     private func runLocalWork() {
