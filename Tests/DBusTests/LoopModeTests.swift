@@ -95,6 +95,46 @@ struct LoopModeTests {
         }
     }
 
+    @Test("callers on other threads and on the loop at once share a loop connection; signals emitted from both arrive")
+    func mixedThreads() async throws {
+        let loop = EventLoop(name: "t-dbus-mixed")
+        defer { loop.shutdown() }
+        try await withBus { bus in
+            let server = try await EchoServer.start(bus)
+            defer { server.close() }
+            let client = try await DBusConnection.connect(.address(bus.address), timeout: .seconds(10), loop: loop)
+            defer { client.close() }
+            let listener = try await bus.connect()
+            defer { listener.close() }
+            let heard = SignalCollector(try await listener.signals(matching: DBusMatchRule(sender: client.uniqueName,
+                                                                                          interface: EchoServer.interface)))
+            let total = try await withThrowingTaskGroup(of: Int.self) { group -> Int in
+                for worker in 0..<8 {
+                    let onLoop = worker % 2 == 0
+                    let body: @Sendable () async throws -> Int = {
+                        var n = 0
+                        for i in 0..<50 {
+                            let text = "w\(worker)-\(i)"
+                            let reply = try await client.echo("Upper", [.string(text), .int32(Int32(i))])
+                            guard try reply.decode(0, as: String.self) == text.uppercased() else { return -1 }
+                            if i % 10 == 0 {
+                                try client.emitSignal(path: EchoServer.path, interface: EchoServer.interface, member: "Ping",
+                                                      arguments: [.uint32(UInt32(worker * 100 + i))])
+                            }
+                            n += 1
+                        }
+                        return n
+                    }
+                    if onLoop { group.addTask(executorPreference: loop, operation: body) } else { group.addTask(operation: body) }
+                }
+                return try await group.reduce(0, +)
+            }
+            #expect(total == 400)
+            let signals = await heard.wait(count: 40)
+            #expect(Set(signals.compactMap { try? $0.decode(0, as: UInt32.self) }).count == 40)
+        }
+    }
+
     @Test("a call with no answer times out on the loop's timers; a cancelled call is cancelled")
     func timeoutAndCancel() async throws {
         let loop = EventLoop(name: "t-dbus-timeout")
