@@ -13,7 +13,8 @@ import Testing
 /// emulator → back for a GoPro keep-alive `WriteValue`, and the time until the camera's answer
 /// arrives through the AcquireNotify socket, with everything on dispatch/reader threads and the
 /// task pool versus the client and the emulator each on an event loop (docs/benchmarks.md
-/// "D-Bus round trip"). Run alone: `swift test --skip-build --no-parallel --filter RoundTripFigures`.
+/// "D-Bus round trip"). Run alone: `swift test --skip-build --no-parallel --filter RoundTripFigures`;
+/// `RT_MODE=loops` or `RT_MODE=threads` measures one mode only (to profile it with perf or strace).
 @Suite(.serialized, .timeLimit(.minutes(2))) struct RoundTripFigures {
     struct Figures: CustomStringConvertible {
         var call: [Double]
@@ -90,9 +91,10 @@ import Testing
         // Interleaved, twice each, so that machine load affects both alike.
         var thread: [Figures] = []
         var loop: [Figures] = []
+        let mode = ProcessInfo.processInfo.environment["RT_MODE"] ?? "both"
         for _ in 0..<2 {
-            thread.append(try await Self.measure(loops: false, count: count))
-            loop.append(try await Self.measure(loops: true, count: count))
+            if mode != "loops" { thread.append(try await Self.measure(loops: false, count: count)) }
+            if mode != "threads" { loop.append(try await Self.measure(loops: true, count: count)) }
         }
         for (name, runs) in [("threads", thread), ("loops", loop)] {
             for r in runs {
