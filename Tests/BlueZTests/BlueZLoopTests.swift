@@ -91,6 +91,26 @@ import Testing
         }
     }
 
+    @Test func startNotifyValuesReachTheHandlerOnTheClientLoop() async throws {
+        let hr = GenericDevice.batteryHeartRate(address: "C0:FF:EE:00:00:32")
+        try await Self.withLoops(devices: [hr]) { sim, client, _, cLoop in
+            let central = BlueZCentral(client: client, adapter: try client.adapter(), notifyMethod: .startNotify)
+            let measurement = CharacteristicID("2A37", service: "180D")
+            let link = try await central.connect(address: hr.address, notify: [measurement], timeout: .seconds(5))
+            #expect(!sim.isAcquired(hr.address, characteristic: "2A37", write: false))
+            #expect(sim.notifySessions(hr.address, characteristic: "2A37").count == 1)
+            let got = Mutex<[([UInt8], Bool)]>([])
+            let delivering = Task { await link.deliverNotifications { n in got.withLock { $0.append((n.value, cLoop.inLoop)) } } }
+            // PropertiesChanged(Value) through the bus → the client's signal pump on its loop.
+            for bpm in UInt8(60)..<UInt8(70) { #expect(hr.notify("2A37", [0x00, bpm])) }
+            #expect(await eventually(5) { got.withLock { $0.count } == 10 })
+            #expect(got.withLock { $0.map(\.0) } == (60..<70).map { [0x00, UInt8($0)] })
+            #expect(got.withLock { $0.allSatisfy(\.1) })
+            await link.disconnect()
+            await delivering.value
+        }
+    }
+
     @Test func simulatedGoProAnswersAKeepAliveOnTheLoop() async throws {
         let camera = SimulatedGoPro(address: "C0:FF:EE:00:01:31", encrypted: false)
         try await Self.withLoops(devices: [camera]) { sim, client, _, cLoop in
