@@ -209,7 +209,12 @@ extension ConnectionBox {
 
     /// Dispatches every queued message (loop thread); notices a lost connection.
     func dispatchOnLoop() {
-        guard !loopState.withLock({ $0.finished }) else { return }
+        // What libdbus flagged so far is dispatched now; a flag raised meanwhile stays for the hook.
+        let finished = loopState.withLock { s -> Bool in
+            s.dispatchPending = false
+            return s.finished
+        }
+        guard !finished else { return }
         while dbus_connection_dispatch(raw) == DBUS_DISPATCH_DATA_REMAINS {}
         if dbus_connection_get_is_connected(raw) == 0 {
             // The Disconnected message has been dispatched by now (it is queued last).
