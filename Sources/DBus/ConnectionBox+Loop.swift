@@ -79,8 +79,16 @@ extension ConnectionBox {
             guard status == DBUS_DISPATCH_DATA_REMAINS else { return }
             ConnectionBox.from(data).loopDispatchNeeded()
         }, userData, nil)
+        guard watchesOK != 0, timersOK != 0 else {
+            // Out of memory: the caller closes the connection; leave nothing on the loop.
+            dbus_connection_set_dispatch_status_function(raw, nil, nil, nil)
+            dbus_connection_set_watch_functions(raw, nil, nil, nil, nil, nil)
+            dbus_connection_set_timeout_functions(raw, nil, nil, nil, nil, nil)
+            releaseLoopRegistrations()
+            return false
+        }
         loop.execute { [self] in dispatchOnLoop() }
-        return watchesOK != 0 && timersOK != 0
+        return true
     }
 
     // MARK: Watches
@@ -256,8 +264,14 @@ extension ConnectionBox {
         io.withLock { $0 = false }
         dbus_connection_set_dispatch_status_function(raw, nil, nil, nil)
         closeAndRelease()
+        releaseLoopRegistrations()
+    }
+
+    /// Marks loop mode finished and removes every watch, timer and the hook from the loop.
+    private func releaseLoopRegistrations() {
         let (watches, timers, hook) = loopState.withLock { s in
             defer {
+                s.finished = true
                 s.watches = [:]
                 s.timers = [:]
                 s.hook = nil
