@@ -135,24 +135,6 @@ struct LoopModeTests {
         }
     }
 
-    @Test("the system bus (registered by libdbus before the loop gets it) works on a loop, signals already queued included")
-    func systemBusOnLoop() async throws {
-        let loop = EventLoop(name: "t-dbus-system")
-        defer { loop.shutdown() }
-        try await withBus { bus in
-            setenv("DBUS_SYSTEM_BUS_ADDRESS", bus.address, 1)
-            let system = try await DBusConnection.connect(.system, timeout: .seconds(10), loop: loop)
-            defer { system.close() }
-            #expect(system.loop === loop)
-            #expect(try await system.nameOwner("org.freedesktop.DBus") == "org.freedesktop.DBus")
-            let owned = SignalCollector(try await system.signals(matching: DBusMatchRule(
-                sender: "org.freedesktop.DBus", interface: "org.freedesktop.DBus", member: "NameAcquired")))
-            #expect(try await system.requestName("org.example.LoopSys") == .primaryOwner)
-            let acquired = await owned.wait(count: 1)
-            #expect(acquired.contains { (try? $0.decode(0, as: String.self)) == "org.example.LoopSys" })
-        }
-    }
-
     @Test("a call with no answer times out on the loop's timers; a cancelled call is cancelled")
     func timeoutAndCancel() async throws {
         let loop = EventLoop(name: "t-dbus-timeout")
