@@ -49,15 +49,15 @@ let package = Package(
             pkgConfig: "dbus-1",
             providers: [.apt(["libdbus-1-dev"])]
         ),
-        .target(name: "DBus", dependencies: ["CDBus"]),
+        .target(name: "DBus", dependencies: ["CDBus", "Reactor"]),
 
         // MARK: Bluetooth over D-Bus
         // SOCK_SEQPACKET sockets of AcquireWrite/AcquireNotify (client and emulator ends).
-        .target(name: "PacketSocket"),
+        .target(name: "PacketSocket", dependencies: ["Reactor"]),
         // The one poll(2) thread the bridge runs on (executor, descriptors, timers).
         .target(name: "Reactor"),
-        .target(name: "BlueZ", dependencies: ["DBus", "BridgeCore", "PacketSocket"]),
-        .target(name: "BlueZSimulator", dependencies: ["DBus", "PacketSocket"]),
+        .target(name: "BlueZ", dependencies: ["DBus", "BridgeCore", "PacketSocket", "Reactor"]),
+        .target(name: "BlueZSimulator", dependencies: ["DBus", "PacketSocket", "Reactor"]),
 
         // MARK: The bridge
         .target(name: "BridgeConfig", dependencies: ["BinaryCoding", .product(name: "Yams", package: "Yams")]),

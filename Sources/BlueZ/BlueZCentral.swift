@@ -126,7 +126,7 @@ final class BlueZLink: BLELink {
             .compactMap { $0.value["org.bluez.GattCharacteristic1"]?["MTU"]?.integerValue }
         mtu = mtus.first.map(Int.init) ?? 23
         let states = client.connectionStates(device)
-        let watcher = Task { [continuation] in
+        let watcher = client.spawn { [continuation] in
             for await s in states where !s.connected { break }
             continuation.finish()
         }
@@ -170,11 +170,12 @@ final class BlueZLink: BLELink {
     func subscribe(_ ids: [CharacteristicID]) async throws(BlueZError) {
         for id in ids {
             let c = try characteristic(id)
-            // Values reach `emit` on the thread that read them (the AcquireNotify socket's).
+            // Values reach `emit` on the thread that read them (the AcquireNotify socket's reader
+            // thread, or the client's event loop).
             let session = try await client.notifications(c, using: notifyMethod) { [weak self] v in
                 self?.emit(GATTNotification(characteristic: id, value: v))
             }
-            let t = Task { for await _ in session {} }  // keeps the session; ends with it
+            let t = client.spawn { for await _ in session {} }  // keeps the session; ends with it
             tasks.add(t)
         }
     }

@@ -18,7 +18,8 @@ public enum NotifyMethod: Sendable, Equatable {
 /// Notifications through an `AcquireNotify` socket (bluez doc/org.bluez.GattCharacteristic.rst;
 /// spec/bluez.md "Objects a client sees").
 public struct AcquiredNotifications: Sendable {
-    /// One element per notification, read from the socket on a dedicated thread. Finishes when
+    /// One element per notification, read from the socket on a dedicated thread (on the client's
+    /// event loop when it has one). Finishes when
     /// BlueZ closes the socket (link loss, StopNotify) or after ``release()``; ending the
     /// iteration (cancel) releases too.
     public let values: AsyncStream<[UInt8]>
@@ -97,7 +98,8 @@ extension BlueZClient {
     /// `notSupported` without the notify flag. Also ended by ``stopNotifications(_:)`` and
     /// ``close()``.
     ///
-    /// With `onValue`, each value is handed to it on the socket's reader thread, in order, and
+    /// With `onValue`, each value is handed to it on the socket's reader thread (the client's
+    /// event loop thread when it runs on one), in order, and
     /// `values` carries none (it still finishes when the socket closes; keep it referenced, since
     /// dropping it releases the socket).
     public func acquireNotify(_ characteristic: BlueZCharacteristic, timeout: Duration? = nil,
@@ -122,10 +124,11 @@ extension BlueZClient {
             socket.shutdown()
             _ = self?.store.withLock { $0.acquired.removeValue(forKey: id) }
         }
-        if let onValue {
-            socket.read(onPacket: onValue, onClose: { continuation.finish() })
+        let onPacket: @Sendable ([UInt8]) -> Void = onValue ?? { continuation.yield($0) }
+        if let loop {
+            socket.read(on: loop, onPacket: onPacket, onClose: { continuation.finish() })
         } else {
-            socket.read(onPacket: { continuation.yield($0) }, onClose: { continuation.finish() })
+            socket.read(onPacket: onPacket, onClose: { continuation.finish() })
         }
         return AcquiredNotifications(values: values, mtu: mtu, socket: socket)
     }

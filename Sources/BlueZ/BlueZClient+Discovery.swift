@@ -87,7 +87,7 @@ public final class ScanSession: Sendable {
         let (stream, continuation) = AsyncStream<DiscoveredDevice>.makeStream(bufferingPolicy: .bufferingNewest(1024))
         devices = stream
         let interesting: Set = ["RSSI", "Name", "Alias", "ManufacturerData", "ServiceData", "UUIDs"]
-        task = Task { [weak client] in
+        task = client.spawn { [weak client] in
             for await e in events {
                 var path: DBusObjectPath?
                 switch e {

@@ -1,5 +1,6 @@
 import DBus
 import PacketSocket
+import Reactor
 import Synchronization
 
 /// A typed async client of bluetoothd (`org.bluez`) over D-Bus, with an object cache fed by
@@ -7,7 +8,8 @@ import Synchronization
 /// spec/bluez.md "Objects a client sees").
 ///
 /// The signal subscription is made before `GetManagedObjects`, so nothing between the two is
-/// lost. Object paths are never kept across reconnects: characteristics are looked up by UUID
+/// lost. On a connection opened on a `Reactor.EventLoop` the client runs there too: its tasks
+/// prefer the loop and AcquireNotify sockets are read by it (docs/bluez.md "On an event loop"). Object paths are never kept across reconnects: characteristics are looked up by UUID
 /// under the device for every operation.
 public final class BlueZClient: Sendable {
     /// BlueZ's bus name.
@@ -54,6 +56,21 @@ public final class BlueZClient: Sendable {
     /// Default timeout of BlueZ method calls.
     public let callTimeout: Duration
 
+    /// The event loop the client runs on: its connection's (nil: dispatch thread, reader threads,
+    /// the cooperative pool).
+    public var loop: EventLoop? { connection.loop }
+
+    /// Starts a task that prefers the client's loop (an ordinary task without one).
+    @discardableResult
+    func spawn(_ body: sending @escaping @isolated(any) () async -> Void) -> Task<Void, Never> {
+        Task(executorPreference: loop, operation: body)
+    }
+
+    /// Sleeps on the loop's timers when there is a loop (no timer thread involved).
+    static func sleep(on loop: EventLoop?, for duration: Duration) async throws {
+        if let loop { try await loop.sleep(for: duration) } else { try await Task.sleep(for: duration) }
+    }
+
     init(connection: DBusConnection, owns: Bool, callTimeout: Duration) {
         self.connection = connection
         self.ownsConnection = owns
@@ -61,13 +78,15 @@ public final class BlueZClient: Sendable {
     }
 
     /// Opens a connection to `bus` (the system bus by default, honouring
-    /// `DBUS_SYSTEM_BUS_ADDRESS`) and starts a client on it; ``close()`` closes both.
-    public static func connect(_ bus: DBusBus = .system, callTimeout: Duration = .seconds(30)) async throws(BlueZError)
-        -> BlueZClient
+    /// `DBUS_SYSTEM_BUS_ADDRESS`) and starts a client on it; ``close()`` closes both. With `loop`
+    /// the connection, the client's tasks and its AcquireNotify sockets run on that event loop
+    /// (docs/bluez.md "On an event loop"; close the client before shutting the loop down).
+    public static func connect(_ bus: DBusBus = .system, callTimeout: Duration = .seconds(30),
+                               loop: EventLoop? = nil) async throws(BlueZError) -> BlueZClient
     {
         let c: DBusConnection
         do {
-            c = try await DBusConnection.connect(bus, timeout: .seconds(10))
+            c = try await DBusConnection.connect(bus, timeout: .seconds(10), loop: loop)
         } catch {
             throw BlueZError(error, context: "connecting to the bus")
         }
@@ -79,7 +98,8 @@ public final class BlueZClient: Sendable {
         }
     }
 
-    /// Starts a client on an existing connection (which the caller keeps owning).
+    /// Starts a client on an existing connection (which the caller keeps owning); it runs on the
+    /// connection's event loop if it has one.
     public static func start(on connection: DBusConnection, callTimeout: Duration = .seconds(30)) async throws(BlueZError)
         -> BlueZClient
     {
@@ -102,7 +122,7 @@ public final class BlueZClient: Sendable {
             throw BlueZError(error, context: "GetManagedObjects")
         }
         client.store.withLock { $0.objects = snapshot }
-        let pump = Task { [weak client] in
+        let pump = client.spawn { [weak client] in
             do {
                 for try await m in signals {
                     guard let client else { return }
@@ -111,7 +131,7 @@ public final class BlueZClient: Sendable {
             } catch {}
             client?.shutDown()
         }
-        let ownerPump = Task { [weak client] in
+        let ownerPump = client.spawn { [weak client] in
             do {
                 for try await m in owners {
                     let old: String = (try? m.decode(1)) ?? ""
@@ -305,8 +325,9 @@ public final class BlueZClient: Sendable {
     ) async throws(BlueZError) -> T {
         let (events, id, remove) = listener ?? listen()
         defer { remove() }
-        let timer = Task { [weak self] in
-            try? await Task.sleep(for: timeout)
+        let loop = self.loop
+        let timer = spawn { [weak self] in
+            try? await BlueZClient.sleep(on: loop, for: timeout)
             _ = self?.store.withLock { $0.listeners[id] }?.yield(.timedOut)
         }
         defer { timer.cancel() }

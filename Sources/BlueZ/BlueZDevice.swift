@@ -77,7 +77,7 @@ extension BlueZClient {
         let (events, _, remove) = listen()
         let (stream, continuation) = AsyncStream<ConnectionState>.makeStream(bufferingPolicy: .bufferingNewest(64))
         continuation.yield(connectionState(device))
-        let task = Task { [weak self] in
+        let task = spawn { [weak self] in
             for await e in events {
                 switch e {
                 case let .changed(p, i, changed, _) where p == device.path && i == Self.device1:
@@ -312,7 +312,7 @@ extension BlueZClient {
         }
         guard let onValue else { return stream }
         let (ended, endedContinuation) = AsyncStream<[UInt8]>.makeStream()
-        let forwarder = Task {
+        let forwarder = spawn {
             for await v in stream { onValue(v) }
             endedContinuation.finish()
         }

@@ -52,15 +52,24 @@ extension BlueZSimulator {
                     try? await self?.write(address, path, v, options: ["type": .string("command")], sender: "socket")
                 }
             }
-            io.read(onPacket: { feed.yield($0) }, onClose: { [weak self] in
+            read(io, onPacket: { feed.yield($0) }, onClose: { [weak self] in
                 feed.finish()
                 self?.released(address, path, io, write: true)
             })
         } else {
             try? connection.setProperties(path, interface: Self.char1, ["NotifyAcquired": .boolean(true), "Notifying": .boolean(true)])
-            io.read(onPacket: { _ in }, onClose: { [weak self] in self?.released(address, path, io, write: false) })
+            read(io, onPacket: { _ in }, onClose: { [weak self] in self?.released(address, path, io, write: false) })
         }
         return [.unixFD(clientEnd), .uint16(UInt16(clamping: d.device.mtu))]
+    }
+
+    /// Reads the emulator's end of an acquired socket on the loop, or on a reader thread without one.
+    func read(_ io: PacketSocket, onPacket: @escaping @Sendable ([UInt8]) -> Void, onClose: @escaping @Sendable () -> Void) {
+        if let loop = connection.loop {
+            io.read(on: loop, onPacket: onPacket, onClose: onClose)
+        } else {
+            io.read(onPacket: onPacket, onClose: onClose)
+        }
     }
 
     /// An acquired socket closed (client released it, StopNotify, link loss, emulator stopped).

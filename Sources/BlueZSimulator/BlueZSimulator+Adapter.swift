@@ -178,8 +178,9 @@ extension BlueZSimulator {
             return s.devices[address]?.removalGeneration ?? 0
         }
         let delay = options.removalDelay
+        let loop = connection.loop
         spawn { [weak self] in
-            try? await Task.sleep(for: delay)
+            try? await BlueZSimulator.sleep(on: loop, for: delay)
             guard let self, !Task.isCancelled else { return }
             let still = self.state.withLock { s -> Bool in
                 guard let d = s.devices[address] else { return false }

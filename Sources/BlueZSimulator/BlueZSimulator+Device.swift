@@ -61,7 +61,7 @@ extension BlueZSimulator {
             return s.devices[address]!.faults
         }
         guard let faults else { throw BlueZErrors.doesNotExist }
-        if faults.replyDelay > .zero { try? await Task.sleep(for: faults.replyDelay) }
+        if faults.replyDelay > .zero { try? await sleep(for: faults.replyDelay) }
         if let e = faults.errors[method] { throw DBusError.remote(name: e.name, message: e.message) }
     }
 
@@ -71,7 +71,7 @@ extension BlueZSimulator {
         while ContinuousClock.now < deadline {
             if condition() { return true }
             if Task.isCancelled { return false }
-            try? await Task.sleep(for: .milliseconds(5))
+            try? await sleep(for: .milliseconds(5))
         }
         return condition()
     }
@@ -129,8 +129,9 @@ extension BlueZSimulator {
     /// device gets its link. Notify sessions carry over (re-armed by bluetoothd, behaviour 2).
     func resolveServices(_ address: String, epoch: UInt64) {
         let delay = options.resolveDelay
+        let loop = connection.loop
         spawn { [weak self] in
-            try? await Task.sleep(for: delay)
+            try? await BlueZSimulator.sleep(on: loop, for: delay)
             guard let self, !Task.isCancelled else { return }
             let d = self.state.withLock { s -> DeviceState? in
                 guard let d = s.devices[address], d.epoch == epoch, d.connected else { return nil }
@@ -170,7 +171,7 @@ extension BlueZSimulator {
         case .none: throw BlueZErrors.notConnected
         case .cancel: return
         case .disconnect:
-            try? await Task.sleep(for: options.disconnectDelay)
+            try? await sleep(for: options.disconnectDelay)
             linkDown(address)
         }
     }

@@ -175,8 +175,9 @@ extension BlueZSimulator {
         if drop {
             record(false)
             let epoch = d.epoch
+            let loop = connection.loop
             spawn { [weak self] in
-                try? await Task.sleep(for: .milliseconds(30))
+                try? await BlueZSimulator.sleep(on: loop, for: .milliseconds(30))
                 guard let self, self.state.withLock({ $0.devices[address]?.epoch == epoch }) else { return }
                 self.linkDown(address)
             }

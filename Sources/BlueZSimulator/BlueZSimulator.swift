@@ -1,5 +1,6 @@
 import DBus
 import PacketSocket
+import Reactor
 import Synchronization
 
 /// An emulated bluetoothd (5.66 by default) serving `org.bluez` on a D-Bus connection, with
@@ -13,6 +14,11 @@ import Synchronization
 /// try sim.add(hr)
 /// ```
 /// Everything the emulator does is visible only over D-Bus; tests drive clients against it.
+///
+/// On a connection opened on a `Reactor.EventLoop` the emulator runs on that loop: method
+/// handlers, the tasks it spawns, its timers and its acquired sockets (docs/bluez.md "On an
+/// event loop"), so a `WriteValue` that a device answers with a notification through an
+/// AcquireNotify socket never leaves the loop thread.
 public final class BlueZSimulator: Sendable {
     /// Which bluetoothd to imitate where versions differ (spec/bluez.md behaviour 6).
     public enum Version: Sendable, Equatable {
@@ -210,7 +216,7 @@ public final class BlueZSimulator: Sendable {
             // Watch first, so a caller that vanishes right after its call is not missed.
             let owners = try await connection.signals(matching: DBusMatchRule(
                 sender: "org.freedesktop.DBus", interface: "org.freedesktop.DBus", member: "NameOwnerChanged"))
-            let watcher = Task { [weak self] in
+            let watcher = Task(executorPreference: connection.loop) { [weak self] in
                 do {
                     for try await m in owners {
                         guard case let .string(name)? = m.body.first, name.hasPrefix(":"),
@@ -344,13 +350,26 @@ public final class BlueZSimulator: Sendable {
         }
     }
 
+    /// The event loop the emulator runs on (its connection's), nil for the dispatch thread.
+    public var loop: EventLoop? { connection.loop }
+
+    /// Sleeps on the loop's timers when there is a loop (no timer thread involved).
+    func sleep(for duration: Duration) async throws {
+        try await Self.sleep(on: connection.loop, for: duration)
+    }
+
+    /// ``sleep(for:)`` for spawned tasks that must not keep the emulator alive while they wait.
+    static func sleep(on loop: EventLoop?, for duration: Duration) async throws {
+        if let loop { try await loop.sleep(for: duration) } else { try await Task.sleep(for: duration) }
+    }
+
     func wrap(_ body: () throws(DBusError) -> Void) throws(BlueZSimulatorError) {
         do { try body() } catch { throw .dbus(error) }
     }
 
     func spawn(_ body: @escaping @Sendable () async -> Void) {
         let id = state.withLock { $0.id() }
-        let t = Task { [weak self] in
+        let t = Task(executorPreference: connection.loop) { [weak self] in
             await body()
             self?.state.withLock { s in
                 if s.tasks.removeValue(forKey: id) == nil { s.endedEarly.insert(id) }

@@ -1,8 +1,10 @@
 import CDBus
 import Foundation
+import Reactor
 import Synchronization
 
-/// The state shared between callers and the dispatch thread of one connection.
+/// The state shared between callers and the dispatch thread of one connection — or, for a
+/// connection opened on a `Reactor.EventLoop`, the loop that drives it (`ConnectionBox+Loop.swift`).
 ///
 /// `@unchecked Sendable`: `raw` is an immutable pointer to a libdbus connection (thread-safe
 /// after `dbus_threads_init_default()`: callers send on their own thread, the dispatch thread
@@ -15,6 +17,10 @@ final class ConnectionBox: @unchecked Sendable {
     let wakeRead: Int32
     let wakeWrite: Int32
     let state: Mutex<State>
+    /// The event loop that drives this connection (loop mode), nil for a dispatch thread.
+    let loop: EventLoop?
+    /// Loop mode: libdbus' watches and timeouts as the loop's, and what teardown must undo.
+    let loopState = Mutex(LoopState())
 
     /// The address of a libdbus object (watch, timeout, message, pending call) as a plain value,
     /// so that it can sit in the locked state; it is turned back into a pointer by the thread
@@ -74,10 +80,13 @@ final class ConnectionBox: @unchecked Sendable {
         }
     }
 
-    private init(raw: OpaquePointer) {
+    private init(raw: OpaquePointer, loop: EventLoop?) {
         self.raw = raw
+        self.loop = loop
         var fds: [Int32] = [-1, -1]
-        if pipe(&fds) == 0 {
+        if loop != nil {
+            // Loop mode: the loop's own wake-up serves; no self-pipe.
+        } else if pipe(&fds) == 0 {
             for fd in fds {
                 _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
                 _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
@@ -101,12 +110,13 @@ final class ConnectionBox: @unchecked Sendable {
         let uniqueName: String?
     }
 
-    /// Opens and starts a connection (blocking; runs on a connect thread).
+    /// Opens and starts a connection (blocking; runs on a connect thread): with a dispatch thread,
+    /// or on `loop` when given (no thread of its own, see `ConnectionBox+Loop.swift`).
     ///
     /// For an address, `Hello` is left to the caller (sent through the dispatch thread with a
     /// timeout) rather than `dbus_bus_register`, which holds a process-wide libdbus lock while it
     /// blocks: one mute server would stall every other connect in the process.
-    static func open(_ bus: DBusBus) -> Result<Opened, DBusError> {
+    static func open(_ bus: DBusBus, loop: EventLoop? = nil) -> Result<Opened, DBusError> {
         var err = CDBus.DBusError()
         dbus_error_init(&err)
         let raw: OpaquePointer?
@@ -122,7 +132,15 @@ final class ConnectionBox: @unchecked Sendable {
         guard let raw else { return .failure(.connectionFailed(name: "", message: "no connection")) }
         dbus_connection_set_exit_on_disconnect(raw, 0)
         let unique = dbus_bus_get_unique_name(raw).map { String(cString: $0) }
-        let box = ConnectionBox(raw: raw)
+        let box = ConnectionBox(raw: raw, loop: loop)
+        if let loop {
+            guard box.installOnLoop(loop) else {
+                dbus_connection_close(raw)
+                dbus_connection_unref(raw)
+                return .failure(.outOfMemory)
+            }
+            return .success(Opened(box: box, uniqueName: unique))
+        }
         guard box.wakeRead >= 0, box.install() else {
             dbus_connection_close(raw)
             dbus_connection_unref(raw)
@@ -136,7 +154,7 @@ final class ConnectionBox: @unchecked Sendable {
 
     // MARK: libdbus integration
 
-    private var userData: UnsafeMutableRawPointer { Unmanaged.passUnretained(self).toOpaque() }
+    var userData: UnsafeMutableRawPointer { Unmanaged.passUnretained(self).toOpaque() }
 
     static func from(_ data: UnsafeMutableRawPointer?) -> ConnectionBox {
         Unmanaged<ConnectionBox>.fromOpaque(data!).takeUnretainedValue()
@@ -144,6 +162,12 @@ final class ConnectionBox: @unchecked Sendable {
 
     /// Installs the filter (retaining `self` once) and the watch/timeout functions.
     private func install() -> Bool {
+        installFilter() && installWatchFunctions()
+    }
+
+    /// Adds the filter that sees every incoming message, retaining `self` once (released by
+    /// libdbus' free function when the filter is removed at teardown).
+    func installFilter() -> Bool {
         let retained = Unmanaged.passRetained(self).toOpaque()
         guard dbus_connection_add_filter(raw, ConnectionBox.filterFunction, retained, { data in
             Unmanaged<ConnectionBox>.fromOpaque(data!).release()
@@ -151,6 +175,10 @@ final class ConnectionBox: @unchecked Sendable {
             Unmanaged<ConnectionBox>.fromOpaque(retained).release()
             return false
         }
+        return true
+    }
+
+    private func installWatchFunctions() -> Bool {
         let watchesOK = dbus_connection_set_watch_functions(raw, { watch, data in
             ConnectionBox.from(data).addWatch(watch!)
             return 1
@@ -171,7 +199,7 @@ final class ConnectionBox: @unchecked Sendable {
         return watchesOK != 0 && timersOK != 0
     }
 
-    private static let filterFunction: DBusHandleMessageFunction = { _, message, data in
+    static let filterFunction: DBusHandleMessageFunction = { _, message, data in
         // `message` is borrowed: libdbus keeps ownership, so it is never unref'd here.
         guard let message, let data else { return DBUS_HANDLER_RESULT_NOT_YET_HANDLED }
         return ConnectionBox.from(data).handleIncoming(message)
@@ -208,6 +236,7 @@ final class ConnectionBox: @unchecked Sendable {
     /// Wakes the dispatch thread's `poll` so it looks at watches, timers and the queue again.
     /// Not needed on the dispatch thread itself: it does so before it polls again.
     func wake() {
+        if loop != nil { return }
         if UInt(pthread_self()) == loopThread.load(ordering: .relaxed) { return }
         var one: UInt8 = 1
         _ = write(wakeWrite, &one, 1)  // EAGAIN: the pipe is full, which wakes poll just as well
@@ -230,7 +259,7 @@ final class ConnectionBox: @unchecked Sendable {
     }
 
     /// Open until `teardown`; held while a caller's command runs.
-    private let io = Mutex(true)
+    let io = Mutex(true)
 
     /// Sends an owned message without waiting; the message is released either way.
     func send(_ message: OpaquePointer) throws(DBusError) {
@@ -241,6 +270,15 @@ final class ConnectionBox: @unchecked Sendable {
     }
 
     func requestStop() {
+        if let loop {
+            // Loop mode: the loop tears down (after the work already queued).
+            let first = state.withLock { s -> Bool in
+                defer { s.stopRequested = true }
+                return !s.stopRequested
+            }
+            if first { loop.execute { [self] in beginLoopTeardown() } }
+            return
+        }
         state.withLock { $0.stopRequested = true }
         wake()
     }
@@ -249,6 +287,7 @@ final class ConnectionBox: @unchecked Sendable {
 
     func runLoop() {
         loopThread.store(UInt(pthread_self()), ordering: .relaxed)
+        Self.nameThisThread("dbus-dispatch")
         while true {
             let (commands, stop) = state.withLock { s -> ([Command], Bool) in
                 let c = s.queue
@@ -266,6 +305,15 @@ final class ConnectionBox: @unchecked Sendable {
             pollOnce()
         }
         teardown()
+    }
+
+    /// Sets the calling thread's kernel name (`/proc/thread-self/comm`, as `top -H` and gdb show
+    /// it); Foundation's `Thread.name` does not reliably reach the kernel on Linux.
+    static func nameThisThread(_ name: String) {
+        let fd = Glibc.open("/proc/thread-self/comm", O_WRONLY | O_CLOEXEC)
+        guard fd >= 0 else { return }
+        _ = name.utf8CString.withUnsafeBufferPointer { write(fd, $0.baseAddress, $0.count - 1) }
+        close(fd)
     }
 
     private func pollOnce() {
@@ -426,6 +474,12 @@ final class ConnectionBox: @unchecked Sendable {
         {
             _ = dbus_connection_read_write(raw, 50)
         }
+        closeAndRelease()
+    }
+
+    /// Closes the libdbus connection, fails what is still pending, removes the watch and timeout
+    /// functions and the filter (releasing the filter's retain of this box), unrefs the connection.
+    func closeAndRelease() {
         dbus_connection_close(raw)
         while dbus_connection_dispatch(raw) == DBUS_DISPATCH_DATA_REMAINS {}
         let (queue, boxes, calls) = state.withLock { s in

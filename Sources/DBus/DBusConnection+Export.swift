@@ -234,8 +234,10 @@ extension ConnectionBox {
     /// Runs a handler in its own task. Calls to one object do not wait for each other: bluetoothd
     /// answers asynchronously (a second Connect while the first is pending gets InProgress, a
     /// Disconnect cancels a pending Connect), so a long handler must not block the next call.
+    /// On an event loop the task prefers the loop: a handler that does not hop elsewhere runs
+    /// and replies without leaving the loop thread (docs/dbus.md "On an event loop").
     private func runInOrder(on path: DBusObjectPath, _ body: @escaping @Sendable () async -> Void) {
-        Task { await body() }
+        Task(executorPreference: loop) { await body() }
     }
 
     private func unknownMethod(_ m: DBusMessage) {

@@ -1,5 +1,6 @@
 import CDBus
 import Foundation
+import Reactor
 import Synchronization
 
 /// Which bus to connect to (spec/bluez.md: "Use the system bus through libdbus' normal
@@ -15,8 +16,9 @@ public enum DBusBus: Sendable, Equatable {
     case address(String)
 }
 
-/// A private connection to a message bus, driven by its own dispatch thread and bridged to
-/// async Swift (issue 4 §1; D-Bus Specification, "Message Bus Specification").
+/// A private connection to a message bus, driven by its own dispatch thread — or, opened with
+/// `loop:`, by a `Reactor.EventLoop` with no thread of its own — and bridged to async Swift
+/// (issue 4 §1; D-Bus Specification, "Message Bus Specification"; docs/dbus.md).
 ///
 /// Every call has a timeout; when the connection drops, pending and later calls fail with
 /// ``DBusError/disconnected`` and signal streams end with that error. Close it with ``close()``
@@ -34,12 +36,19 @@ public final class DBusConnection: Sendable {
 
     deinit { box.requestStop() }
 
+    /// The event loop this connection runs on (nil: its own dispatch thread). On a loop, replies
+    /// resume their callers, signals are delivered and exported methods run (in tasks preferring
+    /// the loop) on the loop thread (docs/dbus.md "On an event loop").
+    public var loop: EventLoop? { box.loop }
+
     /// Opens a private connection to `bus`, registers with it (`Hello`) and starts the dispatch
-    /// thread. The blocking libdbus connect runs on its own thread; if it (or `Hello`) takes longer
-    /// than `timeout` the caller gets ``DBusError/timeout(method:milliseconds:)`` (and a late
-    /// connection is closed).
-    public static func connect(_ bus: DBusBus, timeout: Duration = .seconds(25)) async throws(DBusError)
-        -> DBusConnection
+    /// thread — or, with `loop`, hands the connection's descriptors and timeouts to that event
+    /// loop instead (docs/dbus.md "On an event loop"; close the connection before shutting the
+    /// loop down). The blocking libdbus connect runs on its own short-lived thread; if it (or
+    /// `Hello`) takes longer than `timeout` the caller gets
+    /// ``DBusError/timeout(method:milliseconds:)`` (and a late connection is closed).
+    public static func connect(_ bus: DBusBus, timeout: Duration = .seconds(25), loop: EventLoop? = nil)
+        async throws(DBusError) -> DBusConnection
     {
         LibDBus.initialiseThreads()
         let started = ContinuousClock.now
@@ -51,7 +60,7 @@ public final class DBusConnection: Sendable {
         }
         defer { timer.cancel() }
         let thread = Thread {
-            let outcome = ConnectionBox.open(bus)
+            let outcome = ConnectionBox.open(bus, loop: loop)
             if !once.resume(with: outcome) {
                 // The caller gave up (timeout): this connection is not wanted.
                 if case let .success(opened) = outcome { opened.box.requestStop() }
@@ -76,16 +85,17 @@ public final class DBusConnection: Sendable {
 
     /// Runs `body` with a new connection and closes it afterwards, also when `body` throws.
     public static func withConnection<R: Sendable>(
-        _ bus: DBusBus, timeout: Duration = .seconds(25), _ body: (DBusConnection) async throws -> R
+        _ bus: DBusBus, timeout: Duration = .seconds(25), loop: EventLoop? = nil,
+        _ body: (DBusConnection) async throws -> R
     ) async throws -> R {
-        let connection = try await connect(bus, timeout: timeout)
+        let connection = try await connect(bus, timeout: timeout, loop: loop)
         defer { connection.close() }
         return try await body(connection)
     }
 
     /// Closes the connection: pending calls fail with ``DBusError/disconnected``, signal streams
-    /// end, exported objects disappear. Idempotent, returns at once (the dispatch thread
-    /// finishes the teardown).
+    /// end, exported objects disappear. Idempotent, returns at once (the dispatch thread, or the
+    /// event loop, finishes the teardown).
     public func close() { box.requestStop() }
 
     /// Whether the connection is still usable (not closed and not lost).

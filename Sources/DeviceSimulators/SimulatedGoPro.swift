@@ -58,8 +58,10 @@ public final class SimulatedGoPro: SimulatedDevice {
     ///     ``add(to:alreadyConnected:)``-ed to and stays connectable — connecting wakes it (§2).
     ///   - batteryDrainEvery: while encoding, status 70 (battery %) drops by 1 this often and is
     ///     pushed to registered clients.
+    ///   - executor: where the camera's timer task runs — the emulator's event loop
+    ///     (`BlueZSimulator.loop`) keeps the simulated camera on the loop thread; nil: the global pool.
     public init(address: String = "C0:FF:EE:00:00:01", name: String = "GoPro 1234", encrypted: Bool = true,
-                sleepAfter: Duration? = nil, batteryDrainEvery: Duration? = nil) {
+                sleepAfter: Duration? = nil, batteryDrainEvery: Duration? = nil, executor: (any TaskExecutor)? = nil) {
         self.address = address.uppercased()
         self.sleepAfter = sleepAfter
         self.batteryDrainEvery = batteryDrainEvery
@@ -84,7 +86,7 @@ public final class SimulatedGoPro: SimulatedDevice {
         let periods = [sleepAfter, batteryDrainEvery].compactMap { $0 }
         if let shortest = periods.min() {
             let tick = min(max(shortest / 8, .milliseconds(5)), .milliseconds(250))
-            Task { [weak self] in
+            Task(executorPreference: executor) { [weak self] in
                 while !Task.isCancelled {
                     try? await Task.sleep(for: tick)
                     guard let self else { return }

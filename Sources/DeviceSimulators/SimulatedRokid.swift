@@ -31,7 +31,10 @@ public final class SimulatedRokid: SimulatedDevice {
     /// How often `Dev_BatteryChanged` is notified while an authenticated phone is connected; nil: never.
     public let batteryInterval: Duration?
 
-    public init(address: String = "C0:FF:EE:00:00:02", name: String = "Rokid Glasses", batteryInterval: Duration? = nil) {
+    /// `executor`: where the periodic battery task runs — the emulator's event loop
+    /// (`BlueZSimulator.loop`) keeps the simulated glasses on the loop thread; nil: the global pool.
+    public init(address: String = "C0:FF:EE:00:00:02", name: String = "Rokid Glasses", batteryInterval: Duration? = nil,
+                executor: (any TaskExecutor)? = nil) {
         self.address = address.uppercased()
         self.batteryInterval = batteryInterval
         advertisement = SimulatedAdvertisement(name: name, rssi: -58, uuids: ["9100"], serviceData: ["9A01": Array("SIM0001".utf8)])
@@ -45,7 +48,7 @@ public final class SimulatedRokid: SimulatedDevice {
             ]),
         ]
         if let batteryInterval {
-            Task { [weak self] in
+            Task(executorPreference: executor) { [weak self] in
                 while !Task.isCancelled {
                     try? await Task.sleep(for: batteryInterval)
                     guard let self else { return }

@@ -1,4 +1,5 @@
 import Foundation
+import Reactor
 import Synchronization
 
 /// One end of a `SOCK_SEQPACKET` Unix socket, as BlueZ hands out for `AcquireWrite` and
@@ -6,11 +7,11 @@ import Synchronization
 /// sees"): one packet per GATT value. Used by the BlueZ client (its end of an acquired socket)
 /// and by the emulator (bluetoothd's end).
 ///
-/// A reader thread (``read(onPacket:onClose:)``) hands every packet to `onPacket`; when the peer
-/// closes its end or ``shutdown()`` is called, the thread closes the descriptor and calls
-/// `onClose` once. Only one party closes the descriptor — the reader thread, or ``shutdown()``
-/// when there is none — and sends happen under the same lock, so a send never writes to a
-/// reused descriptor number.
+/// A reader thread (``read(onPacket:onClose:)``) — or an event loop's watch
+/// (``read(on:onPacket:onClose:)``) — hands every packet to `onPacket`; when the peer closes its
+/// end or ``shutdown()`` is called, the reader closes the descriptor and calls `onClose` once.
+/// Only one party closes the descriptor — the reader, or ``shutdown()`` when there is none — and
+/// sends happen under the same lock, so a send never writes to a reused descriptor number.
 public final class PacketSocket: Sendable {
     private struct State {
         var closed = false
@@ -102,6 +103,65 @@ public final class PacketSocket: Sendable {
                 close(fd)
             }
             onClose()
+        }
+    }
+}
+
+// MARK: Reading on an event loop
+
+extension PacketSocket {
+    /// Reads packets on `loop` instead of a thread of its own (docs/bluez.md "On an event loop"):
+    /// the descriptor is watched there and every packet is handed to `onPacket` on the loop
+    /// thread, in order. At EOF — the peer closed its end, or ``shutdown()`` was called (from any
+    /// thread) — the loop stops watching, closes the descriptor (it is then its one owner) and
+    /// calls `onClose` once, on the loop thread. Already shut: `onClose` runs at once. The
+    /// handlers must not block. The loop must outlive the socket's reading.
+    public func read(on loop: EventLoop, onPacket: @escaping @Sendable ([UInt8]) -> Void,
+                     onClose: @escaping @Sendable () -> Void)
+    {
+        let start = state.withLock { s -> Bool in
+            guard !s.closed, !s.shut else { return false }
+            s.reading = true
+            return true
+        }
+        guard start else {
+            onClose()
+            return
+        }
+        // Registered on the loop thread, so the handler cannot run before it knows its watch.
+        let register: @Sendable () -> Void = { [self] in
+            let slot = Mutex<EventLoop.Watch?>(nil)
+            let watch = loop.watch(fd, for: .readable) { [self] _ in
+                guard readAvailable(onPacket) else { return }
+                slot.withLock { $0 }?.cancel()
+                state.withLock { s in
+                    s.closed = true
+                    close(fd)
+                }
+                onClose()
+            }
+            slot.withLock { $0 = watch }
+        }
+        if loop.inLoop { register() } else { loop.execute(register) }
+    }
+
+    /// Receives what is queued (at most 64 packets, then lets the loop go round); true at EOF
+    /// or on an error that ends the socket.
+    private func readAvailable(_ onPacket: @Sendable ([UInt8]) -> Void) -> Bool {
+        withUnsafeTemporaryAllocation(byteCount: 65536, alignment: 1) { buffer -> Bool in
+            var packets = 0
+            while packets < 64 {
+                let n = recv(fd, buffer.baseAddress, buffer.count, Int32(MSG_DONTWAIT))
+                if n > 0 {
+                    packets += 1
+                    onPacket(Array(UnsafeRawBufferPointer(rebasing: buffer[..<n])))
+                    continue
+                }
+                if n < 0, errno == EINTR { continue }
+                if n < 0, errno == EAGAIN || errno == EWOULDBLOCK { return false }
+                return true  // 0: the peer closed (or we shut down); or a socket error
+            }
+            return false
         }
     }
 }

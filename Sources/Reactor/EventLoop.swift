@@ -263,6 +263,28 @@ public final class EventLoop: @unchecked Sendable {
         }
     }
 
+    /// What is registered on the loop: live watches, pending timers and hooks.
+    public struct Registrations: Sendable, Equatable {
+        public var watches: Int
+        public var timers: Int
+        public var hooks: Int
+        public init(watches: Int, timers: Int, hooks: Int) {
+            self.watches = watches
+            self.timers = timers
+            self.hooks = hooks
+        }
+    }
+
+    /// Counts what is registered, read on the loop after the work already queued (for tests and
+    /// diagnostics: a component that tears down must leave no watch, timer or hook behind).
+    public func registrations() async -> Registrations {
+        await withCheckedContinuation { (c: CheckedContinuation<Registrations, Never>) in
+            execute { [self] in
+                c.resume(returning: Registrations(watches: watches.count, timers: timers.count, hooks: hooks.count))
+            }
+        }
+    }
+
     // MARK: Stopping
 
     /// Stops the loop after the work already queued and joins its thread. Must not be called on
@@ -281,6 +303,7 @@ public final class EventLoop: @unchecked Sendable {
 
     private func threadMain() {
         loopThread.store(UInt(pthread_self()), ordering: .relaxed)
+        nameThread()
         while true {
             runLocalWork()
             let (incoming, stopping) = shared.withLock { s -> ([Work], Bool) in
@@ -300,6 +323,16 @@ public final class EventLoop: @unchecked Sendable {
             }
             waitForEvents()
         }
+    }
+
+    /// Gives the loop thread its `name` in the kernel (the first 15 bytes; `/proc`, `top -H`,
+    /// gdb, perf), through `/proc/thread-self/comm`.
+    private func nameThread() {
+        let fd = Glibc.open("/proc/thread-self/comm", O_WRONLY | O_CLOEXEC)
+        guard fd >= 0 else { return }
+        let bytes = Array(name.utf8.prefix(15))
+        _ = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
+        close(fd)
     }
 
     private func runLocalWork() {

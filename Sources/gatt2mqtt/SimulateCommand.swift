@@ -3,6 +3,7 @@ import BlueZSimulator
 import DBus
 import DeviceSimulators
 import Foundation
+import Reactor
 
 /// `gatt2mqtt simulate`: a private dbus-daemon with the emulated BlueZ and a battery + heart-rate
 /// device, for demos and end-to-end tests (docs/bluez.md). Prints the bus address as
@@ -41,6 +42,9 @@ struct SimulateCommand: AsyncParsableCommand {
 
     @Option(help: "Simulated Rokid glasses notify Dev_BatteryChanged every this many seconds once authenticated (0: never).")
     var rokidBatteryInterval: Double = 30
+
+    @Flag(help: "Run the emulator and the simulated devices on one event-loop thread (D-Bus, acquired sockets, handlers) instead of a dispatch thread, reader threads and the task pool.")
+    var eventLoop = false
 
     /// Seconds as a duration, nil for 0 (never).
     static func period(_ seconds: Double) -> Duration? {
@@ -137,7 +141,11 @@ struct SimulateCommand: AsyncParsableCommand {
             throw CLIError("dbus-daemon printed no address")
         }
         let busAddress = String(line)
-        let connection = try await DBusConnection.connect(.address(busAddress), timeout: .seconds(10))
+        // Loop mode: the connection, the emulator's handlers and tasks and the devices' timers
+        // all run on this one thread (docs/bluez.md "On an event loop"); stopped last.
+        let loop = eventLoop ? EventLoop(name: "simulate") : nil
+        defer { loop?.shutdown() }
+        let connection = try await DBusConnection.connect(.address(busAddress), timeout: .seconds(10), loop: loop)
         defer { connection.close() }
         let sim = BlueZSimulator(connection: connection)
         try await sim.start()
@@ -148,10 +156,11 @@ struct SimulateCommand: AsyncParsableCommand {
             switch spec.kind {
             case "gopro":
                 let camera = SimulatedGoPro(address: spec.address, sleepAfter: Self.period(goproSleepAfter),
-                                            batteryDrainEvery: Self.period(goproBatteryDrain))
+                                            batteryDrainEvery: Self.period(goproBatteryDrain), executor: loop)
                 cameras[camera.address] = camera
                 try camera.add(to: sim)
-            case "rokid": try sim.add(SimulatedRokid(address: spec.address, batteryInterval: Self.period(rokidBatteryInterval)))
+            case "rokid":
+                try sim.add(SimulatedRokid(address: spec.address, batteryInterval: Self.period(rokidBatteryInterval), executor: loop))
             default:
                 let hr = GenericDevice.batteryHeartRate(address: spec.address)
                 sensors.append(hr)
@@ -187,7 +196,7 @@ struct SimulateCommand: AsyncParsableCommand {
                 stop.continuation.yield()
             }
         }
-        let beats = Task {
+        let beats = Task(executorPreference: loop) {
             guard heartRateInterval > 0 else { return }
             var bpm: UInt8 = 60
             while !Task.isCancelled {

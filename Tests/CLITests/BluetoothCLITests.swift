@@ -79,6 +79,38 @@ import Testing
         #expect(missing.stderr.hasPrefix("error: C0:FF:EE:00:00:01 2A99: not_found"))
     }
 
+    /// `simulate --event-loop`: the emulator and its devices on one event-loop thread serve the
+    /// same tools (docs/bluez.md "On an event loop"), and SIGTERM still ends it cleanly.
+    @Test func eventLoopModeServesTheSameTools() throws {
+        let (sim, bus) = try Self.simulate(["--event-loop", "--device", "hr@C0:FF:EE:00:00:01",
+                                            "--device", "gopro@C0:FF:EE:00:00:05"])
+        defer {
+            if sim.isRunning { kill(sim.processIdentifier, SIGKILL) }
+            sim.waitUntilExit()
+        }
+        let read = try CLI.run(["gatt", "--bus", bus, "--device", "C0:FF:EE:00:00:01", "--read", "2A19"])
+        #expect(read.status == 0)
+        #expect(read.stdout == "55\n")
+        let refused = try CLI.run(["gatt", "--bus", bus, "--device", "C0:FF:EE:00:00:01", "--write", "2A39", "02"])
+        #expect(refused.stderr == "error: C0:FF:EE:00:00:01 2A39: att_error: ATT error 0x80\n")
+        // Heart beats come from a task on the loop; the control point's answer from the device.
+        let combined = try CLI.run(["gatt", "--bus", bus, "--device", "C0:FF:EE:00:00:01", "--listen", "2A37",
+                                    "--write", "2A39", "01", "--seconds", "1"])
+        #expect(combined.status == 0)
+        let lines = combined.stdout.split(separator: "\n").map(String.init)
+        #expect(lines.first == "ok")
+        #expect(lines.contains("08000000"))
+        #expect(lines.filter { $0.count == 4 && $0.hasPrefix("00") }.count >= 2)
+        // The GoPro: pair, subscribe to GP-0075 (AcquireNotify), keep-alive on GP-0074 → `02 5B 00`.
+        let gopro = try CLI.run(["gatt", "--bus", bus, "--device", "C0:FF:EE:00:00:05", "--pair", "--listen", "GP-0075",
+                                 "--write", "GP-0074", "035B0142", "--seconds", "1"])
+        #expect(gopro.status == 0)
+        #expect(gopro.stdout.split(separator: "\n").map(String.init) == ["ok", "025b00"])
+        kill(sim.processIdentifier, SIGTERM)
+        sim.waitUntilExit()
+        #expect(sim.terminationStatus == 0)
+    }
+
     @Test func faultFlags() throws {
         let hr = "C0:FF:EE:00:00:01"
         do {
