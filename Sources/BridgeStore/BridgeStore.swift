@@ -111,7 +111,8 @@ public struct EventRecord: Codable, Sendable, Equatable, FetchableRecord, Mutabl
 }
 
 /// The bridge's durable state in SQLite (WAL, file mode 0600): device registry, last known state
-/// per device, the command outbox and a bounded event history. Written through as things change.
+/// per device, the command outbox and a bounded event history. Written through as things change,
+/// on one connection that holds the file exclusively while the store is open.
 public struct BridgeStore: Sendable {
     let writer: any DatabaseWriter
 
@@ -133,20 +134,40 @@ public struct BridgeStore: Sendable {
         }
         var config = Configuration()
         config.busyMode = .timeout(5)
-        // WAL with synchronous=NORMAL: a commit survives a crash or `kill -9` of the bridge (the
-        // WAL is in the OS), only a power loss or kernel crash may roll back the last commits.
-        // FULL would fsync on every commit — several per command — for no gain against the
-        // failures a bridge meets (docs/configuration.md, "Durability").
-        config.prepareDatabase { db in try db.execute(sql: "PRAGMA synchronous = NORMAL") }
+        config.journalMode = .wal
+        config.prepareDatabase { db in
+            // One connection that holds the file for as long as the bridge runs (set before WAL
+            // is entered, so SQLite keeps the WAL index in memory: no `-shm` file, no file-lock
+            // syscalls per transaction — six per commit before). A second bridge on the same
+            // file fails at start instead of sharing the outbox (docs/configuration.md,
+            // "State database").
+            try db.execute(sql: "PRAGMA locking_mode = EXCLUSIVE")
+            // WAL with synchronous=NORMAL: a commit survives a crash or `kill -9` of the bridge (the
+            // WAL is in the OS), only a power loss or kernel crash may roll back the last commits.
+            // FULL would fsync on every commit — two per command — for no gain against the
+            // failures a bridge meets (docs/configuration.md, "Durability").
+            try db.execute(sql: "PRAGMA synchronous = NORMAL")
+            // A checkpoint (two fsyncs, blocking the writer) every 4000 WAL pages (16 MiB) instead
+            // of 1000: a command writes about four pages, so one every ~1000 commands, not ~250.
+            // The WAL file is reused, not regrown, after each checkpoint; the size limit bounds
+            // it after an unusually large transaction.
+            try db.execute(sql: "PRAGMA wal_autocheckpoint = 4000")
+            try db.execute(sql: "PRAGMA journal_size_limit = \(16 << 20)")
+        }
         do {
-            let pool = try DatabasePool(path: path, configuration: config)
-            let check = try pool.read { db in try String.fetchAll(db, sql: "PRAGMA quick_check") }
+            let queue = try DatabaseQueue(path: path, configuration: config)
+            let check = try queue.read { db in try String.fetchAll(db, sql: "PRAGMA quick_check") }
             guard check == ["ok"] else { throw StoreError.corrupt(path: path, reason: check.prefix(3).joined(separator: "; ")) }
-            writer = pool
+            // Take the exclusive lock now (it is kept until the store is closed), so a second
+            // process fails here, at start.
+            try queue.writeWithoutTransaction { db in try db.execute(sql: "BEGIN IMMEDIATE; COMMIT") }
+            writer = queue
         } catch let e as StoreError {
             throw e
         } catch let e as DatabaseError where [.SQLITE_NOTADB, .SQLITE_CORRUPT].contains(e.resultCode) {
             throw .corrupt(path: path, reason: e.message ?? "\(e.resultCode)")
+        } catch let e as DatabaseError where e.resultCode == .SQLITE_BUSY {
+            throw .cannotOpen(path: path, reason: "it is in use by another process (another gatt2mqtt with the same database.path?)")
         } catch let e as DatabaseError {
             throw .cannotOpen(path: path, reason: e.message ?? "\(e.resultCode)")
         } catch {
@@ -212,6 +233,11 @@ public struct BridgeStore: Sendable {
                     """)
             }
         }
+        // v3: no index on outbox.deviceID. The outbox holds only the commands in progress (a few
+        // rows), so a scan is free, while the index cost a page write on every insert and delete.
+        migrator.registerMigration("v3") { db in
+            try db.execute(sql: "DROP INDEX IF EXISTS outbox_on_deviceID")
+        }
         do { try migrator.migrate(writer) } catch { throw .operationFailed(reason: "migration: \(error)") }
     }
 
@@ -264,12 +290,12 @@ public struct BridgeStore: Sendable {
 
     // MARK: Last known state
 
+    static let saveStateSQL =
+        "INSERT INTO deviceState (deviceID, state, updatedAt) VALUES (?, ?, ?) ON CONFLICT(deviceID) DO UPDATE SET state = excluded.state, updatedAt = excluded.updatedAt"
+
     /// Replaces a device's merged state.
     public func saveState(_ state: JSONObject, for deviceID: String, at date: Date) throws(StoreError) {
-        let text = JSONValue.object(state).jsonText
-        try writeStatement(
-            "INSERT INTO deviceState (deviceID, state, updatedAt) VALUES (?, ?, ?) ON CONFLICT(deviceID) DO UPDATE SET state = excluded.state, updatedAt = excluded.updatedAt",
-            [deviceID, text, date.timeIntervalSince1970])
+        try apply([.saveState(deviceID: deviceID, json: JSONValue.object(state).jsonText, at: date.timeIntervalSince1970)])
     }
 
     /// Every device's last saved state.
@@ -328,9 +354,11 @@ public struct BridgeStore: Sendable {
         try writeStatement("UPDATE outbox SET status = ? WHERE id = ?", [status.rawValue, id])
     }
 
+    static let removeCommandSQL = "DELETE FROM outbox WHERE id = ?"
+
     /// Removes a command that reached a terminal status.
     public func removeCommand(_ id: Int64) throws(StoreError) {
-        try writeStatement("DELETE FROM outbox WHERE id = ?", [id])
+        try apply([.removeCommand(id)])
     }
 
     /// Commands not yet finished, oldest first (optionally for one device).
@@ -349,6 +377,60 @@ public struct BridgeStore: Sendable {
             let expired = try request.fetchAll(db)
             try request.deleteAll(db)
             return expired
+        }
+    }
+
+    // MARK: An answer's writes in one commit
+
+    /// One write of ``apply(_:)``: the writes a command's answer makes.
+    public enum Write: Sendable, Equatable {
+        /// Removes a command's outbox entry (the command reached a terminal status).
+        case removeCommand(Int64)
+        /// Replaces a device's merged state by `json`, the state object's JSON text (the text
+        /// the bridge publishes retained, so it is encoded once); `at` in seconds since 1970.
+        case saveState(deviceID: String, json: String, at: Double)
+    }
+
+    /// Applies `writes` in order in one commit: all of them or, on an error, none. One write is
+    /// a single autocommit statement; several are one `BEGIN IMMEDIATE … COMMIT`.
+    ///
+    /// An answer's writes (the command's entry removed, the device's new state) go through
+    /// here before anything about them is published: the state is in SQLite no later than its
+    /// retained publish, since the bridge republishes retained state from SQLite at start
+    /// (shared/spec/bridge.md point 6, durable state; docs/configuration.md, "State database").
+    ///
+    /// Batching: a caller may gather the answers of several sessions (one event-loop turn) into
+    /// one call. It must then hold back every publish that depends on those writes — the
+    /// responses and the retained states — until this call returned, and it never puts a
+    /// command's `sent` entry in a batch: ``enqueue(_:replacingSameAttribute:)`` commits at once,
+    /// before the first byte goes to the device (at most once).
+    public func apply(_ writes: [Write]) throws(StoreError) {
+        guard !writes.isEmpty else { return }
+        do {
+            try writer.writeWithoutTransaction { db in
+                if writes.count == 1 { return try Self.execute(writes[0], in: db) }
+                // Cached BEGIN/COMMIT statements: GRDB's `inTransaction` prepares both anew each
+                // time (about a third of this call's CPU).
+                try db.cachedStatement(sql: "BEGIN IMMEDIATE").execute()
+                do {
+                    for w in writes { try Self.execute(w, in: db) }
+                    try db.cachedStatement(sql: "COMMIT").execute()
+                } catch {
+                    if db.isInsideTransaction { try? db.execute(sql: "ROLLBACK") }
+                    throw error
+                }
+            }
+        } catch {
+            throw .operationFailed(reason: "\(error)")
+        }
+    }
+
+    private static func execute(_ write: Write, in db: Database) throws {
+        switch write {
+        case let .removeCommand(id):
+            try db.cachedStatement(sql: removeCommandSQL).execute(arguments: [id])
+        case let .saveState(deviceID, json, at):
+            try db.cachedStatement(sql: saveStateSQL).execute(arguments: [deviceID, json, at])
         }
     }
 

@@ -29,7 +29,7 @@ func goproState(_ n: Int) -> JSONObject {
 
 let dir = FileManager.default.temporaryDirectory.appendingPathComponent("store-bench-\(UUID().uuidString)")
 try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-defer { try? FileManager.default.removeItem(at: dir) }
+defer { if ProcessInfo.processInfo.environment["STORE_BENCH_KEEP"] == nil { try? FileManager.default.removeItem(at: dir) } }
 func freshStore(_ name: String) throws -> BridgeStore {
     try BridgeStore(path: dir.appendingPathComponent("\(name).sqlite").path)
 }
@@ -62,5 +62,37 @@ do {
         let id = try store.enqueue(entry(i, now)).entry.id!
         try store.removeCommand(id)
         try store.saveState(states[i % 2], for: "camera0", at: now)
+    }
+}
+
+do {
+    let store = try freshStore("answer")
+    try measure("command: enqueue sent, answer (remove + state) in 1 commit") { i in
+        let now = Date()
+        let id = try store.enqueue(entry(i, now)).entry.id!
+        // The state is encoded once: the same text is published retained.
+        let json = JSONValue.object(states[i % 2]).jsonText
+        try store.apply([.removeCommand(id), .saveState(deviceID: "camera0", json: json, at: now.timeIntervalSince1970)])
+    }
+}
+
+do {
+    // 8 devices with a command each; their 8 answers arrive in one event-loop turn and are
+    // committed together (BridgeStore.apply's batching). Figures are per command.
+    let store = try freshStore("batch")
+    var ids: [Int64] = []
+    var writes: [BridgeStore.Write] = []
+    try measure("8 devices: enqueue sent each, 8 answers in 1 commit") { i in
+        let now = Date()
+        let device = i % 8
+        ids.append(try store.enqueue(entry(i, now)).entry.id!)
+        writes.append(.removeCommand(ids.last!))
+        writes.append(.saveState(deviceID: "camera\(device)", json: JSONValue.object(states[(i / 8) % 2]).jsonText,
+                                 at: now.timeIntervalSince1970))
+        if device == 7 {
+            try store.apply(writes)
+            writes.removeAll(keepingCapacity: true)
+            ids.removeAll(keepingCapacity: true)
+        }
     }
 }
