@@ -116,8 +116,10 @@ public struct EventRecord: Codable, Sendable, Equatable, FetchableRecord, Mutabl
 public struct BridgeStore: Sendable {
     let writer: any DatabaseWriter
 
-    /// Opens (creating if needed) the database file, checks it and migrates it.
-    public init(path: String) throws(StoreError) {
+    /// Opens (creating if needed) the database file, checks it and migrates it. The store holds
+    /// the file until it is released: a second opener waits up to `busyTimeout` seconds, then
+    /// fails with ``StoreError/cannotOpen(path:reason:)``.
+    public init(path: String, busyTimeout: Double = 5) throws(StoreError) {
         let fm = FileManager.default
         let dir = (path as NSString).deletingLastPathComponent
         if !dir.isEmpty, !fm.fileExists(atPath: dir) {
@@ -133,7 +135,7 @@ public struct BridgeStore: Sendable {
             try? fm.setAttributes([.posixPermissions: 0o600], ofItemAtPath: path)
         }
         var config = Configuration()
-        config.busyMode = .timeout(5)
+        config.busyMode = .timeout(busyTimeout)
         config.journalMode = .wal
         config.prepareDatabase { db in
             // One connection that holds the file for as long as the bridge runs (set before WAL

@@ -115,6 +115,96 @@ import Testing
         #expect(try store.recentEvents(limit: 100).map(\.payload) == ["x"])
     }
 
+    /// The connection's settings (docs/configuration.md, "State database"): exclusive locking
+    /// (no shared-memory index file), checkpoints every 4000 pages, WAL bounded at 16 MiB.
+    @Test func connectionSettings() throws {
+        let store = try BridgeStore(path: path)
+        let (locking, autocheckpoint, limit) = try store.writer.write { db in
+            (try String.fetchOne(db, sql: "PRAGMA locking_mode"), try Int.fetchOne(db, sql: "PRAGMA wal_autocheckpoint"),
+             try Int.fetchOne(db, sql: "PRAGMA journal_size_limit"))
+        }
+        #expect(locking == "exclusive" && autocheckpoint == 4000 && limit == 16 << 20)
+        try store.saveState(["a": 1], for: "d", at: Date())
+        #expect(!FileManager.default.fileExists(atPath: path + "-shm"))
+        #expect(FileManager.default.fileExists(atPath: path + "-wal"))
+    }
+
+    /// The store holds the file: a second bridge on the same database fails at start, saying
+    /// why, instead of sharing (and double-running) the outbox; once the first is closed it opens.
+    @Test func secondOpenerIsRefusedWhileTheFileIsHeld() throws {
+        do {
+            let first = try BridgeStore(path: path)
+            try first.saveState(["a": 1], for: "d", at: Date())
+            #expect {
+                _ = try BridgeStore(path: path, busyTimeout: 0.05)
+            } throws: { error in
+                guard case .cannotOpen(let p, let reason)? = error as? StoreError else { return false }
+                return p == path && reason.contains("another process")
+            }
+        }
+        #expect(try BridgeStore(path: path).states()["d"] == ["a": 1])
+    }
+
+    /// v3 drops the outbox's device index; the per-device outbox query still works.
+    @Test func migrationV3DropsTheOutboxIndex() throws {
+        let store = try BridgeStore(path: path)
+        let indexes = try store.writer.read { db in try String.fetchAll(db, sql: "SELECT name FROM pragma_index_list('outbox')") }
+        #expect(indexes.isEmpty)
+        let now = Date()
+        for d in ["a", "b", "a"] {
+            try store.enqueue(OutboxEntry(deviceID: d, transaction: nil, command: #"{"to":"\#(d)"}"#, createdAt: now, deadline: now))
+        }
+        #expect(try store.pendingCommands(for: "a").map(\.command) == [#"{"to":"a"}"#, #"{"to":"a"}"#])
+    }
+
+    /// An answer's writes (removal + new state) land together and survive a reopen.
+    @Test func applyCommitsAnAnswerTogether() throws {
+        let now = Date()
+        do {
+            let store = try BridgeStore(path: path)
+            let id = try #require(try store.enqueue(OutboxEntry(deviceID: "cam", transaction: "\"t\"", command: "{}", status: .sent,
+                                                                createdAt: now, deadline: now)).entry.id)
+            let other = try #require(try store.enqueue(OutboxEntry(deviceID: "cam2", transaction: nil, command: "{}", status: .sent,
+                                                                   createdAt: now, deadline: now)).entry.id)
+            try store.apply([])
+            try store.apply([.removeCommand(id), .saveState(deviceID: "cam", json: #"{"encoding":true,"battery":84}"#, at: 1_700_000_000)])
+            #expect(try store.pendingCommands().map(\.id) == [other])
+            // A batch of several devices' answers, applied in order (the later state wins).
+            try store.apply([.removeCommand(other), .saveState(deviceID: "cam2", json: #"{"x":1}"#, at: 1),
+                             .saveState(deviceID: "cam2", json: #"{"x":2}"#, at: 2)])
+        }
+        let store = try BridgeStore(path: path)
+        #expect(try store.pendingCommands().isEmpty)
+        #expect(try store.states() == ["cam": ["encoding": true, "battery": 84], "cam2": ["x": 2]])
+        let at = try store.writer.read { db in try Double.fetchOne(db, sql: "SELECT updatedAt FROM deviceState WHERE deviceID = 'cam'") }
+        #expect(at == 1_700_000_000)
+    }
+
+    /// All or nothing: when one write of the commit fails, the removal before it is rolled back
+    /// (the command stays `sent`, so a restart answers it `interrupted`), and the store stays usable.
+    @Test func applyIsAllOrNothing() throws {
+        let store = try BridgeStore(path: path)
+        let now = Date()
+        let id = try #require(try store.enqueue(OutboxEntry(deviceID: "cam", transaction: nil, command: "{}", status: .sent,
+                                                            createdAt: now, deadline: now)).entry.id)
+        try store.writer.write { db in
+            try db.execute(sql: """
+                CREATE TEMP TRIGGER refuse BEFORE INSERT ON deviceState WHEN NEW.deviceID = 'bad'
+                BEGIN SELECT RAISE(ABORT, 'refused by the test'); END
+                """)
+        }
+        #expect {
+            try store.apply([.removeCommand(id), .saveState(deviceID: "bad", json: "{}", at: 1)])
+        } throws: { error in
+            guard case .operationFailed(let reason)? = error as? StoreError else { return false }
+            return reason.contains("refused by the test")
+        }
+        #expect(try store.pendingCommands().map(\.id) == [id])
+        #expect(try store.states().isEmpty)
+        try store.apply([.removeCommand(id), .saveState(deviceID: "cam", json: #"{"ok":true}"#, at: 1)])
+        #expect(try store.pendingCommands().isEmpty && store.states() == ["cam": ["ok": true]])
+    }
+
     @Test func corruptFileIsAClearError() throws {
         try Data(repeating: 0x42, count: 8192).write(to: URL(fileURLWithPath: path))
         #expect {
