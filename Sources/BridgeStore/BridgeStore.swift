@@ -1,6 +1,7 @@
 import BinaryCoding
 import Foundation
 import GRDB
+import Synchronization
 
 /// What can go wrong with the state database. Every case names the file and says what to do.
 public enum StoreError: Error, Sendable, Equatable, CustomStringConvertible {
@@ -110,11 +111,22 @@ public struct EventRecord: Codable, Sendable, Equatable, FetchableRecord, Mutabl
     public mutating func didInsert(_ inserted: InsertionSuccess) { id = inserted.rowID }
 }
 
+/// Hands out outbox ids: one more than the largest in the table at open, then counting up, so an
+/// id is never reused while the store is open (what AUTOINCREMENT guaranteed before v3): a
+/// finished command's id held anywhere cannot name a newer command.
+final class OutboxIDs: Sendable {
+    private let next: Mutex<Int64>
+    init(after largest: Int64) { next = Mutex(largest + 1) }
+    func take() -> Int64 { next.withLock { n in defer { n += 1 }; return n } }
+}
+
 /// The bridge's durable state in SQLite (WAL, file mode 0600): device registry, last known state
 /// per device, the command outbox and a bounded event history. Written through as things change,
 /// on one connection that holds the file exclusively while the store is open.
 public struct BridgeStore: Sendable {
     let writer: any DatabaseWriter
+    /// Outbox ids, handed out by the store (see migration v3).
+    let outboxIDs: OutboxIDs
 
     /// Opens (creating if needed) the database file, checks it and migrates it. The store holds
     /// the file until it is released: a second opener waits up to `busyTimeout` seconds, then
@@ -175,7 +187,8 @@ public struct BridgeStore: Sendable {
         } catch {
             throw .cannotOpen(path: path, reason: "\(error)")
         }
-        try migrate()
+        try Self.migrate(writer)
+        outboxIDs = try Self.outboxIDs(writer)
     }
 
     /// An in-memory store, for tests of the core.
@@ -185,10 +198,16 @@ public struct BridgeStore: Sendable {
 
     init(writer: any DatabaseWriter) throws(StoreError) {
         self.writer = writer
-        try migrate()
+        try Self.migrate(writer)
+        outboxIDs = try Self.outboxIDs(writer)
     }
 
-    private func migrate() throws(StoreError) {
+    private static func outboxIDs(_ writer: any DatabaseWriter) throws(StoreError) -> OutboxIDs {
+        do { return OutboxIDs(after: try writer.read { db in try Int64.fetchOne(db, sql: "SELECT MAX(id) FROM outbox") } ?? 0) }
+        catch { throw .operationFailed(reason: "\(error)") }
+    }
+
+    private static func migrate(_ writer: any DatabaseWriter) throws(StoreError) {
         var migrator = DatabaseMigrator()
         migrator.registerMigration("v1") { db in
             try db.create(table: "device") { t in
@@ -235,10 +254,21 @@ public struct BridgeStore: Sendable {
                     """)
             }
         }
-        // v3: no index on outbox.deviceID. The outbox holds only the commands in progress (a few
-        // rows), so a scan is free, while the index cost a page write on every insert and delete.
+        // v3: the outbox without AUTOINCREMENT and without its index on deviceID. Each cost a page
+        // write per command (the `sqlite_sequence` row on every insert; the index on every insert
+        // and delete). The outbox holds only the commands in progress (a few rows), so a scan by
+        // device is free; ids still never repeat while the store is open (`OutboxIDs`).
         migrator.registerMigration("v3") { db in
-            try db.execute(sql: "DROP INDEX IF EXISTS outbox_on_deviceID")
+            try db.execute(sql: """
+                CREATE TABLE outbox_v3 (
+                    id INTEGER PRIMARY KEY NOT NULL, deviceID TEXT NOT NULL, "transaction" TEXT, command TEXT NOT NULL,
+                    attribute TEXT, status TEXT NOT NULL, createdAt DATETIME NOT NULL, deadline DATETIME NOT NULL,
+                    responseTopic TEXT, correlationData BLOB);
+                INSERT INTO outbox_v3 (id, deviceID, "transaction", command, attribute, status, createdAt, deadline, responseTopic, correlationData)
+                    SELECT id, deviceID, "transaction", command, attribute, status, createdAt, deadline, responseTopic, correlationData FROM outbox;
+                DROP TABLE outbox;
+                ALTER TABLE outbox_v3 RENAME TO outbox;
+                """)
         }
         do { try migrator.migrate(writer) } catch { throw .operationFailed(reason: "migration: \(error)") }
     }
@@ -319,10 +349,11 @@ public struct BridgeStore: Sendable {
     @discardableResult
     public func enqueue(_ entry: OutboxEntry, replacingSameAttribute: Bool = false) throws(StoreError) -> (entry: OutboxEntry, replaced: [OutboxEntry]) {
         let insert = """
-            INSERT INTO outbox (deviceID, "transaction", command, attribute, status, createdAt, deadline, responseTopic, correlationData)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+            INSERT INTO outbox (id, deviceID, "transaction", command, attribute, status, createdAt, deadline, responseTopic, correlationData)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
             """
-        let arguments: StatementArguments = [entry.deviceID, entry.transaction, entry.command, entry.attribute, entry.status.rawValue,
+        let id = outboxIDs.take()
+        let arguments: StatementArguments = [id, entry.deviceID, entry.transaction, entry.command, entry.attribute, entry.status.rawValue,
                                              entry.createdAt.timeIntervalSince1970, entry.deadline.timeIntervalSince1970,
                                              entry.responseTopic, entry.correlationData]
         if !replacingSameAttribute || entry.attribute == nil {
@@ -331,7 +362,7 @@ public struct BridgeStore: Sendable {
                 return try writer.writeWithoutTransaction { db in
                     try db.cachedStatement(sql: insert).execute(arguments: arguments)
                     var e = entry
-                    e.id = db.lastInsertedRowID
+                    e.id = id
                     return (e, [])
                 }
             } catch {
@@ -347,7 +378,7 @@ public struct BridgeStore: Sendable {
             }
             try db.cachedStatement(sql: insert).execute(arguments: arguments)
             var e = entry
-            e.id = db.lastInsertedRowID
+            e.id = id
             return (e, replaced)
         }
     }

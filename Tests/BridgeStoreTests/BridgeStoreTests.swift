@@ -145,16 +145,46 @@ import Testing
         #expect(try BridgeStore(path: path).states()["d"] == ["a": 1])
     }
 
-    /// v3 drops the outbox's device index; the per-device outbox query still works.
-    @Test func migrationV3DropsTheOutboxIndex() throws {
-        let store = try BridgeStore(path: path)
-        let indexes = try store.writer.read { db in try String.fetchAll(db, sql: "SELECT name FROM pragma_index_list('outbox')") }
-        #expect(indexes.isEmpty)
-        let now = Date()
-        for d in ["a", "b", "a"] {
-            try store.enqueue(OutboxEntry(deviceID: d, transaction: nil, command: #"{"to":"\#(d)"}"#, createdAt: now, deadline: now))
+    /// v3 rebuilds a v2 outbox (AUTOINCREMENT, index on deviceID) without either, keeping its
+    /// rows; ids still never repeat while the store is open, and the per-device query works.
+    @Test func migrationV3RebuildsTheOutbox() throws {
+        let now = Date(timeIntervalSince1970: 1_700_000_000)
+        do {
+            let store = try BridgeStore(path: path)
+            try store.writer.write { db in
+                try db.execute(sql: """
+                    DROP TABLE outbox;
+                    CREATE TABLE outbox (id INTEGER PRIMARY KEY AUTOINCREMENT, deviceID TEXT NOT NULL, "transaction" TEXT,
+                        command TEXT NOT NULL, attribute TEXT, status TEXT NOT NULL, createdAt DATETIME NOT NULL,
+                        deadline DATETIME NOT NULL, responseTopic TEXT, correlationData BLOB);
+                    CREATE INDEX outbox_on_deviceID ON outbox(deviceID);
+                    INSERT INTO outbox VALUES (7, 'a', '"t7"', '{"to":"a"}', NULL, 'sent', 1700000000, 1700000060, 'reply', x'0102');
+                    DELETE FROM grdb_migrations WHERE identifier = 'v3';
+                    """)
+            }
         }
-        #expect(try store.pendingCommands(for: "a").map(\.command) == [#"{"to":"a"}"#, #"{"to":"a"}"#])
+        let store = try BridgeStore(path: path)
+        let (schema, indexes) = try store.writer.read { db in
+            (try String.fetchOne(db, sql: "SELECT sql FROM sqlite_master WHERE name = 'outbox'"),
+             try String.fetchAll(db, sql: "SELECT name FROM pragma_index_list('outbox')"))
+        }
+        #expect(schema?.contains("AUTOINCREMENT") == false && indexes.isEmpty)
+        #expect(try store.pendingCommands() == [
+            OutboxEntry(id: 7, deviceID: "a", transaction: #""t7""#, command: #"{"to":"a"}"#, status: .sent, createdAt: now,
+                        deadline: now.addingTimeInterval(60), responseTopic: "reply", correlationData: Data([1, 2])),
+        ])
+        var ids: [Int64] = []
+        for d in ["b", "a"] {
+            let id = try #require(try store.enqueue(OutboxEntry(deviceID: d, transaction: nil, command: #"{"to":"\#(d)"}"#,
+                                                                createdAt: now, deadline: now)).entry.id)
+            ids.append(id)
+            try store.removeCommand(id)  // the newest row goes: its id must still not come back
+        }
+        let last = try #require(try store.enqueue(OutboxEntry(deviceID: "a", transaction: nil, command: #"{"to":"a"}"#,
+                                                              createdAt: now, deadline: now)).entry.id)
+        #expect(ids == [8, 9] && last == 10)
+        #expect(try store.pendingCommands(for: "a").map(\.id) == [7, 10])
+        #expect(try store.pendingCommands(for: "b").isEmpty)
     }
 
     /// An answer's writes (removal + new state) land together and survive a reopen.
