@@ -152,7 +152,7 @@ public struct BridgeStore: Sendable {
         config.prepareDatabase { db in
             // One connection that holds the file for as long as the bridge runs (set before WAL
             // is entered, so SQLite keeps the WAL index in memory: no `-shm` file, no file-lock
-            // syscalls per transaction — six per commit before). A second bridge on the same
+            // syscalls per transaction — about five per commit before). A second bridge on the same
             // file fails at start instead of sharing the outbox (docs/configuration.md,
             // "State database").
             try db.execute(sql: "PRAGMA locking_mode = EXCLUSIVE")
@@ -161,8 +161,8 @@ public struct BridgeStore: Sendable {
             // FULL would fsync on every commit — two per command — for no gain against the
             // failures a bridge meets (docs/configuration.md, "Durability").
             try db.execute(sql: "PRAGMA synchronous = NORMAL")
-            // A checkpoint (two fsyncs, blocking the writer) every 4000 WAL pages (16 MiB) instead
-            // of 1000: a command writes about four pages, so one every ~1000 commands, not ~250.
+            // A checkpoint (three fsyncs, blocking the writer) every 4000 WAL pages (16 MiB) instead
+            // of 1000: a command writes three pages, so one every ~1300 commands, not ~330.
             // The WAL file is reused, not regrown, after each checkpoint; the size limit bounds
             // it after an unusually large transaction.
             try db.execute(sql: "PRAGMA wal_autocheckpoint = 4000")
@@ -443,7 +443,7 @@ public struct BridgeStore: Sendable {
             try writer.writeWithoutTransaction { db in
                 if writes.count == 1 { return try Self.execute(writes[0], in: db) }
                 // Cached BEGIN/COMMIT statements: GRDB's `inTransaction` prepares both anew each
-                // time (about a third of this call's CPU).
+                // time (and allocates twice as much).
                 try db.cachedStatement(sql: "BEGIN IMMEDIATE").execute()
                 do {
                     for w in writes { try Self.execute(w, in: db) }

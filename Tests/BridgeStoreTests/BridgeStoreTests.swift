@@ -126,7 +126,8 @@ import Testing
         #expect(locking == "exclusive" && autocheckpoint == 4000 && limit == 16 << 20)
         try store.saveState(["a": 1], for: "d", at: Date())
         #expect(!FileManager.default.fileExists(atPath: path + "-shm"))
-        #expect(FileManager.default.fileExists(atPath: path + "-wal"))
+        let walMode = try FileManager.default.attributesOfItem(atPath: path + "-wal")[.posixPermissions] as? NSNumber
+        #expect(walMode?.intValue == 0o600)
     }
 
     /// The store holds the file: a second bridge on the same database fails at start, saying
