@@ -1,6 +1,12 @@
 import CMallocCounter
 import Foundation
 
+/// Keeps a value alive so the optimiser cannot drop the work that produced it.
+@inline(never)
+func blackHole<T>(_ value: T) {
+    withExtendedLifetime(value) {}
+}
+
 /// What one case measured: wall time, CPU time of the process (user + system, `getrusage`) and
 /// heap allocations, per operation.
 struct Measurement {
