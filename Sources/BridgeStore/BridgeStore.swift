@@ -156,6 +156,11 @@ public struct BridgeStore: Sendable {
             // file fails at start instead of sharing the outbox (docs/configuration.md,
             // "State database").
             try db.execute(sql: "PRAGMA locking_mode = EXCLUSIVE")
+            // 1 KiB pages for a new file (an older file is rebuilt once, below): every commit writes
+            // each page it changed to the WAL, and a command's rows are small (an outbox entry; a
+            // state of tens of keys, ~1 KB of JSON). Fewer bytes per commit: ~5 µs less CPU per
+            // command, and a quarter of the WAL traffic and of the checkpoint's fsync work.
+            try db.execute(sql: "PRAGMA page_size = \(Self.pageSize)")
             // WAL with synchronous=NORMAL: a commit survives a crash or `kill -9` of the bridge (the
             // WAL is in the OS), only a power loss or kernel crash may roll back the last commits.
             // FULL would fsync on every commit — two per command — for no gain against the
@@ -175,6 +180,7 @@ public struct BridgeStore: Sendable {
             // Take the exclusive lock now (it is kept until the store is closed), so a second
             // process fails here, at start.
             try queue.writeWithoutTransaction { db in try db.execute(sql: "BEGIN IMMEDIATE; COMMIT") }
+            try Self.usePageSize(queue)
             writer = queue
         } catch let e as StoreError {
             throw e
@@ -200,6 +206,22 @@ public struct BridgeStore: Sendable {
         self.writer = writer
         try Self.migrate(writer)
         outboxIDs = try Self.outboxIDs(writer)
+    }
+
+    /// The page size of the file (see `init(path:)`).
+    static let pageSize = 1024
+
+    /// Rebuilds a file written with another page size (SQLite's default is 4096) once: the page
+    /// size can change only by `VACUUM`, and only outside WAL mode. A crash meanwhile leaves the
+    /// old file (the rollback journal undoes a partial `VACUUM`).
+    private static func usePageSize(_ queue: DatabaseQueue) throws {
+        try queue.writeWithoutTransaction { db in
+            guard try Int.fetchOne(db, sql: "PRAGMA page_size") != pageSize else { return }
+            try db.execute(sql: "PRAGMA journal_mode = DELETE")
+            try db.execute(sql: "PRAGMA page_size = \(pageSize)")
+            try db.execute(sql: "VACUUM")
+            try db.execute(sql: "PRAGMA journal_mode = WAL")
+        }
     }
 
     private static func outboxIDs(_ writer: any DatabaseWriter) throws(StoreError) -> OutboxIDs {

@@ -130,6 +130,36 @@ import Testing
         #expect(walMode?.intValue == 0o600)
     }
 
+    /// A file from before (SQLite's 4 KiB pages) is rebuilt once with 1 KiB pages, keeping
+    /// everything; a new file gets them from the start.
+    @Test func olderFileIsRebuiltWithSmallPages() throws {
+        let now = Date(timeIntervalSince1970: 1_700_000_000)
+        do {
+            let store = try BridgeStore(path: path)
+            #expect(try store.writer.read { db in try Int.fetchOne(db, sql: "PRAGMA page_size") } == 1024)
+            try store.upsertDevice(DeviceRecord(id: "cam", address: "C0:FF:EE:00:00:01", profile: "gopro", paired: true))
+            try store.saveState(["encoding": true, "video_resolution": "4K"], for: "cam", at: now)
+            try store.enqueue(OutboxEntry(deviceID: "cam", transaction: "\"t\"", command: "{}", status: .sent, createdAt: now, deadline: now))
+        }
+        do {
+            let old = try DatabaseQueue(path: path)
+            try old.writeWithoutTransaction { db in
+                try db.execute(sql: "PRAGMA journal_mode = DELETE; PRAGMA page_size = 4096; VACUUM; PRAGMA journal_mode = WAL")
+                #expect(try Int.fetchOne(db, sql: "PRAGMA page_size") == 4096)
+            }
+        }
+        let store = try BridgeStore(path: path)
+        let (pageSize, journal) = try store.writer.read { db in
+            (try Int.fetchOne(db, sql: "PRAGMA page_size"), try String.fetchOne(db, sql: "PRAGMA journal_mode"))
+        }
+        #expect(pageSize == 1024 && journal == "wal")
+        #expect(try store.devices() == [DeviceRecord(id: "cam", address: "C0:FF:EE:00:00:01", profile: "gopro", paired: true)])
+        #expect(try store.states() == ["cam": ["encoding": true, "video_resolution": "4K"]])
+        #expect(try store.pendingCommands().map(\.transaction) == ["\"t\""])
+        let mode = try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? NSNumber
+        #expect(mode?.intValue == 0o600)
+    }
+
     /// The store holds the file: a second bridge on the same database fails at start, saying
     /// why, instead of sharing (and double-running) the outbox; once the first is closed it opens.
     @Test func secondOpenerIsRefusedWhileTheFileIsHeld() throws {
