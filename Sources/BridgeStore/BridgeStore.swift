@@ -166,7 +166,7 @@ public struct BridgeStore: Sendable {
             // FULL would fsync on every commit — two per command — for no gain against the
             // failures a bridge meets (docs/configuration.md, "Durability").
             try db.execute(sql: "PRAGMA synchronous = NORMAL")
-            // A checkpoint (three fsyncs, blocking the writer) every 4000 WAL pages (16 MiB) instead
+            // A checkpoint (three fsyncs, blocking the writer) every 4000 WAL pages (~4 MiB) instead
             // of 1000: a command writes three pages, so one every ~1300 commands, not ~330.
             // The WAL file is reused, not regrown, after each checkpoint; the size limit bounds
             // it after an unusually large transaction.
