@@ -14,6 +14,8 @@ let package = Package(
         .library(name: "GoProCodec", targets: ["GoProCodec"]),
         .library(name: "GattLayout", targets: ["GattLayout"]),
         .library(name: "Mosquitto", targets: ["Mosquitto"]),
+        // For Benchmarks/ (store-bench).
+        .library(name: "BridgeStore", targets: ["BridgeStore"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),

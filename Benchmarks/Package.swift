@@ -3,6 +3,7 @@ import PackageDescription
 
 // Benchmarks live in their own package so the main build and CI stay lean.
 //   swift run -c release --package-path Benchmarks codec-bench [filter]
+//   swift run -c release --package-path Benchmarks store-bench [filter]
 let package = Package(
     name: "gatt2mqtt-benchmarks",
     dependencies: [.package(name: "gatt2mqtt", path: "..")],
@@ -17,6 +18,12 @@ let package = Package(
                 .product(name: "GattLayout", package: "gatt2mqtt"),
             ],
             path: "Sources/CodecBench"
+        ),
+        // The SQLite writes of one command (BridgeStore on a real file): docs/benchmarks.md
+        .executableTarget(
+            name: "store-bench",
+            dependencies: ["CMallocCounter", .product(name: "BridgeStore", package: "gatt2mqtt")],
+            path: "Sources/StoreBench"
         ),
         // MQTTClient vs libmosquitto from C: Benchmarks/MQTT/run.sh
         .executableTarget(

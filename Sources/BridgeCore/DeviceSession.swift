@@ -364,8 +364,8 @@ actor DeviceSession {
                         if case let .state(s) = o { changed.merge(s) }
                         if case let .characteristic(_, v) = o { characteristic = v }
                     }
-                    process(outputs, from: nil)
-                    finish(cmd, .ok, data: characteristic ?? (changed.isEmpty ? nil : .object(changed)))
+                    process(outputs, from: nil, answering: cmd)
+                    finish(cmd, .ok, data: characteristic ?? (changed.isEmpty ? nil : .object(changed)), removed: true)
                 } else if let key = request.expect {
                     inFlight = InFlight(command: cmd, expect: key, timeoutAt: .now + config.commandTimeout)
                 } else {
@@ -383,14 +383,40 @@ actor DeviceSession {
         }
     }
 
-    func process(_ outputs: [DriverOutput], from notification: GATTNotification?) {
+    /// - Parameter answering: a command these outputs answer (a read's), whose outbox entry is
+    ///   removed in the same commit as the new state.
+    func process(_ outputs: [DriverOutput], from notification: GATTNotification?, answering: PendingCommand? = nil) {
         if notification != nil { output.counters.notification() }
         if notification != nil { lastGoodExchange = .now; if !available, link != nil { setAvailable(true) } }
+        // The answer's writes first, in one commit, before anything about them is published: the
+        // answered command's outbox entry removed, the new state saved (write-through; in SQLite
+        // no later than its retained publish).
         var changed = JSONObject()
+        for o in outputs { if case let .state(s) = o { changed.merge(s) } }
+        var writes: [BridgeStore.Write] = []
+        var answered = answering?.outboxID
+        if answered == nil, let f = inFlight, outputs.contains(where: { if case .response(f.expect, _) = $0 { return true }; return false }) {
+            answered = f.command.outboxID
+        }
+        if let answered { writes.append(.removeCommand(answered)) }
+        var newStateJSON: String?
+        if !changed.isEmpty {
+            var newState = state
+            newState.merge(changed)
+            if newState != state {
+                state = newState
+                let json = JSONValue.object(state).jsonText
+                newStateJSON = json
+                writes.append(.saveState(deviceID: id, json: json, at: Date().timeIntervalSince1970))
+            }
+        }
+        do throws(StoreError) { try output.store.apply(writes) } catch {
+            output.logger.error("state write failed", metadata: ["device": "\(id)", "error": "\(error)"])
+        }
         for o in outputs {
             switch o {
-            case let .state(s):
-                changed.merge(s)
+            case .state:
+                break
             case let .response(key, result):
                 guard let f = inFlight, f.expect == key else {
                     output.logger.debug("unmatched response", metadata: ["device": "\(id)", "key": "\(key)"])
@@ -398,8 +424,8 @@ actor DeviceSession {
                 }
                 inFlight = nil
                 switch result {
-                case let .success(data): finish(f.command, .ok, data: data)
-                case let .failure(error): finish(f.command, .error, error: error)
+                case let .success(data): finish(f.command, .ok, data: data, removed: true)
+                case let .failure(error): finish(f.command, .error, error: error, removed: true)
                 }
             case let .event(e):
                 output.mqtt.send(OutboundMessage(topic: output.topics.event(id), json: e, qos: 0, retain: false))
@@ -409,17 +435,7 @@ actor DeviceSession {
                 output.event("device_error", device: id, ["message": .string(reason)])
             }
         }
-        if !changed.isEmpty {
-            var newState = state
-            newState.merge(changed)
-            if newState != state {
-                state = newState
-                do throws(StoreError) { try output.store.saveState(state, for: id, at: Date()) } catch {
-                    output.logger.error("state write failed", metadata: ["device": "\(id)", "error": "\(error)"])
-                }
-                publishState()
-            }
-        }
+        if let newStateJSON { publishState(json: newStateJSON) }
     }
 
     func outboxEntry(_ cmd: PendingCommand, _ status: OutboxEntry.Status) -> OutboxEntry {
@@ -428,8 +444,9 @@ actor DeviceSession {
                     responseTopic: cmd.responseTopic, correlationData: cmd.correlationData.map { Data($0) })
     }
 
-    func finish(_ cmd: PendingCommand, _ status: CommandStatus, data: JSONValue? = nil, error: CommandError? = nil) {
-        if let oid = cmd.outboxID { try? output.store.removeCommand(oid) }
+    /// - Parameter removed: the outbox entry was already removed (with the answer's state).
+    func finish(_ cmd: PendingCommand, _ status: CommandStatus, data: JSONValue? = nil, error: CommandError? = nil, removed: Bool = false) {
+        if !removed, let oid = cmd.outboxID { try? output.store.removeCommand(oid) }
         output.respond(cmd, device: id, status, data: data, error: error)
     }
 
@@ -438,8 +455,10 @@ actor DeviceSession {
         output.mqtt.send(OutboundMessage(topic: output.topics.availability(id), json: ["state": on ? "online" : "offline"], qos: 1, retain: true))
     }
 
-    func publishState() {
-        output.mqtt.send(OutboundMessage(topic: output.topics.state(id), json: .object(state), qos: output.stateQoS, retain: output.retainState))
+    /// - Parameter json: the state's JSON text when the caller has it (the text just stored).
+    func publishState(json: String? = nil) {
+        let payload = Array((json ?? JSONValue.object(state).jsonText).utf8)
+        output.mqtt.send(OutboundMessage(topic: output.topics.state(id), payload: payload, qos: output.stateQoS, retain: output.retainState))
     }
 
     /// For the health topic: link state and queue depth.

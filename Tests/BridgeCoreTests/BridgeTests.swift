@@ -2,6 +2,7 @@ import BinaryCoding
 import BridgeConfig
 import BridgeStore
 import Foundation
+import Synchronization
 import Testing
 @testable import BridgeCore
 
@@ -86,6 +87,41 @@ import Testing
             #expect(try h.store.pendingCommands().isEmpty)
             #expect(try h.store.states()["dev"] == ["last_ping": 7])
         }
+    }
+
+    /// An answer's writes are in SQLite before anything about them is published: the command's
+    /// outbox entry is gone when its `ok` goes out, and the retained state sent is the state
+    /// stored (the bridge republishes retained state from SQLite at start). Both paths: an
+    /// answer by notification, and a read.
+    @Test func answerIsStoredBeforeItIsPublished() async throws {
+        let h = try Harness()
+        struct Seen: Sendable { var topic: String; var payload: JSONValue?; var pending: Int; var stored: JSONObject? }
+        let seen = Mutex<[Seen]>([])
+        let store = h.store
+        h.mqtt.onSend.withLock {
+            $0 = { m in
+                guard m.topic == "gatt2mqtt/dev/response" || m.topic == "gatt2mqtt/dev" else { return }
+                let pending = (try? store.pendingCommands().count) ?? -1
+                let stored = (try? store.states())?["dev"]
+                seen.withLock { $0.append(Seen(topic: m.topic, payload: try? JSONValue(parsing: m.payload), pending: pending, stored: stored)) }
+            }
+        }
+        try await h.running {
+            _ = try await h.mqtt.wait(for: "gatt2mqtt/dev/availability")
+            h.set(#"{"command":"ping","value":7,"transaction":"t1"}"#)
+            _ = try await h.responses(1)
+            _ = try await h.mqtt.wait(for: "gatt2mqtt/dev")
+            h.bridge.handle(InboundMessage(topic: "gatt2mqtt/dev/get", payload: Array(#"{"battery":""}"#.utf8)))
+            _ = try await h.responses(2)
+            _ = try await h.mqtt.wait(for: "gatt2mqtt/dev", count: 2)
+        }
+        let all = seen.withLock { $0 }
+        let oks = all.filter { $0.topic == "gatt2mqtt/dev/response" && $0.payload?["status"] == "ok" }
+        let states = all.filter { $0.topic == "gatt2mqtt/dev" }
+        #expect(oks.count == 2 && oks.allSatisfy { $0.pending == 0 })
+        #expect(states.count == 2)
+        for s in states { #expect(s.stored.map(JSONValue.object) == s.payload) }
+        #expect(states.last?.stored == ["last_ping": 7, "battery": 42])
     }
 
     @Test func offlineCommandIsQueuedThenDelivered() async throws {

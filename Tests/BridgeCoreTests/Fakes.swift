@@ -8,7 +8,12 @@ import Synchronization
 /// Records every message the bridge sends.
 final class FakeMQTT: MQTTPort {
     let sent = Mutex<[OutboundMessage]>([])
-    func send(_ message: OutboundMessage) { sent.withLock { $0.append(message) } }
+    /// Called with each message as it is sent, before it is recorded (to look at the store then).
+    let onSend = Mutex<(@Sendable (OutboundMessage) -> Void)?>(nil)
+    func send(_ message: OutboundMessage) {
+        onSend.withLock { $0 }?(message)
+        sent.withLock { $0.append(message) }
+    }
 
     func messages(_ topic: String) -> [OutboundMessage] { sent.withLock { $0.filter { $0.topic == topic } } }
 

@@ -115,6 +115,157 @@ import Testing
         #expect(try store.recentEvents(limit: 100).map(\.payload) == ["x"])
     }
 
+    /// The connection's settings (docs/configuration.md, "State database"): exclusive locking
+    /// (no shared-memory index file), checkpoints every 4000 pages, WAL bounded at 16 MiB.
+    @Test func connectionSettings() throws {
+        let store = try BridgeStore(path: path)
+        let (locking, autocheckpoint, limit) = try store.writer.write { db in
+            (try String.fetchOne(db, sql: "PRAGMA locking_mode"), try Int.fetchOne(db, sql: "PRAGMA wal_autocheckpoint"),
+             try Int.fetchOne(db, sql: "PRAGMA journal_size_limit"))
+        }
+        #expect(locking == "exclusive" && autocheckpoint == 4000 && limit == 16 << 20)
+        try store.saveState(["a": 1], for: "d", at: Date())
+        #expect(!FileManager.default.fileExists(atPath: path + "-shm"))
+        let walMode = try FileManager.default.attributesOfItem(atPath: path + "-wal")[.posixPermissions] as? NSNumber
+        #expect(walMode?.intValue == 0o600)
+    }
+
+    /// A file from before (SQLite's 4 KiB pages) is rebuilt once with 1 KiB pages, keeping
+    /// everything; a new file gets them from the start.
+    @Test func olderFileIsRebuiltWithSmallPages() throws {
+        let now = Date(timeIntervalSince1970: 1_700_000_000)
+        do {
+            let store = try BridgeStore(path: path)
+            #expect(try store.writer.read { db in try Int.fetchOne(db, sql: "PRAGMA page_size") } == 1024)
+            try store.upsertDevice(DeviceRecord(id: "cam", address: "C0:FF:EE:00:00:01", profile: "gopro", paired: true))
+            try store.saveState(["encoding": true, "video_resolution": "4K"], for: "cam", at: now)
+            try store.enqueue(OutboxEntry(deviceID: "cam", transaction: "\"t\"", command: "{}", status: .sent, createdAt: now, deadline: now))
+        }
+        do {
+            let old = try DatabaseQueue(path: path)
+            try old.writeWithoutTransaction { db in
+                try db.execute(sql: "PRAGMA journal_mode = DELETE; PRAGMA page_size = 4096; VACUUM; PRAGMA journal_mode = WAL")
+                #expect(try Int.fetchOne(db, sql: "PRAGMA page_size") == 4096)
+            }
+        }
+        let store = try BridgeStore(path: path)
+        let (pageSize, journal) = try store.writer.read { db in
+            (try Int.fetchOne(db, sql: "PRAGMA page_size"), try String.fetchOne(db, sql: "PRAGMA journal_mode"))
+        }
+        #expect(pageSize == 1024 && journal == "wal")
+        #expect(try store.devices() == [DeviceRecord(id: "cam", address: "C0:FF:EE:00:00:01", profile: "gopro", paired: true)])
+        #expect(try store.states() == ["cam": ["encoding": true, "video_resolution": "4K"]])
+        #expect(try store.pendingCommands().map(\.transaction) == ["\"t\""])
+        let mode = try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? NSNumber
+        #expect(mode?.intValue == 0o600)
+    }
+
+    /// The store holds the file: a second bridge on the same database fails at start, saying
+    /// why, instead of sharing (and double-running) the outbox; once the first is closed it opens.
+    @Test func secondOpenerIsRefusedWhileTheFileIsHeld() throws {
+        do {
+            let first = try BridgeStore(path: path)
+            try first.saveState(["a": 1], for: "d", at: Date())
+            #expect {
+                _ = try BridgeStore(path: path, busyTimeout: 0.05)
+            } throws: { error in
+                guard case .cannotOpen(let p, let reason)? = error as? StoreError else { return false }
+                return p == path && reason.contains("another process")
+            }
+        }
+        #expect(try BridgeStore(path: path).states()["d"] == ["a": 1])
+    }
+
+    /// v3 rebuilds a v2 outbox (AUTOINCREMENT, index on deviceID) without either, keeping its
+    /// rows; ids still never repeat while the store is open, and the per-device query works.
+    @Test func migrationV3RebuildsTheOutbox() throws {
+        let now = Date(timeIntervalSince1970: 1_700_000_000)
+        do {
+            let store = try BridgeStore(path: path)
+            try store.writer.write { db in
+                try db.execute(sql: """
+                    DROP TABLE outbox;
+                    CREATE TABLE outbox (id INTEGER PRIMARY KEY AUTOINCREMENT, deviceID TEXT NOT NULL, "transaction" TEXT,
+                        command TEXT NOT NULL, attribute TEXT, status TEXT NOT NULL, createdAt DATETIME NOT NULL,
+                        deadline DATETIME NOT NULL, responseTopic TEXT, correlationData BLOB);
+                    CREATE INDEX outbox_on_deviceID ON outbox(deviceID);
+                    INSERT INTO outbox VALUES (7, 'a', '"t7"', '{"to":"a"}', NULL, 'sent', 1700000000, 1700000060, 'reply', x'0102');
+                    DELETE FROM grdb_migrations WHERE identifier = 'v3';
+                    """)
+            }
+        }
+        let store = try BridgeStore(path: path)
+        let (schema, indexes) = try store.writer.read { db in
+            (try String.fetchOne(db, sql: "SELECT sql FROM sqlite_master WHERE name = 'outbox'"),
+             try String.fetchAll(db, sql: "SELECT name FROM pragma_index_list('outbox')"))
+        }
+        #expect(schema?.contains("AUTOINCREMENT") == false && indexes.isEmpty)
+        #expect(try store.pendingCommands() == [
+            OutboxEntry(id: 7, deviceID: "a", transaction: #""t7""#, command: #"{"to":"a"}"#, status: .sent, createdAt: now,
+                        deadline: now.addingTimeInterval(60), responseTopic: "reply", correlationData: Data([1, 2])),
+        ])
+        var ids: [Int64] = []
+        for d in ["b", "a"] {
+            let id = try #require(try store.enqueue(OutboxEntry(deviceID: d, transaction: nil, command: #"{"to":"\#(d)"}"#,
+                                                                createdAt: now, deadline: now)).entry.id)
+            ids.append(id)
+            try store.removeCommand(id)  // the newest row goes: its id must still not come back
+        }
+        let last = try #require(try store.enqueue(OutboxEntry(deviceID: "a", transaction: nil, command: #"{"to":"a"}"#,
+                                                              createdAt: now, deadline: now)).entry.id)
+        #expect(ids == [8, 9] && last == 10)
+        #expect(try store.pendingCommands(for: "a").map(\.id) == [7, 10])
+        #expect(try store.pendingCommands(for: "b").isEmpty)
+    }
+
+    /// An answer's writes (removal + new state) land together and survive a reopen.
+    @Test func applyCommitsAnAnswerTogether() throws {
+        let now = Date()
+        do {
+            let store = try BridgeStore(path: path)
+            let id = try #require(try store.enqueue(OutboxEntry(deviceID: "cam", transaction: "\"t\"", command: "{}", status: .sent,
+                                                                createdAt: now, deadline: now)).entry.id)
+            let other = try #require(try store.enqueue(OutboxEntry(deviceID: "cam2", transaction: nil, command: "{}", status: .sent,
+                                                                   createdAt: now, deadline: now)).entry.id)
+            try store.apply([])
+            try store.apply([.removeCommand(id), .saveState(deviceID: "cam", json: #"{"encoding":true,"battery":84}"#, at: 1_700_000_000)])
+            #expect(try store.pendingCommands().map(\.id) == [other])
+            // A batch of several devices' answers, applied in order (the later state wins).
+            try store.apply([.removeCommand(other), .saveState(deviceID: "cam2", json: #"{"x":1}"#, at: 1),
+                             .saveState(deviceID: "cam2", json: #"{"x":2}"#, at: 2)])
+        }
+        let store = try BridgeStore(path: path)
+        #expect(try store.pendingCommands().isEmpty)
+        #expect(try store.states() == ["cam": ["encoding": true, "battery": 84], "cam2": ["x": 2]])
+        let at = try store.writer.read { db in try Double.fetchOne(db, sql: "SELECT updatedAt FROM deviceState WHERE deviceID = 'cam'") }
+        #expect(at == 1_700_000_000)
+    }
+
+    /// All or nothing: when one write of the commit fails, the removal before it is rolled back
+    /// (the command stays `sent`, so a restart answers it `interrupted`), and the store stays usable.
+    @Test func applyIsAllOrNothing() throws {
+        let store = try BridgeStore(path: path)
+        let now = Date()
+        let id = try #require(try store.enqueue(OutboxEntry(deviceID: "cam", transaction: nil, command: "{}", status: .sent,
+                                                            createdAt: now, deadline: now)).entry.id)
+        try store.writer.write { db in
+            try db.execute(sql: """
+                CREATE TEMP TRIGGER refuse BEFORE INSERT ON deviceState WHEN NEW.deviceID = 'bad'
+                BEGIN SELECT RAISE(ABORT, 'refused by the test'); END
+                """)
+        }
+        #expect {
+            try store.apply([.removeCommand(id), .saveState(deviceID: "bad", json: "{}", at: 1)])
+        } throws: { error in
+            guard case .operationFailed(let reason)? = error as? StoreError else { return false }
+            return reason.contains("refused by the test")
+        }
+        #expect(try store.pendingCommands().map(\.id) == [id])
+        #expect(try store.states().isEmpty)
+        try store.apply([.removeCommand(id), .saveState(deviceID: "cam", json: #"{"ok":true}"#, at: 1)])
+        #expect(try store.pendingCommands().isEmpty && store.states() == ["cam": ["ok": true]])
+    }
+
     @Test func corruptFileIsAClearError() throws {
         try Data(repeating: 0x42, count: 8192).write(to: URL(fileURLWithPath: path))
         #expect {
