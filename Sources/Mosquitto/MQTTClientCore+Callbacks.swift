@@ -117,6 +117,7 @@ extension MQTTClientCore {
             defer { s.offlineQueue = [] }
             return s.offlineQueue
         }
+        defer { if !items.isEmpty { packetsQueued() } }
         for (index, item) in items.enumerated() {
             let propertyList: MosquittoPropertyList?
             do throws(MQTTError) {
