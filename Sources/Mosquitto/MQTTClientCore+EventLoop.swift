@@ -22,8 +22,6 @@ final class LoopDriver: @unchecked Sendable {
     var retryTimer: EventLoop.Timer?
     /// `disconnect()`'s limit for the DISCONNECT to go out.
     var deadlineTimer: EventLoop.Timer?
-    /// A blocking connect runs on its helper thread.
-    var connectInFlight = false
     var finished = false
     /// An off-loop caller queued a packet and asked the loop to wake up and flush (at most one
     /// such request pending).
@@ -57,14 +55,12 @@ extension MQTTClientCore {
     /// `connectReturned`.
     private func connectAttempt(reconnect: Bool) {
         guard let loop else { return }
-        driver.connectInFlight = true
         let rc = runOnHelperThread(named: "mqtt-connect") { [self] in
             let rc = reconnect ? mosquitto_reconnect(mosq) : connectCall()
             let code = MosquittoCode(code: rc)  // errno is this thread's
             loop.execute { [self] in connectReturned(rc, code) }
         }
         if rc != 0 {
-            driver.connectInFlight = false
             logger.error("MQTT could not start a connect thread: errno \(rc)")
             linkEnded(.system(errno: rc))
         }
@@ -73,7 +69,6 @@ extension MQTTClientCore {
     /// The helper thread's connect call returned `rc`. On the loop.
     private func connectReturned(_ rc: Int32, _ code: MosquittoCode) {
         guard let loop else { return }
-        driver.connectInFlight = false
         if driver.finished {
             // disconnect() came while the attempt ran and did not wait for it: close what it
             // opened (CONNECT then DISCONNECT, if the socket takes them now).
