@@ -23,6 +23,10 @@ final class LoopDriver: @unchecked Sendable {
     /// `disconnect()`'s limit for the DISCONNECT to go out.
     var deadlineTimer: EventLoop.Timer?
     var finished = false
+    /// Read on until `EAGAIN`: the last read that tried found more than one packet waiting.
+    var readAhead = false
+    /// Single-packet reads since the last probe for a burst.
+    var readsSinceProbe = 0
     /// An off-loop caller queued a packet and asked the loop to wake up and flush (at most one
     /// such request pending).
     let flushRequested = Atomic<Bool>(false)
@@ -99,15 +103,28 @@ extension MQTTClientCore {
         guard driver.watch != nil else { return }
         // Read on every event: a hang-up reads EOF, and during the TLS handshake a writable
         // socket is progress for `SSL_connect`, which only `mosquitto_loop_read` drives.
-        // `mosquitto_loop_read` reads one packet unless QoS > 0 messages are in flight; read on
-        // (bounded) until the socket reports EAGAIN, rather than one poll(2) per packet.
+        // `mosquitto_loop_read` reads one packet unless QoS > 0 messages are in flight. In a
+        // burst, reading on (bounded) until the socket reports EAGAIN saves a poll(2) per
+        // packet; with one packet per event that extra read is a wasted system call. So read on
+        // while the last such attempt found a second packet, and otherwise try it every 8th event.
+        var limit = 1
+        if driver.readAhead {
+            limit = 16
+        } else {
+            driver.readsSinceProbe += 1
+            if driver.readsSinceProbe >= 8 {
+                driver.readsSinceProbe = 0
+                limit = 16
+            }
+        }
         var rounds = 0
         var rc: Int32 = 0
         repeat {
             errno = 0
             rc = mosquitto_loop_read(mosq, 1)
             rounds += 1
-        } while rc == 0 && errno != EAGAIN && rounds < 16 && mosquitto_socket(mosq) >= 0
+        } while rc == 0 && errno != EAGAIN && rounds < limit && mosquitto_socket(mosq) >= 0
+        if limit > 1 { driver.readAhead = rounds > 2 }  // the second read found a packet
         if rc != 0 || mosquitto_socket(mosq) < 0 {
             linkEnded(lost(rc))
             return
