@@ -137,4 +137,59 @@ import Glibc
         await #expect(throws: MQTTError.closed) { try await queued.value }
         #expect(await loop.registrations() == EventLoop.Registrations(watches: 0, timers: 0, hooks: 0))
     }
+
+    /// A connect that blocks (here: SYNs to a listener whose accept queue is full are dropped,
+    /// so the kernel retransmits them for minutes — all on loopback) runs on the helper thread:
+    /// meanwhile the loop keeps running jobs and timers, and `disconnect()` returns at once.
+    @Test func aBlockedConnectDoesNotStallTheLoop() async throws {
+        let loop = EventLoop(name: "mqtt-slow-connect")
+        defer { loop.shutdown() }
+        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, length) == 0 && getsockname(listener, $0, &length) == 0 }
+        }
+        #expect(bound && listen(listener, 0) == 0)
+        let filler = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)  // fills the accept queue
+        let filled = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(filler, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
+        }
+        #expect(filled)
+
+        let client = try MQTTClient(
+            options: MQTTConnectOptions(host: "127.0.0.1", port: Int(UInt16(bigEndian: address.sin_port))), loop: loop)
+        let connectEnded = Flag()
+        let connecting = Task {
+            defer { connectEnded.set() }
+            try await client.connect()
+        }
+        #expect(await eventually { threadNames().contains("mqtt-connect") })
+        try await Task.sleep(for: .milliseconds(300))  // in the connect, waiting for a SYN-ACK
+        let ranDuringTheConnect = await withCheckedContinuation { (c: CheckedContinuation<Bool, Never>) in
+            loop.execute { c.resume(returning: !connectEnded.isSet) }
+        }
+        #expect(ranDuringTheConnect, "a loop job ran while the connect was blocked")
+        try await loop.sleep(for: .milliseconds(20))  // and a loop timer fired
+        #expect(!connectEnded.isSet)
+        #expect(!client.statistics.isConnected)
+        await client.disconnect()  // does not wait for the blocked attempt
+        await #expect(throws: MQTTError.closed) { try await connecting.value }
+        #expect(await loop.registrations() == EventLoop.Registrations(watches: 0, timers: 0, hooks: 0))
+        // Closing the listener refuses the next retransmitted SYN: the helper's connect fails,
+        // its result is dropped on the loop and the thread exits.
+        close(filler)
+        close(listener)
+        #expect(await eventually(timeout: .seconds(15)) { !threadNames().contains("mqtt-connect") })
+        #expect(await loop.registrations() == EventLoop.Registrations(watches: 0, timers: 0, hooks: 0))
+    }
+}
+
+/// A flag set once, read from any thread.
+final class Flag: Sendable {
+    private let value = Atomic<Bool>(false)
+    func set() { value.store(true, ordering: .releasing) }
+    var isSet: Bool { value.load(ordering: .acquiring) }
 }
