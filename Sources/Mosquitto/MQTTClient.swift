@@ -271,9 +271,9 @@ public final class MQTTClient: MQTTTransport {
 
     /// Subscribes like `subscribe(_:qos:options:)`, but each message is handed to `handler` on
     /// the client's network thread (loop mode: the loop thread) as it arrives, in order, instead
-    /// of through the stream (which
-    /// then only ends when the subscription does). For a consumer that does little per message
-    /// and must not pay a thread hand-off for each: the handler must not block.
+    /// of through the stream (which then only ends when the subscription does). For a consumer
+    /// that does little per message and must not pay a thread hand-off for each: the handler
+    /// must not block.
     public func subscribe(
         _ filter: String, qos: MQTTQoS = .atLeastOnce, options: MQTTSubscribeOptions = MQTTSubscribeOptions(),
         handler: (@Sendable (MQTTMessage) -> Void)?
