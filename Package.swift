@@ -44,7 +44,7 @@ let package = Package(
         ),
         .target(
             name: "Mosquitto",
-            dependencies: ["CMosquitto", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["CMosquitto", "Reactor", .product(name: "Logging", package: "swift-log")]
         ),
         .systemLibrary(
             name: "CDBus",

@@ -6,6 +6,7 @@
  *    receives; messages/s from the first publish to the last receipt.
  * Usage: mqtt_bench PORT ROUNDTRIPS MESSAGES */
 #include <mosquitto.h>
+#include <sys/resource.h>
 #include <pthread.h>
 #include <semaphore.h>
 #include <stdio.h>
@@ -84,6 +85,14 @@ static struct mosquitto *client(int port, int subscribe, const char *topic) {
     return m;
 }
 
+/* CPU time (user + system, µs) and context switches of the whole process so far. */
+static double cpu_us(long *switches) {
+    struct rusage u;
+    getrusage(RUSAGE_SELF, &u);
+    *switches = u.ru_nvcsw + u.ru_nivcsw;
+    return (u.ru_utime.tv_sec + u.ru_stime.tv_sec) * 1e6 + u.ru_utime.tv_usec + u.ru_stime.tv_usec;
+}
+
 static int compare(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y;
@@ -98,8 +107,11 @@ int main(int argc, char **argv) {
 
     struct mosquitto *lat = client(port, 1, "bench/lat");
     double *samples = malloc(sizeof(double) * rounds);
+    long cs0 = 0, cs1 = 0;
+    double cpu0 = 0, cpu1;
     for (long i = -200; i < rounds; i++) { /* 200 warm-up round trips */
         long target;
+        if (i == 0) cpu0 = cpu_us(&cs0);
         pthread_mutex_lock(&lock);
         target = received + 1;
         pthread_mutex_unlock(&lock);
@@ -110,9 +122,11 @@ int main(int argc, char **argv) {
         pthread_mutex_unlock(&lock);
         if (i >= 0) samples[i] = now_ns() - t0;
     }
+    cpu1 = cpu_us(&cs1);
     qsort(samples, rounds, sizeof(double), compare);
-    printf("c      latency  QoS0 round trip  p50 %8.1f us  p99 %8.1f us  (%ld)\n",
-           samples[rounds / 2] / 1e3, samples[rounds * 99 / 100] / 1e3, rounds);
+    printf("c           latency  QoS0 round trip  p50 %8.1f us  p99 %8.1f us  (%ld)  cpu %6.1f us  %4.1f cs per round trip\n",
+           samples[rounds / 2] / 1e3, samples[rounds * 99 / 100] / 1e3, rounds,
+           (cpu1 - cpu0) / rounds, (double)(cs1 - cs0) / rounds);
     mosquitto_disconnect(lat);
     mosquitto_loop_stop(lat, false);
     mosquitto_destroy(lat);
@@ -123,6 +137,7 @@ int main(int argc, char **argv) {
     pthread_mutex_lock(&lock);
     received = 0;
     pthread_mutex_unlock(&lock);
+    cpu0 = cpu_us(&cs0);
     double t0 = now_ns();
     for (long i = 0; i < messages; i++) {
         sem_wait(&window);
@@ -132,7 +147,9 @@ int main(int argc, char **argv) {
     while (received < messages) pthread_cond_wait(&cond, &lock);
     pthread_mutex_unlock(&lock);
     double seconds = (now_ns() - t0) / 1e9;
-    printf("c      throughput QoS1 window 100  %10.0f msg/s  (%ld in %.2f s)\n", messages / seconds, messages, seconds);
+    cpu1 = cpu_us(&cs1);
+    printf("c           throughput QoS1 window 100  %10.0f msg/s  (%ld in %.2f s)  cpu %6.1f us  %4.2f cs per message\n",
+           messages / seconds, messages, seconds, (cpu1 - cpu0) / messages, (double)(cs1 - cs0) / messages);
     mosquitto_disconnect(pub);
     mosquitto_disconnect(sub);
     mosquitto_loop_stop(pub, false);

@@ -1,5 +1,6 @@
 import CMosquitto
 import Logging
+import Reactor
 import Synchronization
 
 /// Counters of one client.
@@ -16,7 +17,8 @@ public struct MQTTClientStatistics: Sendable, Hashable {
     public var isConnected: Bool
 }
 
-/// An MQTT 3.1.1 / 5 client over libmosquitto, with its own network thread.
+/// An MQTT 3.1.1 / 5 client over libmosquitto, with its own network thread — or, made with
+/// `init(options:logger:loop:)`, running on a `Reactor.EventLoop` with no thread of its own.
 ///
 /// Life cycle: `init(options:)` validates and configures; `connect()` starts the network
 /// thread and returns on the first CONNACK; lost connections are re-established with jittered
@@ -32,7 +34,24 @@ public final class MQTTClient: MQTTTransport {
         core = try MQTTClientCore(options: options, logger: logger)
     }
 
+    /// Loop mode (docs/mqtt.md "Loop mode"): the client runs on `loop` and has no thread of its
+    /// own. The socket is read by a loop watch, queued packets are written by a loop hook just
+    /// before the loop sleeps, keep-alive and reconnect backoff are loop timers; only each
+    /// connection attempt (DNS, TCP connect) runs on a short-lived helper thread. Callbacks —
+    /// subscription handlers, `publishDetached` completions — run on the loop thread. Called on
+    /// the loop, `publishDetached` only queues (no system call, no wake-up); called elsewhere it
+    /// also asks the loop to flush. Same options, errors, reconnect, offline queue and
+    /// semantics as thread mode. `disconnect()` the client before shutting the loop down.
+    public init(
+        options: MQTTConnectOptions, logger: Logger = Logger(label: "gatt2mqtt.mqtt"), loop: EventLoop
+    ) throws(MQTTError) {
+        core = try MQTTClientCore(options: options, logger: logger, loop: loop)
+    }
+
     deinit { core.stopDetached() }
+
+    /// The loop the client runs on (loop mode), nil in thread mode.
+    public var eventLoop: EventLoop? { core.loop }
 
     public var options: MQTTConnectOptions { core.options }
 
@@ -58,7 +77,7 @@ public final class MQTTClient: MQTTTransport {
                     return
                 }
                 do throws(MQTTError) {
-                    try core.startThread()
+                    try core.start()
                 } catch {
                     let waiter = core.state.withLock { s in
                         s.phase = .stopped
@@ -76,6 +95,9 @@ public final class MQTTClient: MQTTTransport {
 
     /// Sends DISCONNECT (reason 0), stops the network thread and waits for it. Pending
     /// publishes fail with `.closed`; subscriptions and event streams finish. Idempotent.
+    /// Loop mode: afterwards the client has no watch, timer or hook left on the loop; a
+    /// connection attempt still blocked in DNS or TCP connect is abandoned (its helper thread
+    /// closes what it opened and exits).
     public func disconnect() async {
         await core.stop()
     }
@@ -130,6 +152,7 @@ public final class MQTTClient: MQTTTransport {
                     propertyList?.pointer)
             }
             if rc == 0 {
+                core.packetsQueued()
                 result = await core.waitForPublish(mid: mid, qos: qos, generation: generation)
             } else {
                 switch MosquittoCode(code: rc) {
@@ -168,7 +191,8 @@ public final class MQTTClient: MQTTTransport {
     /// Publishes without waiting: the message is handed to libmosquitto (or, while the broker
     /// is away, to the offline queue under the same rules as `publish`) before this returns, so
     /// messages go out in the order of the calls; `completion` runs once with the outcome (the
-    /// PUBACK/PUBCOMP for QoS ≥ 1, the write for QoS 0), on the network thread or at once.
+    /// PUBACK/PUBCOMP for QoS ≥ 1, the write for QoS 0), on the network thread (loop mode: the
+    /// loop thread) or at once.
     /// A QoS 0 message lost with its connection gets no completion. For high-rate publishers
     /// (the bridge's responses and state), where awaiting each acknowledgement in turn would
     /// serialise them behind broker round trips.
@@ -225,6 +249,7 @@ public final class MQTTClient: MQTTTransport {
                 done(.failure(MosquittoCode(code: rc) == .noConnection ? .notConnected : .library(MosquittoCode(code: rc), operation: "mosquitto_publish_v5")))
                 return
             }
+            core.packetsQueued()
             if let early = core.state.withLock({ $0.publishes.register(mid, .handler(done)) }) { done(early) }
         } catch {
             completion(.failure(error))
@@ -245,9 +270,10 @@ public final class MQTTClient: MQTTTransport {
     }
 
     /// Subscribes like `subscribe(_:qos:options:)`, but each message is handed to `handler` on
-    /// the client's network thread as it arrives, in order, instead of through the stream (which
-    /// then only ends when the subscription does). For a consumer that does little per message
-    /// and must not pay a thread hand-off for each: the handler must not block.
+    /// the client's network thread (loop mode: the loop thread) as it arrives, in order, instead
+    /// of through the stream (which then only ends when the subscription does). For a consumer
+    /// that does little per message and must not pay a thread hand-off for each: the handler
+    /// must not block.
     public func subscribe(
         _ filter: String, qos: MQTTQoS = .atLeastOnce, options: MQTTSubscribeOptions = MQTTSubscribeOptions(),
         handler: (@Sendable (MQTTMessage) -> Void)?
@@ -290,6 +316,7 @@ public final class MQTTClient: MQTTTransport {
             removeRoute()
             throw .library(MosquittoCode(code: rc), operation: "mosquitto_subscribe_v5")
         }
+        core.packetsQueued()
         let granted: [Int32]
         switch await core.waitForAck(mid, generation: generation, table: \.subacks) {
         case .failure(.connectionLost):
@@ -457,6 +484,7 @@ extension MQTTClientCore {
             throw MosquittoCode(code: rc) == .noConnection
                 ? .notConnected : .library(MosquittoCode(code: rc), operation: "mosquitto_unsubscribe_v5")
         }
+        packetsQueued()
         switch await waitForAck(mid, generation: generation, table: \.unsubacks) {
         case .success: return
         case .failure(.connectionLost) where options.cleanSession: return  // the broker forgets it anyway

@@ -33,7 +33,7 @@ extension MQTTClientCore {
         }
         mosquitto_log_callback_set(mosq) { _, raw, level, text in
             guard let text else { return }
-            core(raw).handleLog(level: level, text: String(cString: text))
+            core(raw).handleLog(level: level, text: text)
         }
     }
 
@@ -117,6 +117,7 @@ extension MQTTClientCore {
             defer { s.offlineQueue = [] }
             return s.offlineQueue
         }
+        defer { if !items.isEmpty { packetsQueued() } }
         for (index, item) in items.enumerated() {
             let propertyList: MosquittoPropertyList?
             do throws(MQTTError) {
@@ -231,8 +232,9 @@ extension MQTTClientCore {
         if dropped > 0 { logger.warning("MQTT inbound buffer full: dropped a message on \(topic)") }
     }
 
-    /// libmosquitto log lines → swift-log (it never logs the password).
-    func handleLog(level: Int32, text: String) {
+    /// libmosquitto log lines → swift-log (it never logs the password). libmosquitto formats a
+    /// debug line for every packet; the Swift string is made only when the level is logged.
+    func handleLog(level: Int32, text: UnsafePointer<CChar>) {
         let mapped: Logger.Level
         switch level {
         case MOSQ_LOG_ERR: mapped = .error
@@ -241,6 +243,7 @@ extension MQTTClientCore {
         case MOSQ_LOG_INFO: mapped = .info
         default: mapped = .debug
         }
-        logger.log(level: mapped, "\(text)", metadata: ["source": "libmosquitto"])
+        guard logger.logLevel <= mapped else { return }
+        logger.log(level: mapped, "\(String(cString: text))", metadata: ["source": "libmosquitto"])
     }
 }

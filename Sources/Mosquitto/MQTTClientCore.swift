@@ -1,6 +1,7 @@
 import CMosquitto
 import Dispatch
 import Logging
+import Reactor
 import Synchronization
 
 #if canImport(Glibc)
@@ -81,6 +82,10 @@ struct AckTable<Value: Sendable> {
 
 /// The box passed to libmosquitto as user data. All mutable state sits behind `state`; the
 /// library is never called while that lock is held (it re-enters the callbacks).
+///
+/// Two drivers: thread mode (`loop == nil`, the default) runs `mosquitto_loop` on its own
+/// `mqtt-net` thread; loop mode runs the instance on a `Reactor.EventLoop` with no thread of its
+/// own (`MQTTClientCore+EventLoop.swift`, docs/mqtt.md "Loop mode").
 final class MQTTClientCore: @unchecked Sendable {
     enum Phase: Equatable {
         case idle, connecting, connected, reconnecting, stopping, stopped
@@ -141,6 +146,7 @@ final class MQTTClientCore: @unchecked Sendable {
         var connectWaiter: CheckedContinuation<Result<Void, MQTTError>, Never>?
         var lastConnectFailure: MQTTError?
         var exitWaiters: [CheckedContinuation<Void, Never>] = []
+        /// The network thread (or, in loop mode, the loop driver) has stopped for good.
         var threadExited = false
         var thread: pthread_t?
         var stopDeadline: ContinuousClock.Instant?
@@ -157,8 +163,13 @@ final class MQTTClientCore: @unchecked Sendable {
     let deliveredInbound = Atomic<Int>(0)
     let droppedInbound = Atomic<Int>(0)
     let unroutedInbound = Atomic<Int>(0)
+    /// Loop mode: the loop that drives the instance (nil: thread mode).
+    let loop: EventLoop?
+    /// Loop mode: the driver's loop-thread state.
+    let driver = LoopDriver()
 
-    init(options: MQTTConnectOptions, logger: Logger) throws(MQTTError) {
+    init(options: MQTTConnectOptions, logger: Logger, loop: EventLoop? = nil) throws(MQTTError) {
+        self.loop = loop
         try options.validate()
         if let source = options.tls?.keyPassword {
             keyPassword = Array(try source.resolve().utf8)
@@ -193,6 +204,8 @@ final class MQTTClientCore: @unchecked Sendable {
 
     private func configure() throws(MQTTError) {
         try check(mosquitto_int_option(mosq, MOSQ_OPT_PROTOCOL_VERSION, options.protocolVersion.rawValue), "protocol version")
+        // Both modes: API calls only queue packets (packet__queue writes inline only in the
+        // unthreaded mode); the network thread, or the loop's flush hook, writes them.
         try check(mosquitto_threaded_set(mosq, true), "mosquitto_threaded_set")
         try check(mosquitto_int_option(mosq, MOSQ_OPT_TCP_NODELAY, options.tcpNoDelay ? 1 : 0), "TCP_NODELAY")
         try check(mosquitto_max_inflight_messages_set(mosq, UInt32(options.maxInflightMessages)), "max inflight")
@@ -296,25 +309,12 @@ final class MQTTClientCore: @unchecked Sendable {
                 }
             }
             let code = MosquittoCode(code: rc)
-            enum Decision { case exit(MQTTError?), retry(Int) }
-            let decision = state.withLock { s -> Decision in
-                if s.phase == .stopping || s.phase == .stopped { return .exit(nil) }
-                let failure = s.lastConnectFailure ?? .library(code, operation: s.everConnected ? "network loop" : "connect")
-                s.lastConnectFailure = nil
-                if !s.everConnected && !options.reconnect.retryInitialConnect { return .exit(failure) }
-                if s.everConnected && !options.reconnect.enabled { return .exit(failure) }
-                if s.phase == .connected { s.phase = .reconnecting }
-                s.reconnectAttempt += 1
-                return .retry(s.reconnectAttempt)
-            }
+            let decision = afterFailure(code)
             if case .exit(let error) = decision {
                 exitError = error
                 break
             }
-            guard case .retry(let attempt) = decision else { break }
-            let delay = options.reconnect.delay(forAttempt: attempt)
-            logger.info("MQTT reconnect attempt \(attempt) in \(delay) after: \(code)")
-            emit(.reconnecting(attempt: attempt, delay: delay))
+            guard case .retry(_, let delay) = decision else { break }
             let nanoseconds = delay.components.seconds * 1_000_000_000 + delay.components.attoseconds / 1_000_000_000
             _ = wakeup.wait(timeout: .now() + .nanoseconds(Int(nanoseconds)))
             if state.withLock({ $0.phase == .stopping || $0.phase == .stopped }) { break }
@@ -324,14 +324,39 @@ final class MQTTClientCore: @unchecked Sendable {
         finish(exitError)
     }
 
-    private func connectCall() -> Int32 {
+    enum AfterFailure { case exit(MQTTError?), retry(attempt: Int, delay: Duration) }
+
+    /// The connection attempt or the connection failed with `code`: stop (with the error to
+    /// report) or retry after the policy's backoff. Both drivers share this; a retry is
+    /// announced (`.reconnecting`) here.
+    func afterFailure(_ code: MosquittoCode) -> AfterFailure {
+        let decision = state.withLock { s -> AfterFailure in
+            if s.phase == .stopping || s.phase == .stopped { return .exit(nil) }
+            let failure = s.lastConnectFailure ?? .library(code, operation: s.everConnected ? "network loop" : "connect")
+            s.lastConnectFailure = nil
+            if !s.everConnected && !options.reconnect.retryInitialConnect { return .exit(failure) }
+            if s.everConnected && !options.reconnect.enabled { return .exit(failure) }
+            if s.phase == .connected { s.phase = .reconnecting }
+            s.reconnectAttempt += 1
+            return .retry(attempt: s.reconnectAttempt, delay: options.reconnect.delay(forAttempt: s.reconnectAttempt))
+        }
+        if case .retry(let attempt, let delay) = decision {
+            logger.info("MQTT reconnect attempt \(attempt) in \(delay) after: \(code)")
+            emit(.reconnecting(attempt: attempt, delay: delay))
+        }
+        return decision
+    }
+
+    func connectCall() -> Int32 {
         mosquitto_connect_bind_v5(
             mosq, options.host, Int32(options.port), Int32(options.keepAlive), options.bindAddress,
             connectProperties.pointer)
     }
 
-    /// Runs last on the network thread: fails every waiter and ends every stream.
-    private func finish(_ error: MQTTError?) {
+    /// Runs last on the network thread (in loop mode on the loop, after the driver released its
+    /// watch, timers and hook): fails every waiter and ends every stream.
+    func finish(_ error: MQTTError?) {
+        if loop != nil { releaseDriver() }
         struct Leftovers {
             var connectWaiter: CheckedContinuation<Result<Void, MQTTError>, Never>?
             var publishes: [AckWaiter<Result<Void, MQTTError>>] = []
@@ -377,6 +402,11 @@ final class MQTTClientCore: @unchecked Sendable {
 
     /// Asks the network thread to stop (sends DISCONNECT if connected) and waits until it has.
     func stop() async {
+        if let loop {
+            loop.execute { [self] in stopOnLoop() }
+            await waitForExit()
+            return
+        }
         enum Action { case none, wait(sendDisconnect: Bool) }
         let action = state.withLock { s -> Action in
             switch s.phase {
@@ -397,14 +427,7 @@ final class MQTTClientCore: @unchecked Sendable {
         if case .wait(let sendDisconnect) = action {
             if sendDisconnect { _ = mosquitto_disconnect_v5(mosq, 0, nil) }
             wakeup.signal()
-            await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
-                let done = state.withLock { s in
-                    if s.threadExited { return true }
-                    s.exitWaiters.append(c)
-                    return false
-                }
-                if done { c.resume() }
-            }
+            await waitForExit()
         } else {
             // Never started: end the event streams here.
             let listeners = state.withLock { s in
@@ -418,8 +441,34 @@ final class MQTTClientCore: @unchecked Sendable {
         }
     }
 
+    /// Returns once the network thread (or the loop driver) has stopped.
+    func waitForExit() async {
+        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+            let done = state.withLock { s in
+                if s.threadExited { return true }
+                s.exitWaiters.append(c)
+                return false
+            }
+            if done { c.resume() }
+        }
+    }
+
+    /// Starts the driver: the network thread, or (loop mode) the first connect on the loop.
+    func start() throws(MQTTError) {
+        if let loop {
+            loop.execute { [self] in startOnLoop() }
+            return
+        }
+        try startThread()
+    }
+
     /// From the owner's `deinit`: stop without waiting; the thread is detached.
     func stopDetached() {
+        if let loop {
+            // Always queued, even on the loop: the owner may be dropped inside a callback.
+            loop.execute { [self] in stopOnLoop() }
+            return
+        }
         let (sendDisconnect, thread) = state.withLock { s -> (Bool, pthread_t?) in
             let connected = s.phase == .connected
             if s.phase != .stopped && s.phase != .idle {

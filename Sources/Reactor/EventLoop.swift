@@ -263,26 +263,33 @@ public final class EventLoop: @unchecked Sendable {
         }
     }
 
-    /// What is registered on the loop: live watches, pending timers and hooks.
-    public struct Registrations: Sendable, Equatable {
+    /// What is registered on the loop: descriptor watches, pending (not fired, not cancelled)
+    /// timers and hooks.
+    public struct Registrations: Sendable, Equatable, CustomStringConvertible {
         public var watches: Int
         public var timers: Int
         public var hooks: Int
+
         public init(watches: Int, timers: Int, hooks: Int) {
             self.watches = watches
             self.timers = timers
             self.hooks = hooks
         }
+
+        public var description: String { "\(watches) watches, \(timers) timers, \(hooks) hooks" }
     }
 
-    /// Counts what is registered, read on the loop after the work already queued (for tests and
-    /// diagnostics: a component that tears down must leave no watch, timer or hook behind).
+    /// Counts what is registered now, read on the loop (after the work already queued): lets a
+    /// component's tests check that it left nothing behind when it stopped.
     public func registrations() async -> Registrations {
-        await withCheckedContinuation { (c: CheckedContinuation<Registrations, Never>) in
-            execute { [self] in
-                c.resume(returning: Registrations(watches: watches.count, timers: timers.count, hooks: hooks.count))
-            }
+        if inLoop { return currentRegistrations() }
+        return await withCheckedContinuation { (c: CheckedContinuation<Registrations, Never>) in
+            execute { [self] in c.resume(returning: currentRegistrations()) }
         }
+    }
+
+    private func currentRegistrations() -> Registrations {
+        Registrations(watches: watches.count, timers: timers.count, hooks: hooks.count)
     }
 
     // MARK: Stopping

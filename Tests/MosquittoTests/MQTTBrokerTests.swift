@@ -1,5 +1,6 @@
 import Foundation
 import Mosquitto
+import Reactor
 import Synchronization
 import Testing
 
@@ -13,12 +14,14 @@ import Glibc
 @Suite(.serialized) struct MQTTBrokerTests {
     // MARK: Publish / subscribe
 
-    @Test(arguments: [MQTTProtocolVersion.v5, .v311])
-    func publishSubscribeAtEveryQoS(version: MQTTProtocolVersion) async throws {
+    @Test(arguments: ClientMode.allCases, [MQTTProtocolVersion.v5, .v311])
+    func publishSubscribeAtEveryQoS(mode: ClientMode, version: MQTTProtocolVersion) async throws {
         let broker = try MosquittoBroker()
         defer { broker.stop() }
-        let subscriber = try await broker.client { $0.protocolVersion = version }
-        let publisher = try await broker.client { $0.protocolVersion = version }
+        let clients = ClientFactory(mode)
+        defer { clients.shutdown() }
+        let subscriber = try await clients.client(broker) { $0.protocolVersion = version }
+        let publisher = try await clients.client(broker) { $0.protocolVersion = version }
         for qos in MQTTQoS.allCases {
             let subscription = try await subscriber.subscribe("qos/\(qos.rawValue)/#", qos: qos)
             #expect(subscription.grantedQoS == qos)
@@ -117,10 +120,13 @@ import Glibc
         await watcher.disconnect()
     }
 
-    @Test func ourWillIsSentOnAbruptCloseButNotOnDisconnect() async throws {
+    @Test(arguments: ClientMode.allCases)
+    func ourWillIsSentOnAbruptCloseButNotOnDisconnect(mode: ClientMode) async throws {
         let broker = try MosquittoBroker()
         defer { broker.stop() }
-        let watcher = try await broker.client()
+        let clients = ClientFactory(mode)
+        defer { clients.shutdown() }
+        let watcher = try await clients.client(broker)
         let wills = try await watcher.subscribe("gatt2mqtt/bridge/state")
         let proxy = try TCPProxy(targetPort: broker.port)
         defer { proxy.close() }
@@ -131,11 +137,11 @@ import Glibc
         options.port = proxy.port
         options.will = will
         options.reconnect.enabled = false
-        let bridge = try MQTTClient(options: options)
+        let bridge = try clients.make(options)
         try await bridge.connect()
 
         // A graceful disconnect of another client with the same Will publishes nothing.
-        let polite = try await broker.client {
+        let polite = try await clients.client(broker) {
             $0.clientID = "polite"
             $0.will = will
         }
@@ -152,10 +158,13 @@ import Glibc
 
     // MARK: MQTT 5 properties
 
-    @Test func mqtt5PropertiesRoundTrip() async throws {
+    @Test(arguments: ClientMode.allCases)
+    func mqtt5PropertiesRoundTrip(mode: ClientMode) async throws {
         let broker = try MosquittoBroker()
         defer { broker.stop() }
-        let client = try await broker.client()
+        let clients = ClientFactory(mode)
+        defer { clients.shutdown() }
+        let client = try await clients.client(broker)
         let subscription = try await client.subscribe("req/+", qos: .exactlyOnce)
         let properties = MQTTPublishProperties(
             payloadIsUTF8: true, messageExpiryInterval: 120, contentType: "application/json",
@@ -231,20 +240,23 @@ import Glibc
 
     // MARK: Credentials and TLS
 
-    @Test func usernameAndPasswordFromFileAndEnvironment() async throws {
+    @Test(arguments: ClientMode.allCases)
+    func usernameAndPasswordFromFileAndEnvironment(mode: ClientMode) async throws {
         let broker = try MosquittoBroker(fixture: "auth.conf") { dir in
             try runTool("/usr/bin/mosquitto_passwd", ["-b", "-c", dir + "/passwd", "bridge", "pa55 word"], in: dir)
             try "pa55 word\n".write(toFile: dir + "/password.txt", atomically: true, encoding: .utf8)
         }
         defer { broker.stop() }
-        let fromFile = try await broker.client {
+        let clients = ClientFactory(mode)
+        defer { clients.shutdown() }
+        let fromFile = try await clients.client(broker) {
             $0.credentials = MQTTCredentials(username: "bridge", password: .file(broker.directory.path + "/password.txt"))
         }
         try await fromFile.publish(topic: "a", payload: [1], qos: .atLeastOnce)
         await fromFile.disconnect()
 
         setenv("GATT2MQTT_TEST_MQTT_PASSWORD", "pa55 word", 1)
-        let fromEnvironment = try await broker.client {
+        let fromEnvironment = try await clients.client(broker) {
             $0.credentials = MQTTCredentials(username: "bridge", password: .environment("GATT2MQTT_TEST_MQTT_PASSWORD"))
         }
         await fromEnvironment.disconnect()
@@ -252,7 +264,7 @@ import Glibc
         for version in [MQTTProtocolVersion.v5, .v311] {
             var options = broker.options(protocolVersion: version)
             options.credentials = MQTTCredentials(username: "bridge", password: .literal("wrong"))
-            let refused = try MQTTClient(options: options)
+            let refused = try clients.make(options)
             do {
                 try await refused.connect()
                 Issue.record("wrong password accepted")
@@ -268,15 +280,18 @@ import Glibc
         #expect(!broker.log.contains("pa55"))
     }
 
-    @Test func tlsWithClientCertificatesAndHostnameVerification() async throws {
+    @Test(arguments: ClientMode.allCases)
+    func tlsWithClientCertificatesAndHostnameVerification(mode: ClientMode) async throws {
         let broker = try MosquittoBroker(fixture: "tls.conf") { dir in try makeCertificates(in: dir) }
         defer { broker.stop() }
+        let clients = ClientFactory(mode)
+        defer { clients.shutdown() }
         let dir = broker.directory.path
         let tls = MQTTTLSOptions(
             caFile: dir + "/ca.crt", certificateFile: dir + "/client.crt", keyFile: dir + "/client.key", version: "tlsv1.2")
 
         // The server certificate names "localhost" only.
-        let good = try await broker.client {
+        let good = try await clients.client(broker) {
             $0.host = "localhost"
             $0.tls = tls
         }
@@ -286,16 +301,16 @@ import Glibc
         await good.disconnect()
 
         // Same broker by IP: the name does not match, so verification fails by default …
-        let mismatch = try MQTTClient(options: { var o = broker.options(); o.tls = tls; return o }())
+        let mismatch = try clients.make({ var o = broker.options(); o.tls = tls; return o }())
         await #expect(throws: MQTTError.library(.tls, operation: "connect")) { try await mismatch.connect() }
         // … and succeeds only when hostname verification is explicitly off.
         var insecure = tls
         insecure.verifyHostname = false
-        let unchecked = try await broker.client { $0.tls = insecure }
+        let unchecked = try await clients.client(broker) { $0.tls = insecure }
         await unchecked.disconnect()
 
         // No client certificate: the broker refuses the handshake.
-        let anonymous = try MQTTClient(options: {
+        let anonymous = try clients.make({
             var o = broker.options()
             o.host = "localhost"
             o.tls = MQTTTLSOptions(caFile: dir + "/ca.crt")
@@ -316,14 +331,14 @@ import Glibc
         var encrypted = tls
         encrypted.keyFile = dir + "/client-enc.key"
         encrypted.keyPassword = .file(dir + "/key-pass.txt")
-        let withKeyPassword = try await broker.client {
+        let withKeyPassword = try await clients.client(broker) {
             $0.host = "localhost"
             $0.tls = encrypted
         }
         await withKeyPassword.disconnect()
         encrypted.keyPassword = .literal("wrong")
         do {
-            _ = try await broker.client {
+            _ = try await clients.client(broker) {
                 $0.host = "localhost"
                 $0.tls = encrypted
             }
@@ -336,7 +351,7 @@ import Glibc
         }
 
         // A CA that did not sign the server certificate.
-        let stranger = try MQTTClient(options: {
+        let stranger = try clients.make({
             var o = broker.options()
             o.host = "localhost"
             o.tls = MQTTTLSOptions(caFile: dir + "/other-ca.crt", certificateFile: dir + "/client.crt", keyFile: dir + "/client.key")
@@ -347,11 +362,14 @@ import Glibc
 
     // MARK: Load
 
-    @Test func burstOf10000QoS1MessagesArrivesOnceEach() async throws {
+    @Test(arguments: ClientMode.allCases)
+    func burstOf10000QoS1MessagesArrivesOnceEach(mode: ClientMode) async throws {
         let broker = try MosquittoBroker()
         defer { broker.stop() }
-        let subscriber = try await broker.client { $0.inboundBufferLimit = 10_000 }
-        let publisher = try await broker.client { $0.maxInflightMessages = 100 }
+        let clients = ClientFactory(mode)
+        defer { clients.shutdown() }
+        let subscriber = try await clients.client(broker) { $0.inboundBufferLimit = 10_000 }
+        let publisher = try await clients.client(broker) { $0.maxInflightMessages = 100 }
         let subscription = try await subscriber.subscribe("burst/#", qos: .atLeastOnce)
         let total = 10_000
         async let received = collect(subscription, count: total, timeout: .seconds(30))
@@ -380,11 +398,14 @@ import Glibc
     /// `publishDetached` hands each message over before it returns: 2 000 QoS 1 messages from
     /// one caller arrive in call order, each completion runs once with success, and bad input
     /// is reported through the completion without stopping the client.
-    @Test func detachedPublishesKeepCallOrderAndComplete() async throws {
+    @Test(arguments: ClientMode.allCases)
+    func detachedPublishesKeepCallOrderAndComplete(mode: ClientMode) async throws {
         let broker = try MosquittoBroker()
         defer { broker.stop() }
-        let subscriber = try await broker.client { $0.inboundBufferLimit = 10_000 }
-        let publisher = try await broker.client { $0.maxInflightMessages = 100 }
+        let clients = ClientFactory(mode)
+        defer { clients.shutdown() }
+        let subscriber = try await clients.client(broker) { $0.inboundBufferLimit = 10_000 }
+        let publisher = try await clients.client(broker) { $0.maxInflightMessages = 100 }
         let subscription = try await subscriber.subscribe("ordered/#", qos: .atLeastOnce)
         let total = 2_000
         let outcomes = Mutex<[Int: Bool]>([:])
@@ -412,17 +433,26 @@ import Glibc
 
     /// A subscription with a handler gets every message on the network thread, in order; its
     /// stream carries none and ends when the subscription does.
-    @Test func handlerSubscriptionDeliversInOrder() async throws {
+    @Test(arguments: ClientMode.allCases)
+    func handlerSubscriptionDeliversInOrder(mode: ClientMode) async throws {
         let broker = try MosquittoBroker()
         defer { broker.stop() }
-        let client = try await broker.client()
+        let clients = ClientFactory(mode)
+        defer { clients.shutdown() }
+        let client = try await clients.client(broker)
         let got = Mutex<[String]>([])
+        let onLoop = Mutex<[Bool]>([])
+        let loop = clients.loop
         let subscription = try await client.subscribe("handled/#", qos: .atLeastOnce) { m in
             got.withLock { $0.append(m.payloadString) }
+            if let loop { onLoop.withLock { $0.append(loop.inLoop) } }
         }
         for i in 0..<200 { try await client.publish(topic: "handled/\(i % 4)", payload: Array(String(i).utf8), qos: .atLeastOnce) }
         #expect(await eventually { got.withLock { $0.count } == 200 })
         #expect(got.withLock { $0 } == (0..<200).map(String.init))
+        if mode == .loop {
+            #expect(onLoop.withLock { $0.count == 200 && $0.allSatisfy { $0 } }, "the handler runs on the loop thread")
+        }
         #expect(client.statistics.deliveredMessages >= 200)
         let ended = Task { var n = 0; for await _ in subscription { n += 1 }; return n }
         try await subscription.unsubscribe()
@@ -432,10 +462,13 @@ import Glibc
 
     /// While the broker is away, detached QoS 1 publishes wait in the offline queue (QoS 0 ones
     /// fail at once) and go out in order after the reconnect, ahead of newer ones.
-    @Test func detachedPublishesQueueWhileTheBrokerIsAway() async throws {
+    @Test(arguments: ClientMode.allCases)
+    func detachedPublishesQueueWhileTheBrokerIsAway(mode: ClientMode) async throws {
         let broker = try MosquittoBroker(fixture: "persistent.conf")
         defer { broker.stop() }
-        let publisher = try await broker.client {
+        let clients = ClientFactory(mode)
+        defer { clients.shutdown() }
+        let publisher = try await clients.client(broker) {
             $0.clientID = "detached-publisher"
             $0.offlinePolicy = .queue(limit: 100)
             $0.reconnect.minimumDelay = .milliseconds(100)
@@ -462,7 +495,7 @@ import Glibc
         #expect(completed.withLock { $0 } == Array(0..<20))
         #expect(await eventually { publisher.statistics.unacknowledgedPublishes == 0 })
         // The retained value is the last one sent: the queue went out in order, the newest last.
-        let reader = try await broker.client()
+        let reader = try await clients.client(broker)
         let retained = try await reader.subscribe("queued/x", qos: .atLeastOnce)
         let first = await collect(retained, count: 1).first?.payloadString
         #expect(first == "newest", "retained \(first ?? "nothing")")
@@ -472,13 +505,16 @@ import Glibc
 
     // MARK: Reconnect and persistence
 
-    @Test func brokerKilledAndRestartedWhileMessagesFlow() async throws {
+    @Test(arguments: ClientMode.allCases)
+    func brokerKilledAndRestartedWhileMessagesFlow(mode: ClientMode) async throws {
         let broker = try MosquittoBroker(fixture: "persistent.conf")
         defer { broker.stop() }
+        let clients = ClientFactory(mode)
+        defer { clients.shutdown() }
         // The subscriber comes back over a second after the publisher, so the messages
         // published during the outage reach the broker while the subscriber is still away:
         // only the persistent session (restored from the broker's database) can deliver them.
-        let subscriber = try await broker.client {
+        let subscriber = try await clients.client(broker) {
             $0.clientID = "persistent-subscriber"
             $0.cleanSession = false
             $0.sessionExpiryInterval = 3600
@@ -486,7 +522,7 @@ import Glibc
             $0.reconnect.maximumDelay = .seconds(3)
         }
         let events = subscriber.connectionEvents()
-        let publisher = try await broker.client {
+        let publisher = try await clients.client(broker) {
             $0.clientID = "offline-publisher"
             $0.offlinePolicy = .queue(limit: 100)
         }
@@ -531,12 +567,15 @@ import Glibc
         await publisher.disconnect()
     }
 
-    @Test func persistentSessionReceivesWhatWasPublishedWhileAway() async throws {
+    @Test(arguments: ClientMode.allCases)
+    func persistentSessionReceivesWhatWasPublishedWhileAway(mode: ClientMode) async throws {
         let broker = try MosquittoBroker()
         defer { broker.stop() }
+        let clients = ClientFactory(mode)
+        defer { clients.shutdown() }
         for version in [MQTTProtocolVersion.v5, .v311] {
             let id = "away-\(version)"
-            let first = try await broker.client {
+            let first = try await clients.client(broker) {
                 $0.clientID = id
                 $0.protocolVersion = version
                 $0.cleanSession = false
@@ -547,7 +586,7 @@ import Glibc
             await first.disconnect()
             #expect(firstSubscription.filter == "away/\(version)")
 
-            let publisher = try await broker.client()
+            let publisher = try await clients.client(broker)
             for n in 0..<5 {
                 try await publisher.publish(topic: "away/\(version)", payload: [UInt8(n)], qos: .atLeastOnce)
             }
@@ -558,7 +597,7 @@ import Glibc
             var options = broker.options(clientID: id, protocolVersion: version)
             options.cleanSession = false
             if version == .v5 { options.sessionExpiryInterval = 600 }
-            let again = try MQTTClient(options: options)
+            let again = try clients.make(options)
             let subscription = try await again.subscribe("away/\(version)", qos: .atLeastOnce)
             let events = again.connectionEvents()
             try await again.connect()
@@ -570,10 +609,13 @@ import Glibc
         }
     }
 
-    @Test func subscriptionsAreRenewedAndMadeDuringAnOutage() async throws {
+    @Test(arguments: ClientMode.allCases)
+    func subscriptionsAreRenewedAndMadeDuringAnOutage(mode: ClientMode) async throws {
         let broker = try MosquittoBroker()
         defer { broker.stop() }
-        let client = try await broker.client()  // clean session: the broker forgets everything
+        let clients = ClientFactory(mode)
+        defer { clients.shutdown() }
+        let client = try await clients.client(broker)  // clean session: the broker forgets everything
         let before = try await client.subscribe("renewed")
         broker.kill(SIGKILL)
         #expect(await eventually { !client.statistics.isConnected })
@@ -581,7 +623,7 @@ import Glibc
         #expect(during.grantedQoS == .exactlyOnce)
         try broker.start()
         #expect(await eventually { client.statistics.isConnected })
-        let other = try await broker.client()
+        let other = try await clients.client(broker)
         try await Task.sleep(for: .milliseconds(100))  // the SUBSCRIBEs follow CONNACK
         try await other.publish(topic: "renewed", payload: [1], qos: .atLeastOnce)
         try await other.publish(topic: "made/offline", payload: [2], qos: .atLeastOnce)
@@ -591,13 +633,16 @@ import Glibc
         await client.disconnect()
     }
 
-    @Test func retryInitialConnectWaitsForTheBroker() async throws {
+    @Test(arguments: ClientMode.allCases)
+    func retryInitialConnectWaitsForTheBroker(mode: ClientMode) async throws {
         let broker = try MosquittoBroker()
         defer { broker.stop() }
+        let clients = ClientFactory(mode)
+        defer { clients.shutdown() }
         broker.kill(SIGKILL)  // the port is known, nothing listens yet
         var options = broker.options()
         options.reconnect.retryInitialConnect = true
-        let client = try MQTTClient(options: options)
+        let client = try clients.make(options)
         let events = client.connectionEvents()
         let connecting = Task { try await client.connect() }
         var iterator = events.makeAsyncIterator()
@@ -612,7 +657,7 @@ import Glibc
 
         // Without the option the first failure is thrown.
         broker.kill(SIGKILL)
-        let impatient = try MQTTClient(options: broker.options())
+        let impatient = try clients.make(broker.options())
         await #expect(throws: MQTTError.library(.system(errno: ECONNREFUSED), operation: "connect")) {
             try await impatient.connect()
         }
@@ -634,10 +679,13 @@ import Glibc
         await client.disconnect()
     }
 
-    @Test func boundedOfflineQueueOverflows() async throws {
+    @Test(arguments: ClientMode.allCases)
+    func boundedOfflineQueueOverflows(mode: ClientMode) async throws {
         let broker = try MosquittoBroker()
         defer { broker.stop() }
-        let client = try await broker.client {
+        let clients = ClientFactory(mode)
+        defer { clients.shutdown() }
+        let client = try await clients.client(broker) {
             $0.offlinePolicy = .queue(limit: 3)
             $0.reconnect.minimumDelay = .seconds(5)
             $0.reconnect.maximumDelay = .seconds(5)
@@ -659,11 +707,14 @@ import Glibc
 
     // MARK: Lifecycle
 
-    @Test func hundredConnectDisconnectCyclesLeakNoThreadsOrMemory() async throws {
+    @Test(arguments: ClientMode.allCases)
+    func hundredConnectDisconnectCyclesLeakNoThreadsOrMemory(mode: ClientMode) async throws {
         let broker = try MosquittoBroker()
         defer { broker.stop() }
+        let clients = ClientFactory(mode)
+        defer { clients.shutdown() }
         func cycle() async throws {
-            let client = try await broker.client()
+            let client = try await clients.client(broker)
             let subscription = try await client.subscribe("cycle")
             try await client.publish(topic: "cycle", payload: [1], qos: .atLeastOnce)
             _ = await collect(subscription, count: 1)
@@ -678,21 +729,36 @@ import Glibc
         #expect(threadsAfter.mqtt == 0)
         #expect(threadsAfter.all <= threadsBefore.all + 1, "threads \(threadsBefore.all) → \(threadsAfter.all)")
         #expect(rssAfter - rssBefore < 4 << 20, "RSS grew \((rssAfter - rssBefore) >> 10) KiB")
+        #expect(await clients.loopIsEmpty())
 
-        // A client dropped without disconnect() stops its thread too.
+        // A client dropped without disconnect() stops its thread (loop mode: leaves the loop) too.
         do {
-            _ = try await broker.client()
+            _ = try await clients.client(broker)
         }
         #expect(await eventually { threadCounts().mqtt == 0 })
+        var empty = false
+        for _ in 0..<100 where !empty {
+            empty = await clients.loopIsEmpty()
+            if !empty { try await Task.sleep(for: .milliseconds(20)) }
+        }
+        #expect(empty, "a dropped loop-mode client removes its watch, timers and hook")
     }
 
-    @Test func disconnectEndsStreamsAndEvents() async throws {
+    @Test(arguments: ClientMode.allCases)
+    func disconnectEndsStreamsAndEvents(mode: ClientMode) async throws {
         let broker = try MosquittoBroker()
         defer { broker.stop() }
-        let client = try await broker.client()
+        let clients = ClientFactory(mode)
+        defer { clients.shutdown() }
+        let client = try await clients.client(broker)
         let events = client.connectionEvents()
         let subscription = try await client.subscribe("x")
+        if let loop = clients.loop {
+            // Connected: the socket's watch, the keep-alive timer, the flush hook.
+            #expect(await loop.registrations() == EventLoop.Registrations(watches: 1, timers: 1, hooks: 1))
+        }
         await client.disconnect()
+        #expect(await clients.loopIsEmpty(), "disconnect() leaves no watch, timer or hook on the loop")
         var iterator = subscription.makeAsyncIterator()
         #expect(await iterator.next() == nil)
         var seen: [MQTTConnectionEvent] = []

@@ -139,4 +139,24 @@ struct EventLoopTests {
         let entries = log.withLock { $0 }
         #expect(entries.starts(with: ["a", "b", "hook"]))
     }
+
+    @Test("registrations counts watches, pending timers and hooks, and drops what was cancelled or fired")
+    func registrations() async throws {
+        let loop = EventLoop(name: "t-regs")
+        defer { loop.shutdown() }
+        #expect(await loop.registrations() == EventLoop.Registrations(watches: 0, timers: 0, hooks: 0))
+        var fds: [Int32] = [-1, -1]
+        #expect(pipe(&fds) == 0)
+        defer { close(fds[0]); close(fds[1]) }
+        let watch = loop.watch(fds[0], for: .readable) { _ in }
+        let timer = loop.schedule(after: .seconds(60)) {}
+        loop.schedule(after: .milliseconds(1)) {}
+        let hook = loop.addHook {}
+        try await loop.sleep(for: .milliseconds(20))  // the short timer has fired
+        #expect(await loop.registrations() == EventLoop.Registrations(watches: 1, timers: 1, hooks: 1))
+        watch.cancel()
+        timer.cancel()
+        loop.removeHook(hook)
+        #expect(await loop.registrations() == EventLoop.Registrations(watches: 0, timers: 0, hooks: 0))
+    }
 }
