@@ -71,7 +71,7 @@ let package = Package(
         .target(
             name: "BridgeRuntime",
             dependencies: [
-                "BridgeCore", "BridgeConfig", "BridgeStore", "DeviceProfiles", "Mosquitto", "BinaryCoding", "BlueZ", "DBus",
+                "BridgeCore", "BridgeConfig", "BridgeStore", "DeviceProfiles", "Mosquitto", "BinaryCoding", "BlueZ", "DBus", "Reactor",
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -86,7 +86,7 @@ let package = Package(
         .executableTarget(
             name: "gatt2mqtt",
             dependencies: [
-                "BinaryCoding", "CapsCodec", "GoProCodec", "GattLayout", "BridgeConfig", "BridgeRuntime", "BlueZ", "BlueZSimulator", "DeviceSimulators", "DBus",
+                "BinaryCoding", "CapsCodec", "GoProCodec", "GattLayout", "BridgeConfig", "BridgeRuntime", "BlueZ", "BlueZSimulator", "DeviceSimulators", "DBus", "Reactor",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Yams", package: "Yams"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

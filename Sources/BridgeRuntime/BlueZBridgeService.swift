@@ -1,28 +1,36 @@
 import BlueZ
 import BridgeConfig
 import Logging
+import Reactor
 import ServiceLifecycle
 
 /// `gatt2mqtt run` on the real BlueZ: the start-up self-check (``BluetoothSelfCheck``, retried
 /// until Bluetooth is ready, `shared/spec/bridge.md` point 8), then ``BridgeService`` over a
 /// `BlueZCentral`. A graceful shutdown while still waiting for Bluetooth ends it cleanly.
+///
+/// Everything runs on one `Reactor.EventLoop` thread (docs/architecture.md "Threads"): the MQTT
+/// client, the D-Bus connection, the AcquireNotify sockets, the device sessions and their timers.
 public struct BlueZBridgeService: Service {
     let configuration: Configuration
     let logger: Logger
-    let selfCheck: BluetoothSelfCheck
+    let busAddress: String?
 
-    public init(configuration: Configuration, logger: Logger, selfCheck: BluetoothSelfCheck? = nil) {
+    public init(configuration: Configuration, logger: Logger) {
         self.configuration = configuration
         self.logger = logger
-        self.selfCheck = selfCheck ?? BluetoothSelfCheck(busAddress: configuration.bluetooth.busAddress,
-                                                         adapter: configuration.bluetooth.adapter)
+        busAddress = configuration.bluetooth.busAddress
     }
 
     public func run() async throws {
-        let ready = await cancelWhenGracefulShutdown { await selfCheck.waitUntilReady(logger: logger) }
-        guard let (client, adapter) = ready else { return }
-        defer { client.close() }
-        try await BridgeService(configuration: configuration, central: BlueZCentral(client: client, adapter: adapter),
-                                logger: logger).run()
+        let loop = EventLoop(name: "gatt2mqtt")
+        defer { loop.shutdown() }  // after the clients below are closed
+        try await withTaskExecutorPreference(loop) {
+            let selfCheck = BluetoothSelfCheck(busAddress: busAddress, adapter: configuration.bluetooth.adapter, loop: loop)
+            let ready = await cancelWhenGracefulShutdown { await selfCheck.waitUntilReady(logger: logger) }
+            guard let (client, adapter) = ready else { return }
+            defer { client.close() }
+            try await BridgeService(configuration: configuration, central: BlueZCentral(client: client, adapter: adapter),
+                                    logger: logger, loop: loop).run()
+        }
     }
 }

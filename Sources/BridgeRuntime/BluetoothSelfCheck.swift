@@ -2,6 +2,7 @@ import BlueZ
 import DBus
 import Foundation
 import Logging
+import Reactor
 
 /// Why the Bluetooth side is not ready at start (`shared/spec/bridge.md` point 8: bus reachable,
 /// `org.bluez` present, adapter powered), each with one line that says how to fix it.
@@ -52,11 +53,15 @@ public struct BluetoothSelfCheck: Sendable {
     public let retryMin: Duration
     /// The longest delay between checks.
     public let retryMax: Duration
+    /// The event loop the BlueZ client runs on (nil: its own dispatch thread).
+    public let loop: EventLoop?
 
     /// - Parameters:
     ///   - busAddress: `bluetooth.bus_address`; nil is the system bus (`DBUS_SYSTEM_BUS_ADDRESS`).
     ///   - adapter: `bluetooth.adapter`.
-    public init(busAddress: String?, adapter: String, retryMin: Duration = .seconds(1), retryMax: Duration = .seconds(30)) {
+    public init(busAddress: String?, adapter: String, retryMin: Duration = .seconds(1), retryMax: Duration = .seconds(30),
+                loop: EventLoop? = nil) {
+        self.loop = loop
         bus = busAddress.map { .address($0) } ?? .system
         self.adapter = adapter
         self.retryMin = retryMin
@@ -93,7 +98,7 @@ public struct BluetoothSelfCheck: Sendable {
     /// closed then).
     public func check() async -> Result<(BlueZClient, BlueZAdapter), BluetoothProblem> {
         let client: BlueZClient
-        do { client = try await BlueZClient.connect(bus, callTimeout: .seconds(10)) } catch {
+        do { client = try await BlueZClient.connect(bus, callTimeout: .seconds(10), loop: loop) } catch {
             return .failure(problem(error))
         }
         guard let a = client.adapters.first(where: { $0.name == adapter }) else {
@@ -126,7 +131,7 @@ public struct BluetoothSelfCheck: Sendable {
                     logger.debug("Bluetooth still not ready", metadata: ["problem": "\(p)"])
                 }
             }
-            try? await Task.sleep(for: delay)
+            if let loop { try? await loop.sleep(for: delay) } else { try? await Task.sleep(for: delay) }
             delay = min(delay * 2, retryMax)
         }
         return nil

@@ -6,6 +6,7 @@ import DeviceProfiles
 import Foundation
 import Logging
 import Mosquitto
+import Reactor
 import ServiceLifecycle
 
 /// Errors that stop the bridge from starting, each saying what to fix.
@@ -23,11 +24,15 @@ public struct BridgeService: Service {
     let central: any BLECentral
     let logger: Logger
     let databasePath: String
+    let loop: EventLoop?
 
-    public init(configuration: Configuration, central: any BLECentral, logger: Logger) {
+    /// - Parameter loop: the event loop to run on (the MQTT client on it, the bridge's tasks
+    ///   preferring it, waits on its timers); nil: the MQTT client's own thread and the task pool.
+    public init(configuration: Configuration, central: any BLECentral, logger: Logger, loop: EventLoop? = nil) {
         self.configuration = configuration
         self.central = central
         self.logger = logger
+        self.loop = loop
         databasePath = configuration.database.path ?? BridgeService.defaultDatabasePath()
     }
 
@@ -63,20 +68,34 @@ public struct BridgeService: Service {
     }
 
     public func run() async throws {
+        if let loop {
+            try await withTaskExecutorPreference(loop) { try await runBridge() }
+        } else {
+            try await runBridge()
+        }
+    }
+
+    private func runBridge() async throws {
         let store: BridgeStore
         do { store = try BridgeStore(path: databasePath) } catch { throw StartupError("\(error)") }
         let client: MQTTClient
-        do { client = try MQTTClient(options: try Self.mqttOptions(configuration), logger: logger) } catch {
+        do {
+            let options = try Self.mqttOptions(configuration)
+            client = try loop.map { try MQTTClient(options: options, logger: logger, loop: $0) }
+                ?? MQTTClient(options: options, logger: logger)
+        } catch {
             throw StartupError("MQTT: \(error)")
         }
         let port = MosquittoPort(client: client, logger: logger)
         let clock = { @Sendable () -> UInt64 in UInt64(Date().timeIntervalSince1970 * 1e9) }
         let bridge = try Bridge(configuration: configuration, store: store, mqtt: port, central: central,
-                                drivers: { try makeDriver(for: $0, now: clock) }, logger: logger)
+                                drivers: { try makeDriver(for: $0, now: clock) }, logger: logger,
+                                sleep: loop.map { loop in Sleep { try await loop.sleep(for: $0) } } ?? .task)
         var subscriptions: [MQTTSubscription] = []
         for filter in bridge.subscriptions {
-            // Handed to the bridge on the MQTT network thread: routing is quick and the device
-            // sessions take the commands through their own queues.
+            // Handed to the bridge where the message arrives (the event loop, or the MQTT network
+            // thread): routing is quick and the device sessions take the commands through their
+            // own queues.
             subscriptions.append(try await client.subscribe(filter, qos: .atLeastOnce, options: MQTTSubscribeOptions(noLocal: true)) { m in
                 bridge.handle(InboundMessage(topic: m.topic, payload: m.payload, retain: m.retain,
                                              responseTopic: m.properties.responseTopic, correlationData: m.properties.correlationData))
@@ -103,7 +122,7 @@ public struct BridgeService: Service {
             await cancelWhenGracefulShutdown { await bridge.run() }
             port.finish()
             // Let the queued publishes (offline state included) go out, then close.
-            try? await Task.sleep(for: .milliseconds(200))
+            if let loop { try? await loop.sleep(for: .milliseconds(200)) } else { try? await Task.sleep(for: .milliseconds(200)) }
             await client.disconnect()
             group.cancelAll()
         }
