@@ -57,7 +57,8 @@ let package = Package(
         // SOCK_SEQPACKET sockets of AcquireWrite/AcquireNotify (client and emulator ends).
         .target(name: "PacketSocket", dependencies: ["Reactor"]),
         // The one poll(2) thread the bridge runs on (executor, descriptors, timers).
-        .target(name: "Reactor"),
+        .systemLibrary(name: "CEpoll"),
+        .target(name: "Reactor", dependencies: ["CEpoll"]),
         .target(name: "BlueZ", dependencies: ["DBus", "BridgeCore", "PacketSocket", "Reactor"]),
         .target(name: "BlueZSimulator", dependencies: ["DBus", "PacketSocket", "Reactor"]),
 

@@ -1,9 +1,10 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import CEpoll
 import Synchronization
 
-/// One thread that waits in `poll(2)` for every descriptor the bridge reads (the broker's socket,
+/// One thread that waits in `epoll_wait(2)` for every descriptor the bridge reads (the broker's socket,
 /// the D-Bus connection, the AcquireNotify sockets), fires timers, and runs Swift tasks: it is a
 /// `SerialExecutor` and a `TaskExecutor`, so a task started with
 /// `withTaskExecutorPreference(loop)` — and every default actor such a task calls — runs here.
@@ -51,7 +52,7 @@ public final class EventLoop: @unchecked Sendable {
             loop.onLoop { [self] in
                 guard handler != nil, self.events != events else { return }
                 self.events = events
-                loop.pollSetDirty = true
+                loop.updateRegistration(fd)
             }
         }
 
@@ -62,7 +63,8 @@ public final class EventLoop: @unchecked Sendable {
                 guard handler != nil else { return }
                 handler = nil
                 loop.watches.removeValue(forKey: id)
-                loop.pollSetDirty = true
+                loop.byFD[fd]?.removeAll { $0 === self }
+                loop.updateRegistration(fd)
             }
         }
     }
@@ -114,13 +116,17 @@ public final class EventLoop: @unchecked Sendable {
     // Loop-thread state.
     private var local: [Work] = []
     fileprivate var watches: [Int: Watch] = [:]
-    fileprivate var pollSetDirty = true
+    /// The live watches of each descriptor (libdbus watches one socket twice: read and write).
+    fileprivate var byFD: [Int32: [Watch]] = [:]
+    /// What each descriptor is registered for in the epoll set.
+    private var registered: [Int32: UInt32] = [:]
+    private let epollFD: Int32
     fileprivate var timers: [Int: Timer] = [:]
     private var timerHeap = TimerHeap()
     private var hooks: [Int: () -> Void] = [:]
     private var nextID = 0
-    private var pollFDs: [pollfd] = []
-    private var pollWatches: [Watch?] = []
+    private var readyEvents = [UInt32](repeating: 0, count: 64)
+    private var readyData = [UInt64](repeating: 0, count: 64)
 
     /// Starts the loop's thread.
     public init(name: String = "event-loop") {
@@ -133,6 +139,10 @@ public final class EventLoop: @unchecked Sendable {
         }
         wakeFD = fds[0]
         wakeWriteFD = fds[1]
+        epollFD = reactor_epoll_create()
+        precondition(epollFD >= 0, "epoll_create1: errno \(errno)")
+        // The wake pipe is data 0; a watched descriptor is data fd + 1.
+        precondition(reactor_epoll_ctl(epollFD, reactor_epoll_ctl_add(), wakeFD, UInt32(EPOLLIN.rawValue), 0) == 0)
         let retained = Unmanaged.passRetained(self)
         let rc = pthread_create(&thread, nil, { raw in
             let loop = Unmanaged<EventLoop>.fromOpaque(raw!).takeRetainedValue()
@@ -143,6 +153,7 @@ public final class EventLoop: @unchecked Sendable {
     }
 
     deinit {
+        close(epollFD)
         close(wakeFD)
         close(wakeWriteFD)
     }
@@ -194,7 +205,8 @@ public final class EventLoop: @unchecked Sendable {
         onLoop { [self] in
             guard watch.handler != nil else { return }
             watches[watch.id] = watch
-            pollSetDirty = true
+            byFD[fd, default: []].append(watch)
+            updateRegistration(fd)
         }
         return watch
     }
@@ -384,35 +396,60 @@ public final class EventLoop: @unchecked Sendable {
             let ns = top.deadline > now ? top.deadline - now : 0
             timeout = Int32(min((ns + 999_999) / 1_000_000, 60_000))
         }
-        if pollSetDirty { rebuildPollSet() }
         let go = shared.withLock { s -> Bool in
             guard s.work.isEmpty, !s.stopping else { return false }
             s.sleeping = true
             return true
         }
         guard go else { return }
-        let n = poll(&pollFDs, nfds_t(pollFDs.count), timeout)
+        let n = reactor_epoll_wait(epollFD, &readyEvents, &readyData, Int32(readyEvents.count), timeout)
         shared.withLock { $0.sleeping = false }
         guard n > 0 else { return }
-        if pollFDs[0].revents != 0 {
-            var drain = (UInt64(0), UInt64(0), UInt64(0), UInt64(0))
-            _ = withUnsafeMutableBytes(of: &drain) { read(wakeFD, $0.baseAddress, $0.count) }
-        }
-        for i in 1..<pollFDs.count where pollFDs[i].revents != 0 {
-            guard let w = pollWatches[i], let handler = w.handler else { continue }
-            handler(IOEvents(rawValue: pollFDs[i].revents))
+        for i in 0..<Int(n) {
+            if readyData[i] == 0 {
+                var drain = (UInt64(0), UInt64(0), UInt64(0), UInt64(0))
+                _ = withUnsafeMutableBytes(of: &drain) { read(wakeFD, $0.baseAddress, $0.count) }
+                continue
+            }
+            let fd = Int32(truncatingIfNeeded: readyData[i] - 1)
+            guard let list = byFD[fd] else { continue }
+            let ready = IOEvents(rawValue: Int16(truncatingIfNeeded: readyEvents[i]))
+            for w in list {
+                guard let handler = w.handler else { continue }
+                let mine = ready.intersection(w.events.union(.hangup))
+                if !mine.isEmpty { handler(mine) }
+            }
         }
     }
 
-    private func rebuildPollSet() {
-        pollSetDirty = false
-        pollFDs.removeAll(keepingCapacity: true)
-        pollWatches.removeAll(keepingCapacity: true)
-        pollFDs.append(pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0))
-        pollWatches.append(nil)
-        for w in watches.values.sorted(by: { $0.id < $1.id }) {
-            pollFDs.append(pollfd(fd: w.fd, events: w.events.rawValue, revents: 0))
-            pollWatches.append(w)
+    /// Brings the epoll registration of `fd` in line with its live watches (the union of their
+    /// events; none left: removed).
+    fileprivate func updateRegistration(_ fd: Int32) {
+        let list = byFD[fd] ?? []
+        if list.isEmpty {
+            byFD[fd] = nil
+            if registered.removeValue(forKey: fd) != nil {
+                _ = reactor_epoll_ctl(epollFD, reactor_epoll_ctl_del(), fd, 0, 0)
+            }
+            return
+        }
+        var wanted: UInt32 = 0
+        for w in list { wanted |= UInt32(UInt16(bitPattern: w.events.subtracting(.hangup).rawValue)) }
+        if let current = registered[fd] {
+            guard current != wanted else { return }
+            if reactor_epoll_ctl(epollFD, reactor_epoll_ctl_mod(), fd, wanted, UInt64(fd) + 1) == 0 {
+                registered[fd] = wanted
+                return
+            }
+            // ENOENT: the descriptor was closed (and maybe reused) while registered: add afresh.
+        }
+        if reactor_epoll_ctl(epollFD, reactor_epoll_ctl_add(), fd, wanted, UInt64(fd) + 1) == 0 {
+            registered[fd] = wanted
+        } else if errno == EEXIST,
+                  reactor_epoll_ctl(epollFD, reactor_epoll_ctl_mod(), fd, wanted, UInt64(fd) + 1) == 0 {
+            registered[fd] = wanted
+        } else {
+            registered[fd] = nil
         }
     }
 
