@@ -73,11 +73,25 @@ actor DeviceSession {
         case connectFailed(BLEError)
         case notification(GATTNotification)
         case tick
+        /// The writes (and the read) of the GATT operation `sequence` finished.
+        case written(sequence: UInt64, Result<[UInt8]?, BLEError>)
     }
 
+    /// A GATT operation handed to the session's writer task.
+    struct WriteJob: Sendable {
+        var sequence: UInt64
+        var link: any BLELink
+        var request: DeviceRequest
+    }
+
+    /// The command whose GATT operation is under way: its writes (and read) are with the writer
+    /// task until `.written` comes back, and/or its answer (`expect`) is awaited from a
+    /// notification — whichever comes first; the answer may arrive before BlueZ returns the write.
     struct InFlight {
         var command: PendingCommand
-        var expect: String
+        var expect: String?
+        var read: CharacteristicID?
+        var sequence: UInt64
         var timeoutAt: ContinuousClock.Instant
     }
 
@@ -98,6 +112,12 @@ actor DeviceSession {
     var queue: [PendingCommand] = []
     var startupQueue: [DeviceRequest] = []
     var inFlight: InFlight?
+    /// The GATT operation still with the writer task (one operation in flight per device: no
+    /// new one starts before BlueZ returned this one, even when its answer already came).
+    var writing: UInt64?
+    var nextSequence: UInt64 = 0
+    nonisolated let writeJobs: AsyncStream<WriteJob>
+    nonisolated let writeSink: AsyncStream<WriteJob>.Continuation
     var state: JSONObject
     var available = false
     var lastGoodExchange = ContinuousClock.now
@@ -119,6 +139,7 @@ actor DeviceSession {
         driverNotifyCharacteristics = driver.notifyCharacteristics
         driverRequiresPairing = driver.requiresPairing
         (events, sink) = AsyncStream.makeStream(of: Event.self, bufferingPolicy: .unbounded)
+        (writeJobs, writeSink) = AsyncStream.makeStream(of: WriteJob.self, bufferingPolicy: .unbounded)
     }
 
     var id: String { config.id }
@@ -134,13 +155,36 @@ actor DeviceSession {
     func run() async {
         await withDiscardingTaskGroup { group in
             group.addTask { await self.maintainLink() }
+            group.addTask { await self.runWrites() }
             for await event in events {
                 await handle(event)
                 if Task.isCancelled { break }
             }
+            writeSink.finish()
             group.cancelAll()
         }
         await shutdown()
+    }
+
+    /// The writer task: performs each GATT operation's writes (and read) in turn and reports the
+    /// result as an event, so the session keeps taking notifications while BlueZ answers.
+    nonisolated func runWrites() async {
+        for await job in writeJobs {
+            let result: Result<[UInt8]?, BLEError>
+            do throws(BLEError) {
+                for w in job.request.writes {
+                    try await job.link.write(w.value, to: w.characteristic, withResponse: w.withResponse)
+                }
+                if let r = job.request.read {
+                    result = .success(try await job.link.read(r))
+                } else {
+                    result = .success(nil)
+                }
+            } catch {
+                result = .failure(error)
+            }
+            sink.yield(.written(sequence: job.sequence, result))
+        }
     }
 
     /// Connect → services resolved → subscribed; on loss, jittered exponential backoff.
@@ -182,8 +226,9 @@ actor DeviceSession {
             output.logger.debug("connect failed", metadata: ["device": "\(id)", "error": "\(error)"])
         case let .notification(n): process(driver.receive(n), from: n)
         case .tick: tick()
+        case let .written(sequence, result): written(sequence, result)
         }
-        await dispatch()
+        dispatch()
     }
 
     func accept(_ cmd: PendingCommand) {
@@ -210,7 +255,7 @@ actor DeviceSession {
         // A command that goes out at once (link up, nothing ahead of it) is written to the outbox
         // by `dispatch` as `sent`, in one commit, before it is written to the device; any other
         // is stored `queued` here.
-        let immediate = link != nil && inFlight == nil && startupQueue.isEmpty && queue.isEmpty
+        let immediate = link != nil && inFlight == nil && writing == nil && startupQueue.isEmpty && queue.isEmpty
             && (!driver.isBusy || cmd.mayPassBusyGate(driver))
         if cmd.outboxID == nil, !cmd.isInternal, !immediate {
             let entry = outboxEntry(cmd, .queued)
@@ -265,6 +310,7 @@ actor DeviceSession {
         startupQueue = []
         nextKeepAlive = nil
         nextPolls = []
+        writing = nil  // the writer task's pending call fails on the dead link; its result is ignored
         if let f = inFlight {
             inFlight = nil
             finish(f.command, .error, error: CommandError(.interrupted, "the link to \(id) was lost after the command was written (not repeated)"))
@@ -310,8 +356,8 @@ actor DeviceSession {
 
     // MARK: Dispatch (one GATT operation in flight)
 
-    func dispatch() async {
-        while inFlight == nil, let link {
+    func dispatch() {
+        while inFlight == nil, writing == nil, let link {
             let request: DeviceRequest
             var cmd: PendingCommand
             if !startupQueue.isEmpty {
@@ -348,38 +394,65 @@ actor DeviceSession {
                 }
             }
             if cmd.announced { output.respond(cmd, device: id, .sent) }
-            do throws(BLEError) {
-                for w in request.writes {
-                    try await link.write(w.value, to: w.characteristic, withResponse: w.withResponse)
-                }
-                lastGoodExchange = .now
-                if self.link == nil { return }  // lost while writing: linkDown already answered
-                if let r = request.read {
-                    let value = try await link.read(r)
-                    let outputs = driver.decodeRead(r, value)
-                    // The command's data: the decoded characteristic value, else the state it changed.
-                    var characteristic: JSONValue?
-                    var changed = JSONObject()
-                    for o in outputs {
-                        if case let .state(s) = o { changed.merge(s) }
-                        if case let .characteristic(_, v) = o { characteristic = v }
-                    }
-                    process(outputs, from: nil, answering: cmd)
-                    finish(cmd, .ok, data: characteristic ?? (changed.isEmpty ? nil : .object(changed)), removed: true)
-                } else if let key = request.expect {
-                    inFlight = InFlight(command: cmd, expect: key, timeoutAt: .now + config.commandTimeout)
+            if request.writes.isEmpty, request.read == nil {
+                if let key = request.expect {
+                    nextSequence += 1
+                    inFlight = InFlight(command: cmd, expect: key, read: nil, sequence: nextSequence,
+                                        timeoutAt: .now + config.commandTimeout)
                 } else {
                     finish(cmd, .ok)
                 }
-            } catch {
-                if error.kind == .notConnected, !cmd.isInternal {
-                    // Not written: keep it for when the link is back.
-                    if let oid = cmd.outboxID { try? output.store.setStatus(.queued, for: oid) }
-                    queue.insert(cmd, at: 0)
-                    return
-                }
-                finish(cmd, .error, error: CommandError(.bluetoothError, error.description))
+                continue
             }
+            nextSequence += 1
+            writing = nextSequence
+            inFlight = InFlight(command: cmd, expect: request.read == nil ? request.expect : nil, read: request.read,
+                                sequence: nextSequence, timeoutAt: .now + config.commandTimeout)
+            writeSink.yield(WriteJob(sequence: nextSequence, link: link, request: request))
+        }
+    }
+
+    /// The writer task finished operation `sequence`.
+    func written(_ sequence: UInt64, _ result: Result<[UInt8]?, BLEError>) {
+        guard writing == sequence else { return }  // from a link that is gone
+        writing = nil
+        guard let f = inFlight, f.sequence == sequence else {
+            // Already answered by a notification (or timed out): nothing left but the write's fate.
+            if case let .failure(error) = result {
+                output.logger.debug("write failed after its answer", metadata: ["device": "\(id)", "error": "\(error)"])
+            }
+            return
+        }
+        let cmd = f.command
+        switch result {
+        case let .success(value):
+            lastGoodExchange = .now
+            if let r = f.read {
+                inFlight = nil
+                let outputs = driver.decodeRead(r, value ?? [])
+                // The command's data: the decoded characteristic value, else the state it changed.
+                var characteristic: JSONValue?
+                var changed = JSONObject()
+                for o in outputs {
+                    if case let .state(s) = o { changed.merge(s) }
+                    if case let .characteristic(_, v) = o { characteristic = v }
+                }
+                process(outputs, from: nil, answering: cmd)
+                finish(cmd, .ok, data: characteristic ?? (changed.isEmpty ? nil : .object(changed)), removed: true)
+            } else if f.expect == nil {
+                inFlight = nil
+                finish(cmd, .ok)
+            }
+            // else: the answer is awaited from a notification (until the command's timeout).
+        case let .failure(error):
+            inFlight = nil
+            if error.kind == .notConnected, !cmd.isInternal {
+                // Not written: keep it for when the link is back.
+                if let oid = cmd.outboxID { try? output.store.setStatus(.queued, for: oid) }
+                queue.insert(cmd, at: 0)
+                return
+            }
+            finish(cmd, .error, error: CommandError(.bluetoothError, error.description))
         }
     }
 
@@ -395,7 +468,8 @@ actor DeviceSession {
         for o in outputs { if case let .state(s) = o { changed.merge(s) } }
         var writes: [BridgeStore.Write] = []
         var answered = answering?.outboxID
-        if answered == nil, let f = inFlight, outputs.contains(where: { if case .response(f.expect, _) = $0 { return true }; return false }) {
+        if answered == nil, let f = inFlight, let expect = f.expect,
+           outputs.contains(where: { if case .response(expect, _) = $0 { return true }; return false }) {
             answered = f.command.outboxID
         }
         if let answered { writes.append(.removeCommand(answered)) }
@@ -418,7 +492,7 @@ actor DeviceSession {
             case .state:
                 break
             case let .response(key, result):
-                guard let f = inFlight, f.expect == key else {
+                guard let f = inFlight, f.expect == key, f.read == nil else {
                     output.logger.debug("unmatched response", metadata: ["device": "\(id)", "key": "\(key)"])
                     continue
                 }

@@ -93,6 +93,30 @@ import Testing
     /// outbox entry is gone when its `ok` goes out, and the retained state sent is the state
     /// stored (the bridge republishes retained state from SQLite at start). Both paths: an
     /// answer by notification, and a read.
+    /// The device's answer may come before BlueZ returns the write (the notification is direct,
+    /// the method return goes through the bus): the command ends `ok` at once, and the next
+    /// command still waits until the write returned — one GATT operation in flight per device.
+    @Test func answerBeforeTheWriteReturnsEndsTheCommandButNotTheOperation() async throws {
+        let h = try Harness()
+        try await h.running {
+            _ = try await h.mqtt.wait(for: "gatt2mqtt/dev/availability")
+            h.device.setHoldingWrites(true)
+            h.set(#"{"command":"ping","value":5,"transaction":"a"}"#)
+            h.set(#"{"command":"ping","value":6,"transaction":"b"}"#)
+            let first = try await h.responses(1)
+            #expect(first[0]["transaction"] == "a")
+            #expect(first[0]["status"] == "ok")
+            #expect(h.device.heldWrites == 1)
+            try await Task.sleep(for: .milliseconds(50))
+            #expect(h.device.writes == [[1, 5]])  // ping 6 waits for the write of ping 5 to return
+            h.device.releaseWrites()
+            let both = try await h.responses(2)
+            #expect(both[1]["transaction"] == "b")
+            #expect(both[1]["status"] == "ok")
+            #expect(h.device.writes == [[1, 5], [1, 6]])
+        }
+    }
+
     @Test func answerIsStoredBeforeItIsPublished() async throws {
         let h = try Harness()
         struct Seen: Sendable { var topic: String; var payload: JSONValue?; var pending: Int; var stored: JSONObject? }

@@ -32,12 +32,28 @@ final class FakeMQTT: MQTTPort {
 
 /// A scripted device behind a fake central: answers writes by notifying, can be away, can drop.
 final class FakeDevice: Sendable {
-    struct State { var present = true; var link: FakeLink?; var writes: [[UInt8]] = []; var answer = true; var connects = 0; var reads = 0 }
+    struct State {
+        var present = true; var link: FakeLink?; var writes: [[UInt8]] = []; var answer = true; var connects = 0; var reads = 0
+        /// Writes answer at once but BlueZ's return of the write is held until `releaseWrites()`.
+        var holdWrites = false
+        var held: [CheckedContinuation<Void, Never>] = []
+    }
     let state = Mutex(State())
 
     var writes: [[UInt8]] { state.withLock { $0.writes } }
     func setPresent(_ on: Bool) { state.withLock { $0.present = on } }
     func setAnswering(_ on: Bool) { state.withLock { $0.answer = on } }
+    func setHoldingWrites(_ on: Bool) { state.withLock { $0.holdWrites = on } }
+    var heldWrites: Int { state.withLock { $0.held.count } }
+    /// Returns every held write (and stops holding new ones).
+    func releaseWrites() {
+        let held = state.withLock { s in
+            s.holdWrites = false
+            defer { s.held = [] }
+            return s.held
+        }
+        for c in held { c.resume() }
+    }
     /// Drops the link now (as a link loss).
     func dropLink() { state.withLock { s in s.link?.continuation.finish(); s.link = nil } }
     func notify(_ value: [UInt8], on uuid: String = "FFF2") {
@@ -63,6 +79,9 @@ final class FakeLink: BLELink {
         device.state.withLock { $0.writes.append(value) }
         // The scripted device: [1, x] → notifies [1, x] (the answer) on FFF2.
         if answer, value.first == 1, value.count == 2 { continuation.yield(GATTNotification(characteristic: CharacteristicID("FFF2"), value: value)) }
+        if device.state.withLock({ $0.holdWrites }) {
+            await withCheckedContinuation { c in device.state.withLock { $0.held.append(c) } }
+        }
     }
 
     func read(_ characteristic: CharacteristicID) async throws(BLEError) -> [UInt8] {
