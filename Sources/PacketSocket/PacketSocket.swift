@@ -145,12 +145,14 @@ extension PacketSocket {
         if loop.inLoop { register() } else { loop.execute(register) }
     }
 
-    /// Receives what is queued (at most 64 packets, then lets the loop go round); true at EOF
-    /// or on an error that ends the socket.
+    /// Receives one packet per readiness (the loop's watch is level-triggered: a packet still
+    /// queued is reported by its next `epoll_wait`, which it makes anyway before sleeping; reading
+    /// on until `EAGAIN` would cost a system call per notification for nothing, as a device's
+    /// notifications come one at a time); true at EOF or on an error that ends the socket.
     private func readAvailable(_ onPacket: @Sendable ([UInt8]) -> Void) -> Bool {
         withUnsafeTemporaryAllocation(byteCount: 65536, alignment: 1) { buffer -> Bool in
             var packets = 0
-            while packets < 64 {
+            while packets < 1 {
                 let n = recv(fd, buffer.baseAddress, buffer.count, Int32(MSG_DONTWAIT))
                 if n > 0 {
                     packets += 1
