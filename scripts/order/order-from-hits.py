@@ -17,6 +17,7 @@ for line in open(sys.argv[2]):
 # an unsplit `(.text)` section of a library (no function sections) would drag that section in.
 sections_of = collections.defaultdict(set)
 whole = set()
+size = {}
 in_text, section = False, None
 for line in open(sys.argv[3]):
     parts = line.split(None, 4)
@@ -32,15 +33,21 @@ for line in open(sys.argv[3]):
         continue
     if ":(" in field and not field.startswith("        "):
         section = field.strip()
+        size[section] = int(parts[2], 16)
         if section.endswith(":(.text)"):
             whole.add(section)
     elif section:
         sections_of[field.strip()].add(section)
-count = collections.Counter(order)
 wanted = set(order)
 hot_whole = {s for n in wanted if len(sections_of[n]) == 1 for s in sections_of[n] if s in whole}
-kept = [n for n in dict.fromkeys(order)
-        if not any(s in whole and s not in hot_whole for s in sections_of[n])]
+# A name that would drag unsplit library code along is kept when that code is small: at most one
+# 64 KiB fault-around window in all (what leaving the function among cold code costs).
+kept, dragged = [], set()
+for n in dict.fromkeys(order):
+    new = {s for s in sections_of[n] if s in whole and s not in hot_whole and s not in dragged}
+    if sum(size[s] for s in new) <= 65536:
+        kept.append(n)
+        dragged |= new
 open(sys.argv[4], "w").write("".join(n + "\n" for n in kept))
 print(f"gen-order: {len(seen)} functions entered, {len(kept)} symbols ordered "
-      f"({len(wanted) - len(kept)} names left out: they also name code in unsplit library sections)")
+      f"({len(wanted) - len(kept)} names left out: they also name large unsplit library code)")
