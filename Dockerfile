@@ -17,9 +17,10 @@ RUN export DEBIAN_FRONTEND=noninteractive \
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY . .
-# The Swift runtime and Foundation are linked statically; the C libraries stay shared and come
-# from Debian in the runtime stage.
-RUN swift build -c release --product gatt2mqtt --static-swift-stdlib \
+# scripts/build-release: the Swift runtime and Foundation linked statically, hot functions first
+# (lld order file), packed relocations (glibc >= 2.36, as in bookworm); docs/benchmarks.md
+# "Memory". The C libraries stay shared and come from Debian in the runtime stage.
+RUN scripts/build-release \
     && install -D -m 0755 "$(swift build -c release --show-bin-path)/gatt2mqtt" /out/gatt2mqtt
 
 # --- run: Debian 12 slim with the three C libraries ------------------------------------------

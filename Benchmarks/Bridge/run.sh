@@ -21,7 +21,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-swift build -c release --package-path "$root" --product gatt2mqtt >/dev/null
+"$root/scripts/build-release" >/dev/null  # the flags every release build uses (docs/benchmarks.md "Memory")
 swift build -c release --package-path "$root/Benchmarks" --product bridge-bench >/dev/null
 bin=$(swift build -c release --package-path "$root" --show-bin-path)
 benchbin=$(swift build -c release --package-path "$root/Benchmarks" --show-bin-path)
@@ -75,7 +75,8 @@ database:
 devices:
 $yaml
 CONF
-"$bin/gatt2mqtt" run --config "$work/bridge.yaml" --log-level warning 2>"$work/bridge.err" & bridge=$!; pids+=($bridge)
+# BENCH_BRIDGE_ENV: extra environment for the bridge only (scripts/gen-order preloads its profiler).
+env ${BENCH_BRIDGE_ENV:-} "$bin/gatt2mqtt" run --config "$work/bridge.yaml" --log-level warning 2>"$work/bridge.err" & bridge=$!; pids+=($bridge)
 
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg); $(nproc) cores; $(date -u +%FT%TZ)"
 BENCH_PROFILE=$profile "$benchbin/bridge-bench" "$port" "$bridge" "$commands" "$devices" "$idle" & pids+=($!)

@@ -54,4 +54,26 @@ import Yams
         #expect(user != nil && user != "USER root" && user != "USER 0")
         #expect(lines.last { $0.hasPrefix("ENTRYPOINT ") } == #"ENTRYPOINT ["gatt2mqtt","run","--config","/config/gatt2mqtt.yaml"]"#)
     }
+
+    /// docs/benchmarks.md "Memory": every way the bridge is built for use — the image, the demo,
+    /// the benchmark — goes through `scripts/build-release`, and that script keeps the flags the
+    /// memory figures depend on and an order file that lists functions.
+    @Test func everyReleaseBuildUsesTheSameMemoryFlags() throws {
+        func read(_ path: String) throws -> String {
+            try String(contentsOf: Self.root.appendingPathComponent(path), encoding: .utf8)
+        }
+        for path in ["Dockerfile", "scripts/run", "Benchmarks/Bridge/run.sh"] {
+            let text = try read(path)
+            #expect(text.contains("scripts/build-release"), "\(path) does not build with scripts/build-release")
+            #expect(!text.contains("swift build -c release --product gatt2mqtt"), "\(path) builds gatt2mqtt on its own")
+        }
+        let script = try read("scripts/build-release")
+        for flag in ["--static-swift-stdlib", "-function-sections", "-use-ld=lld", "--symbol-ordering-file=",
+                     "pack-relative-relocs", "--no-export-dynamic"] {
+            #expect(script.contains(flag), "scripts/build-release lost \(flag)")
+        }
+        let order = try read("scripts/order/gatt2mqtt.order").split(separator: "\n")
+        #expect(order.count > 1000)
+        #expect(order.contains { $0.hasPrefix("$s10BridgeCore") }, "the order file names none of the bridge's functions")
+    }
 }

@@ -41,7 +41,7 @@ func cpuSeconds(_ pid: Int32) -> Double {
     return ((Double(fields[11]) ?? .nan) + (Double(fields[12]) ?? .nan)) / ticks
 }
 
-/// A `VmHWM`/`VmRSS` line of /proc/PID/status, in MiB.
+/// A `VmHWM`/`VmRSS`/`RssAnon`/`RssFile` line of /proc/PID/status, in MiB.
 func memoryMiB(_ pid: Int32, _ key: String) -> Double {
     guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return .nan }
     for line in status.split(separator: "\n") where line.hasPrefix(key + ":") {
@@ -233,14 +233,16 @@ func bench() async throws -> Int {
         print("sustained, 8 in flight     \(String(format: "%6.0f", spread.perSecond)) commands/s  CPU \(f(spread.cpu / Double(commands) * 1e6)) µs/command  (\(min(8, sameProfile.count)) devices)")
     }
     let failures = run.withLock { $0.failures }
-    print("bridge peak RSS \(f(memoryMiB(bridgePID, "VmHWM"))) MiB, failures \(failures)")
+    print("bridge peak RSS \(f(memoryMiB(bridgePID, "VmHWM"))) MiB (now: anonymous \(f(memoryMiB(bridgePID, "RssAnon"))),"
+          + " file \(f(memoryMiB(bridgePID, "RssFile"))) MiB), failures \(failures)")
 
     if idleSeconds > 0 {
         try await Task.sleep(for: .seconds(2))
         let cpuStart = cpuSeconds(bridgePID)
         try await Task.sleep(for: .seconds(idleSeconds))
         let cpu = cpuSeconds(bridgePID) - cpuStart
-        print("idle \(Int(idleSeconds)) s with \(devices.count) devices: RSS \(f(memoryMiB(bridgePID, "VmRSS"))) MiB,"
+        print("idle \(Int(idleSeconds)) s with \(devices.count) devices: RSS \(f(memoryMiB(bridgePID, "VmRSS"))) MiB"
+              + " (anonymous \(f(memoryMiB(bridgePID, "RssAnon"))), file \(f(memoryMiB(bridgePID, "RssFile")))),"
               + " CPU \(String(format: "%.2f", cpu / idleSeconds * 100)) % of a core")
     }
     withExtendedLifetime((responses, states)) {}
