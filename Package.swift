@@ -101,11 +101,11 @@ let package = Package(
         .testTarget(name: "CapsCodecTests", dependencies: ["CapsCodec", "BinaryCoding"], exclude: ["Vectors", "Corpus"]),
         .testTarget(name: "GoProCodecTests", dependencies: ["GoProCodec", "BinaryCoding"], exclude: ["Vectors", "Corpus"]),
         .testTarget(name: "GattLayoutTests", dependencies: ["GattLayout", "BinaryCoding"], exclude: ["Corpus"]),
-        .testTarget(name: "MosquittoTests", dependencies: ["Mosquitto"], exclude: ["Fixtures"]),
-        .testTarget(name: "DBusTests", dependencies: ["DBus"], exclude: ["Fixtures"]),
+        .testTarget(name: "MosquittoTests", dependencies: ["Mosquitto", "Reactor"], exclude: ["Fixtures"]),
+        .testTarget(name: "DBusTests", dependencies: ["DBus", "Reactor"], exclude: ["Fixtures"]),
         .testTarget(
             name: "BlueZTests",
-            dependencies: ["BlueZ", "BlueZSimulator", "DBus", "BridgeCore", "BridgeConfig", "BridgeStore", "DeviceProfiles", "DeviceSimulators", "GoProCodec"],
+            dependencies: ["BlueZ", "BlueZSimulator", "DBus", "BridgeCore", "BridgeConfig", "BridgeStore", "DeviceProfiles", "DeviceSimulators", "GoProCodec", "PacketSocket", "Reactor"],
             exclude: ["Fixtures"]
         ),
         .testTarget(name: "BridgeConfigTests", dependencies: ["BridgeConfig", "BinaryCoding"]),
