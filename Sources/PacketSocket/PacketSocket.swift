@@ -68,12 +68,7 @@ public final class PacketSocket: Sendable {
     /// descriptor and calls `onClose` (at once when the socket is already shut).
     public func read(onPacket: @escaping @Sendable ([UInt8]) -> Void, onClose: @escaping @Sendable () -> Void) {
         let fd = self.fd
-        let start = state.withLock { s -> Bool in
-            guard !s.closed, !s.shut else { return false }
-            s.reading = true
-            return true
-        }
-        guard start else {
+        guard becomeReader() else {
             onClose()
             return
         }
@@ -98,11 +93,27 @@ public final class PacketSocket: Sendable {
                 }
                 if p.revents & Int16(POLLHUP | POLLERR | POLLNVAL) != 0 { break }
             }
-            state.withLock { s in
-                s.closed = true
-                close(fd)
-            }
+            closeAsReader()
             onClose()
+        }
+    }
+
+    /// Makes the caller the reader, the one owner of the descriptor from now on; false when the
+    /// socket is already shut or closed.
+    private func becomeReader() -> Bool {
+        state.withLock { s -> Bool in
+            guard !s.closed, !s.shut else { return false }
+            s.reading = true
+            return true
+        }
+    }
+
+    /// The reader closes the descriptor (under the lock sends take, so no send hits a reused
+    /// descriptor number).
+    fileprivate func closeAsReader() {
+        state.withLock { s in
+            s.closed = true
+            close(fd)
         }
     }
 }
@@ -119,12 +130,7 @@ extension PacketSocket {
     public func read(on loop: EventLoop, onPacket: @escaping @Sendable ([UInt8]) -> Void,
                      onClose: @escaping @Sendable () -> Void)
     {
-        let start = state.withLock { s -> Bool in
-            guard !s.closed, !s.shut else { return false }
-            s.reading = true
-            return true
-        }
-        guard start else {
+        guard becomeReader() else {
             onClose()
             return
         }
@@ -134,10 +140,7 @@ extension PacketSocket {
             let watch = loop.watch(fd, for: .readable) { [self] _ in
                 guard readAvailable(onPacket) else { return }
                 slot.withLock { $0 }?.cancel()
-                state.withLock { s in
-                    s.closed = true
-                    close(fd)
-                }
+                closeAsReader()
                 onClose()
             }
             slot.withLock { $0 = watch }
