@@ -160,3 +160,20 @@ struct EventLoopTests {
         #expect(await loop.registrations() == EventLoop.Registrations(watches: 0, timers: 0, hooks: 0))
     }
 }
+
+@Suite("EventLoop: leaving it")
+struct EventLoopLeavingTests {
+    /// `gatt2mqtt run` shuts its loop down after the work that preferred it returned: the code
+    /// after `withTaskExecutorPreference` must not still be on the loop thread (shutdown joins it).
+    @Test("code after withTaskExecutorPreference runs off the loop")
+    func leavesTheLoop() async throws {
+        let loop = EventLoop(name: "t-leave")
+        let inside = await withTaskExecutorPreference(loop) { () async -> Bool in
+            try? await loop.sleep(for: .milliseconds(1))
+            return loop.inLoop
+        }
+        #expect(inside)
+        #expect(!loop.inLoop)
+        loop.shutdown()
+    }
+}
