@@ -37,7 +37,9 @@ extension BlueZSimulator {
         ])
     }
 
-    /// `/org/bluez/hci0` `org.bluez.Adapter1` (bluez doc/org.bluez.Adapter.rst).
+    /// `/org/bluez/hci0` `org.bluez.Adapter1` (bluez doc/org.bluez.Adapter.rst): the properties
+    /// bluetoothd 5.66 exports for an LE adapter (`Modalias` and `ExperimentalFeatures`, optional,
+    /// are left out).
     func adapterInterface() -> DBusInterface {
         DBusInterface(
             Self.adapter1,
@@ -73,10 +75,15 @@ extension BlueZSimulator {
                     if let on = v.boolValue { self?.setAdapterPowered(on) }
                     return v
                 },
+                DBusProperty("Class", .uint32(0)),
                 DBusProperty("Discoverable", .boolean(false), access: .readwrite),
+                DBusProperty("DiscoverableTimeout", .uint32(180), access: .readwrite),
                 DBusProperty("Pairable", .boolean(true), access: .readwrite),
+                DBusProperty("PairableTimeout", .uint32(0), access: .readwrite),
                 DBusProperty("Discovering", .boolean(false)),
                 DBusProperty("UUIDs", .strings([])),
+                // What an LE controller supports; clients pick an adapter by it (bleak needs "central").
+                DBusProperty("Roles", .strings(["central", "peripheral"])),
             ])
     }
 
