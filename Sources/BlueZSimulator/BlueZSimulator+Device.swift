@@ -81,6 +81,11 @@ extension BlueZSimulator {
     func connect(_ address: String, sender: String?) async throws(DBusError) {
         try await gate(address, "Connect", sender: sender,
                        record: Received(method: "Connect", value: [], delivered: true, sender: sender))
+        try await establishLink(address)
+    }
+
+    /// The link part of Connect (and of Pair on a disconnected device).
+    func establishLink(_ address: String) async throws(DBusError) {
         enum Plan { case already, refuse, absent(UInt64), link(UInt64) }
         let plan = try state.withLock { (s) throws(DBusError) -> Plan in
             guard s.powered else { throw BlueZErrors.notReady }
@@ -176,10 +181,19 @@ extension BlueZSimulator {
         }
     }
 
-    /// Device1.Pair: Just Works (no agent needed); Paired and Bonded go true.
+    /// Device1.Pair: Just Works (no agent needed); Paired and Bonded go true. A disconnected device
+    /// is connected first, as bluetoothd does ("This method will connect to the remote device,
+    /// initiate pairing and then retrieve all SDP records (or GATT primary services)", bluez
+    /// doc/org.bluez.Device.rst); the link stays up and services resolve as after Connect.
     func pair(_ address: String, sender: String?) async throws(DBusError) {
         try await gate(address, "Pair", sender: sender,
                        record: Received(method: "Pair", value: [], delivered: true, sender: sender))
+        let needsLink = try state.withLock { (s) throws(DBusError) -> Bool in
+            guard let d = s.devices[address] else { throw BlueZErrors.doesNotExist }
+            guard !d.paired else { throw DBusError.remote(name: "org.bluez.Error.AlreadyExists", message: "Already Exists") }
+            return !d.connected && d.inRange && !d.faults.silent
+        }
+        if needsLink { try await establishLink(address) }
         let path = try state.withLock { (s) throws(DBusError) -> DBusObjectPath in
             guard let d = s.devices[address] else { throw BlueZErrors.doesNotExist }
             guard !d.paired else { throw DBusError.remote(name: "org.bluez.Error.AlreadyExists", message: "Already Exists") }
