@@ -87,18 +87,24 @@ extension BlueZSimulator {
             ])
     }
 
+    /// Adapter1.SetDiscoveryFilter: the caller's filter (an empty one removes it, as in bluez
+    /// doc/org.bluez.Adapter.rst); RSSI and Pathloss together are invalid (bluetoothd refuses them).
     func setFilter(_ sender: String, _ raw: [String: DBusValue]) throws(DBusError) {
         var f = Filter()
+        f.isSet = !raw.isEmpty
         for (k, v) in raw {
             switch (k, v) {
             case let ("UUIDs", .array(.string, items)): f.uuids = items.compactMap(\.stringValue).map(SimUUID.full)
-            case ("RSSI", .int16), ("Pathloss", .uint16), ("DuplicateData", .boolean), ("Discoverable", .boolean): break
+            case let ("RSSI", .int16(r)): f.rssi = r
+            case let ("DuplicateData", .boolean(b)): f.duplicateData = b
+            case ("Pathloss", .uint16), ("Discoverable", .boolean): break
             case let ("Transport", .string(t)):
                 guard ["auto", "bredr", "le"].contains(t) else { throw BlueZErrors.invalidArguments }
             case let ("Pattern", .string(p)): f.pattern = p
             default: throw BlueZErrors.invalidArguments
             }
         }
+        if f.rssi != nil, raw["Pathloss"] != nil { throw BlueZErrors.invalidArguments }
         state.withLock { s in
             s.filters[sender] = f
             if s.sessions[sender] != nil { s.sessions[sender] = f }
@@ -115,11 +121,19 @@ extension BlueZSimulator {
             var export: [String] = [], refresh: [String] = []
             for (a, d) in s.devices where d.inRange && f.matches(d.device) {
                 s.devices[a]!.removalGeneration += 1
-                if d.exported { refresh.append(a) } else { export.append(a) }
+                if d.exported {
+                    refresh.append(a)
+                    s.devices[a]!.reportedRSSI = d.device.advertisement.rssi
+                } else {
+                    export.append(a)
+                }
             }
             return (first, export, refresh)
         }
-        if first { try connection.setProperty(adapterPath, interface: Self.adapter1, "Discovering", .boolean(true)) }
+        if first {
+            try connection.setProperty(adapterPath, interface: Self.adapter1, "Discovering", .boolean(true))
+            startAdvertising()
+        }
         for a in toExport.sorted() { try exportDevice(a, withRSSI: true) }
         for a in toRefresh.sorted() {
             let d = state.withLock { $0.devices[a] }
@@ -139,11 +153,15 @@ extension BlueZSimulator {
         if last { discoveryStopped() }
     }
 
-    /// Discovering goes false, RSSI is invalidated on every exported device, and unpaired
-    /// disconnected devices are scheduled to vanish (behaviour 4).
+    /// Discovering goes false, advertisements stop being reported, RSSI is invalidated on every
+    /// exported device, and unpaired disconnected devices are scheduled to vanish (behaviour 4).
     func discoveryStopped() {
+        stopAdvertising()
         try? connection.setProperty(adapterPath, interface: Self.adapter1, "Discovering", .boolean(false))
-        let devices = state.withLock { s in s.devices.values.filter(\.exported) }
+        let devices = state.withLock { s in
+            for k in s.devices.keys { s.devices[k]!.reportedRSSI = nil }
+            return s.devices.values.filter(\.exported)
+        }
         for d in devices {
             // The DBus module cannot delete a stored property: RSSI is announced as invalidated
             // (as bluetoothd does) but stays readable through Get/GetAll.

@@ -1,11 +1,16 @@
 import DBus
 
 extension BlueZSimulator {
-    /// Exports `org.bluez.Device1` for a device (InterfacesAdded; bluez doc/org.bluez.Device.rst).
-    func exportDevice(_ address: String, withRSSI: Bool) throws(DBusError) {
+    /// Exports `org.bluez.Device1` for a device (InterfacesAdded; bluez doc/org.bluez.Device.rst),
+    /// with `RSSI` (the advertised one unless `rssi` is given) when discovered.
+    func exportDevice(_ address: String, withRSSI: Bool, rssi: Int16? = nil) throws(DBusError) {
         let d = state.withLock { s -> DeviceState? in
             guard var d = s.devices[address], !d.exported else { return nil }
+            let ad = d.device.advertisement
             d.exported = true
+            d.reportedRSSI = withRSSI ? rssi ?? ad.rssi : nil
+            d.reportedManufacturerData = ad.manufacturerData
+            d.reportedServiceData = ad.serviceData
             s.devices[address] = d
             return d
         }
@@ -26,15 +31,9 @@ extension BlueZSimulator {
             DBusProperty("LegacyPairing", .boolean(false)),
         ]
         if let name = ad.name { props.insert(DBusProperty("Name", .string(name)), at: 2) }
-        if withRSSI { props.append(DBusProperty("RSSI", .int16(ad.rssi))) }
-        if !ad.manufacturerData.isEmpty {
-            props.append(DBusProperty("ManufacturerData", .dictionary(key: .uint16, value: .variant,
-                ad.manufacturerData.sorted { $0.key < $1.key }.map { DBusDictEntry(.uint16($0.key), .variant(.bytes($0.value))) })))
-        }
-        if !ad.serviceData.isEmpty {
-            props.append(DBusProperty("ServiceData", .dictionary(key: .string, value: .variant,
-                ad.serviceData.sorted { $0.key < $1.key }.map { DBusDictEntry(.string($0.key), .variant(.bytes($0.value))) })))
-        }
+        if withRSSI { props.append(DBusProperty("RSSI", .int16(rssi ?? ad.rssi))) }
+        if !ad.manufacturerData.isEmpty { props.append(DBusProperty("ManufacturerData", Self.manufacturerData(ad))) }
+        if !ad.serviceData.isEmpty { props.append(DBusProperty("ServiceData", Self.serviceData(ad))) }
         let methods: [DBusMethod] = [
             DBusMethod("Connect") { [weak self] call in
                 try await self?.connect(address, sender: call.sender)

@@ -44,13 +44,28 @@ public final class BlueZSimulator: Sendable {
         public var removalDelay: Duration
         /// Export `org.gatt2mqtt.Simulator1` at ``BlueZSimulator/controlPath`` (fault injection over D-Bus).
         public var controlInterface: Bool
+        /// While the adapter is discovering, every device in range and not connected advertises
+        /// this often, and each advertisement reaches clients as `PropertiesChanged` on its Device1
+        /// (behaviour 10; docs/bluez.md "While discovering"); nil: devices are announced once
+        /// (InterfacesAdded) and stay silent. Nothing runs while nobody discovers.
+        public var advertisingInterval: Duration?
+        /// The RSSI of each advertisement is the device's advertised RSSI ± up to this many dBm
+        /// (kept within bluetoothd's −127…20; negative counts as 0).
+        public var rssiJitter: Int16
+        /// Seed of the RSSI jitter: one seed gives one sequence of advertisements.
+        public var jitterSeed: UInt64
 
         public init(version: Version = .v5_66, adapterAddress: String = "00:1A:7D:DA:71:13",
                     connectDelay: Duration = .milliseconds(20), resolveDelay: Duration = .milliseconds(50),
                     disconnectDelay: Duration = .seconds(2), absentConnectTimeout: Duration = .seconds(20),
-                    removalDelay: Duration = .seconds(30), controlInterface: Bool = true)
+                    removalDelay: Duration = .seconds(30), controlInterface: Bool = true,
+                    advertisingInterval: Duration? = BlueZSimulator.defaultAdvertisingInterval, rssiJitter: Int16 = 3,
+                    jitterSeed: UInt64 = 0x6761_7474_326D_7174)
         {
             self.controlInterface = controlInterface
+            self.advertisingInterval = advertisingInterval
+            self.rssiJitter = rssiJitter
+            self.jitterSeed = jitterSeed
             self.version = version
             self.adapterAddress = adapterAddress
             self.connectDelay = connectDelay
@@ -141,6 +156,11 @@ public final class BlueZSimulator: Sendable {
         var notifyCount = 0
         var faults = Faults()
         var removalGeneration: UInt64 = 0
+        /// What clients were last told (Device1 `RSSI`, nil: none since discovery started;
+        /// `ManufacturerData`, `ServiceData`): advertisements are compared with it (behaviour 10).
+        var reportedRSSI: Int16?
+        var reportedManufacturerData: [UInt16: [UInt8]] = [:]
+        var reportedServiceData: [String: [UInt8]] = [:]
     }
 
     /// How many received calls are kept per device (the oldest go first).
@@ -163,12 +183,30 @@ public final class BlueZSimulator: Sendable {
         var started = false
         var stopped = false
         var agents: [String: DBusObjectPath] = [:]
+        /// The running advertiser's generation (only while discovering, ``startAdvertising()``)
+        /// and its task's id.
+        var advertiser: UInt64?
+        var advertiserGeneration: UInt64 = 0
+        var advertiserTask: UInt64?
+        /// SplitMix64 state of the RSSI jitter.
+        var jitter: UInt64
+
+        init(seed: UInt64) { jitter = seed }
 
         mutating func id() -> UInt64 {
             defer { nextID += 1 }
             return nextID
         }
         var discovering: Bool { !sessions.isEmpty }
+
+        /// The next value of the jitter generator (SplitMix64).
+        mutating func random() -> UInt64 {
+            jitter &+= 0x9E37_79B9_7F4A_7C15
+            var z = jitter
+            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+            return z ^ (z >> 31)
+        }
 
         /// Records a call, keeping the newest `receivedLimit` per device.
         mutating func record(_ address: String, _ r: Received) {
@@ -179,11 +217,20 @@ public final class BlueZSimulator: Sendable {
         }
     }
 
-    /// A discovery filter (Adapter1.SetDiscoveryFilter): UUIDs and Pattern are applied.
+    /// A discovery filter (Adapter1.SetDiscoveryFilter): UUIDs, Pattern and RSSI are applied,
+    /// DuplicateData decides whether unchanged advertising data is reported again.
     struct Filter: Sendable {
         var uuids: [String] = []
         var pattern = ""
-        func matches(_ d: any SimulatedDevice) -> Bool {
+        /// Advertisements weaker than this are not reported.
+        var rssi: Int16?
+        var duplicateData = false
+        /// The client set a filter (bluetoothd then drops its RSSI delta threshold).
+        var isSet = false
+        /// Whether an advertisement of `d` received at `rssi` (default: the advertised RSSI)
+        /// passes this filter.
+        func matches(_ d: any SimulatedDevice, rssi received: Int16? = nil) -> Bool {
+            if let rssi, (received ?? d.advertisement.rssi) < rssi { return false }
             if !uuids.isEmpty, Set(uuids).isDisjoint(with: d.advertisement.uuids) { return false }
             if !pattern.isEmpty, !d.address.hasPrefix(pattern.uppercased()),
                !(d.advertisement.name ?? "").hasPrefix(pattern) { return false }
@@ -196,7 +243,7 @@ public final class BlueZSimulator: Sendable {
     public let options: Options
     /// `/org/bluez/hci0`.
     public let adapterPath: DBusObjectPath = "/org/bluez/hci0"
-    let state = Mutex(State())
+    let state: Mutex<State>
 
     public static let busName = "org.bluez"
     static let device1 = "org.bluez.Device1"
@@ -207,7 +254,12 @@ public final class BlueZSimulator: Sendable {
     public init(connection: DBusConnection, options: Options = Options()) {
         self.connection = connection
         self.options = options
+        state = Mutex(State(seed: options.jitterSeed))
     }
+
+    /// How often a device advertises while discovering unless ``Options/advertisingInterval`` says
+    /// otherwise: once a second.
+    public static let defaultAdvertisingInterval: Duration = .seconds(1)
 
     /// Owns `org.bluez`, exports `/` (ObjectManager), `/org/bluez` (AgentManager1) and the adapter,
     /// and starts watching callers' connections (sessions end with them, behaviour 2).
@@ -313,10 +365,12 @@ public final class BlueZSimulator: Sendable {
 
     /// Powers the adapter on or off (off: discovery stops, every link drops, calls fail `NotReady`).
     public func setAdapterPowered(_ on: Bool) {
+        if !on { stopAdvertising() }
         let drop = state.withLock { s -> [String] in
             s.powered = on
             guard !on else { return [] }
             s.sessions = [:]
+            for k in s.devices.keys { s.devices[k]!.reportedRSSI = nil }
             for k in s.devices.keys where s.devices[k]!.connecting != nil { s.devices[k]!.cancelConnect = true }
             return s.devices.values.filter(\.connected).map { $0.device.address.uppercased() }
         }
@@ -367,7 +421,9 @@ public final class BlueZSimulator: Sendable {
         do { try body() } catch { throw .dbus(error) }
     }
 
-    func spawn(_ body: @escaping @Sendable () async -> Void) {
+    /// Runs `body` in a task the emulator cancels when it stops; returns the task's id.
+    @discardableResult
+    func spawn(_ body: @escaping @Sendable () async -> Void) -> UInt64 {
         let id = state.withLock { $0.id() }
         let t = Task(executorPreference: connection.loop) { [weak self] in
             await body()
@@ -378,6 +434,7 @@ public final class BlueZSimulator: Sendable {
         state.withLock { s in
             if s.stopped { t.cancel() } else if s.endedEarly.remove(id) == nil { s.tasks[id] = t }
         }
+        return id
     }
 
     /// A caller's connection closed: its discovery and notify sessions end (behaviour 2).

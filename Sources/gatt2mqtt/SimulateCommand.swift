@@ -43,6 +43,9 @@ struct SimulateCommand: AsyncParsableCommand {
     @Option(help: "Simulated Rokid glasses notify Dev_BatteryChanged every this many seconds once authenticated (0: never).")
     var rokidBatteryInterval: Double = 30
 
+    @Option(help: "While discovering, each device in range and not connected advertises every this many seconds: PropertiesChanged RSSI (and ManufacturerData/ServiceData when changed) on its Device1, as bluetoothd reports advertisements (0: announced once, then silent).")
+    var advertisingInterval: Double = 1
+
     @Flag(help: "Run the emulator and the simulated devices on one event-loop thread (D-Bus, acquired sockets, handlers) instead of a dispatch thread, reader threads and the task pool.")
     var eventLoop = false
 
@@ -111,7 +114,8 @@ struct SimulateCommand: AsyncParsableCommand {
         if let seconds, !(seconds > 0) { throw CLIError("--seconds must be positive") }
         guard heartRateInterval >= 0 else { throw CLIError("--heart-rate-interval must not be negative") }
         for (name, v) in [("--gopro-sleep-after", goproSleepAfter), ("--gopro-battery-drain", goproBatteryDrain),
-                          ("--rokid-battery-interval", rokidBatteryInterval)] where !(v >= 0 && v <= 86400) {
+                          ("--rokid-battery-interval", rokidBatteryInterval),
+                          ("--advertising-interval", advertisingInterval)] where !(v >= 0 && v <= 86400) {
             throw CLIError("\(name) must be in [0, 86400] seconds, got \(v)")
         }
     }
@@ -147,7 +151,8 @@ struct SimulateCommand: AsyncParsableCommand {
         defer { loop?.shutdown() }
         let connection = try await DBusConnection.connect(.address(busAddress), timeout: .seconds(10), loop: loop)
         defer { connection.close() }
-        let sim = BlueZSimulator(connection: connection)
+        let sim = BlueZSimulator(connection: connection,
+                                 options: .init(advertisingInterval: Self.period(advertisingInterval)))
         try await sim.start()
         defer { sim.stop() }
         var sensors: [GenericDevice] = []
