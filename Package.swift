@@ -129,7 +129,7 @@ let package = Package(
         .testTarget(
             name: "CLITests",
             dependencies: ["BinaryCoding", "Mosquitto", .product(name: "Yams", package: "Yams")],
-            exclude: ["Fixtures"]
+            exclude: ["Fixtures", "Bleak"]
         ),
     ],
     swiftLanguageModes: [.v6]

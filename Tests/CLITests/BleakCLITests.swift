@@ -1,0 +1,83 @@
+import Foundation
+import Testing
+
+/// bleak (PyPI, installed by scripts/setup), an independent BlueZ client, against
+/// `gatt2mqtt simulate`: Tests/CLITests/Bleak/bleak_gopro.py finds the simulated GoPro with
+/// `BleakScanner.find_device_by_address`, which only sees a device through the advertisement
+/// updates bluetoothd sends while discovering (spec/bluez.md behaviour 10; docs/bluez.md "While
+/// discovering"), then connects, pairs and commands it.
+@Suite(.serialized, .timeLimit(.minutes(1))) struct BleakCLITests {
+    static let gopro = "C0:FF:EE:00:00:07"
+    static let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+        .appendingPathComponent("Bleak").appendingPathComponent("bleak_gopro.py").path
+
+    /// A finished (or killed) child process.
+    struct Finished {
+        var status: Int32
+        var timedOut: Bool
+        var lines: [String]
+        var stderr: String
+    }
+
+    /// Runs the bleak script against the bus, waiting at most `limit`; killed by its pid then.
+    static func bleak(_ bus: String, _ args: [String], limit: TimeInterval = 40) throws -> Finished {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        p.arguments = ["python3", script] + args
+        var env = ProcessInfo.processInfo.environment
+        env["DBUS_SYSTEM_BUS_ADDRESS"] = bus
+        env["PYTHONUNBUFFERED"] = "1"
+        p.environment = env
+        let out = Pipe(), err = Pipe()
+        p.standardOutput = out
+        p.standardError = err
+        p.standardInput = FileHandle.nullDevice
+        let ended = DispatchSemaphore(value: 0)
+        p.terminationHandler = { _ in ended.signal() }
+        // The script writes a few lines (far below a pipe's buffer): read once it has ended.
+        try p.run()
+        let timedOut = ended.wait(timeout: .now() + limit) == .timedOut
+        if timedOut {
+            kill(p.processIdentifier, SIGKILL)
+            p.waitUntilExit()
+        }
+        let o = out.fileHandleForReading.readDataToEndOfFile()
+        let e = err.fileHandleForReading.readDataToEndOfFile()
+        return Finished(status: p.terminationStatus, timedOut: timedOut,
+                        lines: String(decoding: o, as: UTF8.self).split(separator: "\n").map(String.init),
+                        stderr: String(decoding: e, as: UTF8.self))
+    }
+
+    /// `simulate --device gopro@…` (optionally on its event loop); stop it by pid.
+    static func simulate(_ extra: [String]) throws -> (Process, String) {
+        try BluetoothCLITests.simulate(["--device", "gopro@\(gopro)"] + extra)
+    }
+
+    static func stop(_ sim: Process) {
+        kill(sim.processIdentifier, SIGTERM)
+        sim.waitUntilExit()
+    }
+
+    @Test("bleak finds, connects, pairs and commands the simulated GoPro", arguments: [false, true])
+    func bleakDrivesTheSimulatedGoPro(eventLoop: Bool) throws {
+        let (sim, bus) = try Self.simulate(eventLoop ? ["--event-loop"] : [])
+        defer { Self.stop(sim) }
+        let run = try Self.bleak(bus, [Self.gopro])
+        #expect(!run.timedOut)
+        #expect(run.status == 0, "bleak: \(run.lines) \(run.stderr)")
+        #expect(run.lines == ["found \(Self.gopro) GoPro 1234", "connected True", "paired",
+                              "subscribed b5f90073-aa8d-11e3-9046-0002a5d5c51b", "written 03010101",
+                              "answer 020100", "disconnected"])
+    }
+
+    /// The emulator as it was before behaviour 10 (announced once, then silent): bleak's
+    /// `find_device_by_address` subscribes after StartDiscovery and never sees the device.
+    @Test func withoutAdvertisementUpdatesBleakFindsNothing() throws {
+        let (sim, bus) = try Self.simulate(["--advertising-interval", "0"])
+        defer { Self.stop(sim) }
+        let run = try Self.bleak(bus, [Self.gopro, "--find-only", "--find-timeout", "3"])
+        #expect(!run.timedOut)
+        #expect(run.status == 2, "bleak: \(run.lines) \(run.stderr)")
+        #expect(run.lines == ["not-found \(Self.gopro)"])
+    }
+}
