@@ -86,6 +86,8 @@ public struct SimulatedLink: Sendable {
 public protocol SimulatedDevice: AnyObject, Sendable {
     /// The Bluetooth address, `C0:FF:EE:00:00:01` form.
     var address: String { get }
+    /// Read at every advertisement while discovering: a device may change it over time (changed
+    /// ManufacturerData/ServiceData and RSSI reach clients, docs/bluez.md "While discovering").
     var advertisement: SimulatedAdvertisement { get }
     /// The GATT table served after connection.
     var services: [SimulatedService] { get }
