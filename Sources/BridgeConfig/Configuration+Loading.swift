@@ -261,6 +261,7 @@ extension BluetoothSettings {
         var r = try MappingReader(node, path: path)
         if let v = try r.string("adapter") { adapter = v }
         if let v = try r.string("bus_address") { busAddress = v }
+        if let v = try r.enumeration("notify", NotifySetting.self) { notify = v }
         try r.finish()
     }
 }

@@ -52,7 +52,16 @@ public struct BluetoothSettings: Sendable, Equatable {
     /// D-Bus address of the bus where `org.bluez` lives; nil = the system bus
     /// (which honours `DBUS_SYSTEM_BUS_ADDRESS`).
     public var busAddress: String?
+    /// How the bridge subscribes to notifications (`bluetooth.notify`).
+    public var notify: NotifySetting = .auto
     public init() {}
+}
+
+/// `bluetooth.notify`: `auto` uses `AcquireNotify` where BlueZ offers it (values through a
+/// socket) and `StartNotify` elsewhere; `start` always uses `StartNotify` (values as
+/// `PropertiesChanged`), e.g. where another client already holds the characteristic's socket.
+public enum NotifySetting: String, Sendable, Equatable, CaseIterable {
+    case auto, start
 }
 
 public struct DatabaseSettings: Sendable, Equatable {

@@ -29,7 +29,8 @@ public struct BlueZBridgeService: Service {
             let ready = await cancelWhenGracefulShutdown { await selfCheck.waitUntilReady(logger: logger) }
             guard let (client, adapter) = ready else { return }
             defer { client.close() }
-            try await BridgeService(configuration: configuration, central: BlueZCentral(client: client, adapter: adapter),
+            try await BridgeService(configuration: configuration, central: BlueZCentral(client: client, adapter: adapter,
+                                                                                             notifyMethod: configuration.bluetooth.notify == .start ? .startNotify : .automatic),
                                     logger: logger, loop: loop).run()
         }
     }

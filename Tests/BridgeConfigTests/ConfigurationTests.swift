@@ -26,7 +26,7 @@ import Testing
         let c = try Configuration(yaml: Self.minimal)
         #expect(c.mqtt.host == "127.0.0.1" && c.mqtt.port == 1883 && !c.mqtt.useTLS)
         #expect(c.mqtt.baseTopic == "gatt2mqtt")
-        #expect(c.bluetooth.adapter == "hci0" && c.bluetooth.busAddress == nil)
+        #expect(c.bluetooth.adapter == "hci0" && c.bluetooth.busAddress == nil && c.bluetooth.notify == .auto)
         #expect(c.database.path == "./state.sqlite")
         #expect(c.devices.map(\.id) == ["camera", "glasses"])
         #expect(c.devices[0].profile == .gopro && c.devices[1].profile == .rokid)
@@ -64,6 +64,8 @@ import Testing
         #expect(error("devices:\n  - {id: a, address: C0:FF:EE:00:00:01, profile: gopro}\n  - {id: a, address: C0:FF:EE:00:00:02, profile: gopro}")?.path == "devices[1].id")
         #expect(error("devices:\n  - id: s\n    address: C0:FF:EE:00:00:03\n    profile: custom")?.message == "a custom device needs characteristics")
         #expect(error("mqtt: [1, 2]")?.message == "expected a mapping (key: value)")
+        #expect(error("bluetooth:\n  notify: acquire") == ConfigError(path: "bluetooth.notify", line: 2, message: "'acquire' is not one of auto, start"))
+        #expect((try? Configuration(yaml: "bluetooth:\n  notify: start"))?.bluetooth.notify == .start)
         let syntax = error("mqtt:\n  url: [unclosed\n")
         #expect(syntax?.message.hasPrefix("invalid YAML") == true && syntax?.line != nil)
     }
