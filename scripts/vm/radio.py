@@ -539,7 +539,10 @@ class Radio:
 
     async def start(self):
         self.models = ModelClient()
-        await self.models.connect(self.args.models)
+        try:
+            await self.models.connect(self.args.models)
+        except OSError as error:
+            raise OSError(f"cannot connect to the model server (gatt2mqtt peripherals) at {self.args.models}: {error.strerror}")
         self.models.on_notify = self.model_notified
         self.models.on_disconnect = self.model_disconnects
         reader = asyncio.ensure_future(self.models.run())
@@ -551,7 +554,10 @@ class Radio:
         if self.args.transport == "vhci":
             from bumble.transport import open_transport
 
-            self.vhci = await open_transport("vhci")
+            try:
+                self.vhci = await open_transport("vhci")
+            except OSError as error:
+                raise OSError(f"cannot open /dev/vhci (needs the hci_vhci module, as in the test VM): {error.strerror}")
             RadioController(
                 "hci0",
                 host_source=self.vhci.source,
