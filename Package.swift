@@ -82,12 +82,14 @@ let package = Package(
             dependencies: ["BlueZSimulator", "GoProCodec", "CapsCodec", "BinaryCoding", .product(name: "SwiftProtobuf", package: "swift-protobuf")]
         ),
         .target(name: "BridgeStore", dependencies: ["BinaryCoding", .product(name: "GRDB", package: "GRDB.swift")]),
+        // The models served to a radio front-end (scripts/vm/radio.py) over a Unix socket.
+        .target(name: "PeripheralServer", dependencies: ["BinaryCoding", "BlueZSimulator", "DeviceSimulators", "Reactor"]),
 
         // MARK: Executable (thin)
         .executableTarget(
             name: "gatt2mqtt",
             dependencies: [
-                "BinaryCoding", "CapsCodec", "GoProCodec", "GattLayout", "BridgeConfig", "BridgeRuntime", "BlueZ", "BlueZSimulator", "DeviceSimulators", "DBus", "Reactor",
+                "BinaryCoding", "CapsCodec", "GoProCodec", "GattLayout", "BridgeConfig", "BridgeRuntime", "BlueZ", "BlueZSimulator", "DeviceSimulators", "PeripheralServer", "DBus", "Reactor",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Yams", package: "Yams"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -124,6 +126,10 @@ let package = Package(
             name: "DeviceSimulatorsTests",
             dependencies: ["DeviceSimulators", "BlueZSimulator", "GoProCodec", "CapsCodec", "BinaryCoding",
                            .product(name: "SwiftProtobuf", package: "swift-protobuf")]
+        ),
+        .testTarget(
+            name: "PeripheralServerTests",
+            dependencies: ["PeripheralServer", "DeviceSimulators", "BlueZSimulator", "BinaryCoding", "GoProCodec", "Reactor"]
         ),
         .testTarget(name: "BridgeStoreTests", dependencies: ["BridgeStore", "BinaryCoding"]),
         .testTarget(

@@ -187,9 +187,9 @@ public final class GenericDevice: SimulatedDevice {
 }
 
 /// UUID normalisation: 16/32-bit to the Bluetooth Base UUID (Core Specification Vol 3 Part B
-/// §2.5.1), lowercase, as BlueZ exports them.
-enum SimUUID {
-    static func full(_ s: String) -> String {
+/// §2.5.1), lowercase, as BlueZ exports them; other text is lowercased.
+public enum SimUUID {
+    public static func full(_ s: String) -> String {
         let t = s.lowercased()
         let hex = t.allSatisfy(\.isHexDigit)
         if hex, t.count == 4 { return "0000\(t)-0000-1000-8000-00805f9b34fb" }

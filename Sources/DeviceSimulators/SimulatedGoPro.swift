@@ -32,7 +32,7 @@ public final class SimulatedGoPro: SimulatedDevice {
         var lastActivity = ContinuousClock.now
         var lastDrain = ContinuousClock.now
         var sleeps = 0
-        /// Drops the link in the emulator (set by ``add(to:alreadyConnected:)``).
+        /// Drops the link (set by ``add(to:alreadyConnected:)`` or ``dropsLink(through:)``).
         var dropLink: (@Sendable () -> Void)?
     }
 
@@ -99,8 +99,15 @@ public final class SimulatedGoPro: SimulatedDevice {
     /// Puts the camera in range of `simulator` and lets it drop its link there when it sleeps.
     public func add(to simulator: BlueZSimulator, alreadyConnected: Bool = false) throws(BlueZSimulatorError) {
         let address = address
-        state.withLock { $0.dropLink = { [weak simulator] in try? simulator?.dropLink(address) } }
+        dropsLink(through: { [weak simulator] in try? simulator?.dropLink(address) })
         try simulator.add(self, alreadyConnected: alreadyConnected)
+    }
+
+    /// How the camera drops its link when it sleeps (§9), for a front-end other than the emulator
+    /// (the radio front-end of `gatt2mqtt peripherals`); ``add(to:alreadyConnected:)`` sets it
+    /// for the emulator.
+    public func dropsLink(through drop: @escaping @Sendable () -> Void) {
+        state.withLock { $0.dropLink = drop }
     }
 
     /// How often the camera went to sleep (dropped an idle link).

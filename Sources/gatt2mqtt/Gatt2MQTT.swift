@@ -8,7 +8,7 @@ struct Gatt2MQTT: AsyncParsableCommand {
         commandName: "gatt2mqtt",
         abstract: "A bridge between MQTT and Bluetooth LE devices (GoPro cameras, Rokid glasses, GATT sensors).",
         subcommands: [CapsCommand.self, GoProCommand.self, LayoutCommand.self, CheckConfigCommand.self, RunCommand.self,
-                      ScanCommand.self, GattCommand.self, SimulateCommand.self]
+                      ScanCommand.self, GattCommand.self, SimulateCommand.self, PeripheralsCommand.self]
     )
 
     /// Contract: any invalid input exits with status 1 and one line on stderr; help exits 0.

@@ -70,16 +70,36 @@ struct SimulateCommand: AsyncParsableCommand {
         </busconfig>
         """
 
-    static func isAddress(_ a: String) -> Bool {
-        let parts = a.split(separator: ":", omittingEmptySubsequences: false)
-        return parts.count == 6 && parts.allSatisfy({ $0.count == 2 && $0.allSatisfy(\.isHexDigit) })
+    static func isAddress(_ a: String) -> Bool { SimulatedDeviceSpec.isAddress(a) }
+
+    /// `--device` values (or the heart-rate sensor at `--address`); throws for a bad one.
+    static func specs(_ devices: [String], default address: String) throws -> [SimulatedDeviceSpec] {
+        guard !devices.isEmpty else { return [SimulatedDeviceSpec(kind: .hr, address: address)] }
+        return try devices.map { d in
+            guard let spec = SimulatedDeviceSpec(parsing: d) else {
+                throw CLIError("--device \(d): expected gopro@ADDRESS, rokid@ADDRESS or hr@ADDRESS")
+            }
+            return spec
+        }
     }
 
-    /// `--device` values as (kind, address).
-    var specs: [(kind: String, address: String)] {
-        devices.isEmpty ? [("hr", address)] : devices.map { d in
-            let parts = d.split(separator: "@", maxSplits: 1).map(String.init)
-            return (parts.first ?? "", parts.count == 2 ? parts[1].uppercased() : "")
+    /// The timing options as ``SimulatedDeviceTimings``; throws for a value out of range.
+    static func timings(heartRate: Double, goproSleepAfter: Double, goproBatteryDrain: Double,
+                        rokidBattery: Double) throws -> SimulatedDeviceTimings
+    {
+        guard heartRate >= 0 else { throw CLIError("--heart-rate-interval must not be negative") }
+        for (name, v) in [("--gopro-sleep-after", goproSleepAfter), ("--gopro-battery-drain", goproBatteryDrain),
+                          ("--rokid-battery-interval", rokidBattery)] where !(v >= 0 && v <= 86400) {
+            throw CLIError("\(name) must be in [0, 86400] seconds, got \(v)")
+        }
+        return SimulatedDeviceTimings(goproSleepAfter: period(goproSleepAfter), goproBatteryDrain: period(goproBatteryDrain),
+                                      rokidBatteryInterval: period(rokidBattery), heartRateInterval: period(heartRate))
+    }
+
+    var timings: SimulatedDeviceTimings {
+        get throws {
+            try Self.timings(heartRate: heartRateInterval, goproSleepAfter: goproSleepAfter,
+                             goproBatteryDrain: goproBatteryDrain, rokidBattery: rokidBatteryInterval)
         }
     }
 
@@ -101,22 +121,15 @@ struct SimulateCommand: AsyncParsableCommand {
         guard Self.isAddress(address) else {
             throw CLIError("--address \(address): expected six hex pairs like C0:FF:EE:00:00:01")
         }
-        for (d, spec) in zip(devices, specs) {
-            guard ["gopro", "rokid", "hr"].contains(spec.kind), Self.isAddress(spec.address) else {
-                throw CLIError("--device \(d): expected gopro@ADDRESS, rokid@ADDRESS or hr@ADDRESS")
-            }
-        }
-        let addresses = Set(specs.map(\.address))
+        let addresses = Set(try Self.specs(devices, default: address).map(\.address))
         for f in faults {
             let parsed = try Self.fault(f)
             guard addresses.contains(parsed.address) else { throw CLIError("--fault \(f): no simulated device \(parsed.address)") }
         }
         if let seconds, !(seconds > 0) { throw CLIError("--seconds must be positive") }
-        guard heartRateInterval >= 0 else { throw CLIError("--heart-rate-interval must not be negative") }
-        for (name, v) in [("--gopro-sleep-after", goproSleepAfter), ("--gopro-battery-drain", goproBatteryDrain),
-                          ("--rokid-battery-interval", rokidBatteryInterval),
-                          ("--advertising-interval", advertisingInterval)] where !(v >= 0 && v <= 86400) {
-            throw CLIError("\(name) must be in [0, 86400] seconds, got \(v)")
+        _ = try timings
+        guard advertisingInterval >= 0, advertisingInterval <= 86400 else {
+            throw CLIError("--advertising-interval must be in [0, 86400] seconds, got \(advertisingInterval)")
         }
     }
 
@@ -155,21 +168,15 @@ struct SimulateCommand: AsyncParsableCommand {
                                  options: .init(advertisingInterval: Self.period(advertisingInterval)))
         try await sim.start()
         defer { sim.stop() }
-        var sensors: [GenericDevice] = []
+        let timings = try self.timings
+        let peripherals = try Self.specs(devices, default: address).map { SimulatedPeripheral($0, timings: timings, executor: loop) }
         var cameras: [String: SimulatedGoPro] = [:]
-        for spec in specs {
-            switch spec.kind {
-            case "gopro":
-                let camera = SimulatedGoPro(address: spec.address, sleepAfter: Self.period(goproSleepAfter),
-                                            batteryDrainEvery: Self.period(goproBatteryDrain), executor: loop)
+        for peripheral in peripherals {
+            if case let .gopro(camera) = peripheral {
                 cameras[camera.address] = camera
                 try camera.add(to: sim)
-            case "rokid":
-                try sim.add(SimulatedRokid(address: spec.address, batteryInterval: Self.period(rokidBatteryInterval), executor: loop))
-            default:
-                let hr = GenericDevice.batteryHeartRate(address: spec.address)
-                sensors.append(hr)
-                try sim.add(hr)
+            } else {
+                try sim.add(peripheral.device)
             }
         }
         for f in faults {
@@ -201,14 +208,10 @@ struct SimulateCommand: AsyncParsableCommand {
                 stop.continuation.yield()
             }
         }
+        let beat = timings.heartRateInterval
         let beats = Task(executorPreference: loop) {
-            guard heartRateInterval > 0 else { return }
-            var bpm: UInt8 = 60
-            while !Task.isCancelled {
-                try? await Task.sleep(for: .milliseconds(Int64(heartRateInterval * 1000)))
-                bpm = bpm >= 90 ? 60 : bpm + 1
-                for device in sensors { device.notify("2A37", [0x00, bpm]) }
-            }
+            guard let beat else { return }
+            await SimulatedPeripheral.heartbeats(peripherals, every: beat)
         }
         defer { beats.cancel() }
         for await _ in stop.stream { break }

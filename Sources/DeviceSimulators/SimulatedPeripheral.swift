@@ -1,0 +1,121 @@
+import BlueZSimulator
+
+/// A simulated device named on the command line as `KIND@ADDRESS` (`gatt2mqtt simulate` and
+/// `gatt2mqtt peripherals` `--device`, docs/bluez.md "CLI"), e.g. `gopro@C0:FF:EE:00:00:01`.
+public struct SimulatedDeviceSpec: Sendable, Equatable, CustomStringConvertible {
+    public enum Kind: String, Sendable, CaseIterable {
+        /// ``SimulatedGoPro``.
+        case gopro
+        /// ``SimulatedRokid``.
+        case rokid
+        /// `GenericDevice.batteryHeartRate`.
+        case hr
+    }
+
+    public var kind: Kind
+    /// Upper case, `C0:FF:EE:00:00:01` form.
+    public var address: String
+
+    public init(kind: Kind, address: String) {
+        self.kind = kind
+        self.address = address.uppercased()
+    }
+
+    /// Parses `KIND@ADDRESS`; nil when the kind is unknown or the address is not six hex pairs.
+    public init?(parsing text: String) {
+        let parts = text.split(separator: "@", maxSplits: 1, omittingEmptySubsequences: false).map(String.init)
+        guard parts.count == 2, let kind = Kind(rawValue: parts[0]), Self.isAddress(parts[1]) else { return nil }
+        self.init(kind: kind, address: parts[1])
+    }
+
+    /// Whether `text` is a Bluetooth address written as six hex pairs separated by `:`.
+    public static func isAddress(_ text: String) -> Bool {
+        let parts = text.split(separator: ":", omittingEmptySubsequences: false)
+        return parts.count == 6 && parts.allSatisfy { $0.count == 2 && $0.allSatisfy(\.isHexDigit) }
+    }
+
+    public var description: String { "\(kind.rawValue)@\(address)" }
+}
+
+/// The periods that drive the simulated devices on their own (nil: never).
+public struct SimulatedDeviceTimings: Sendable, Equatable {
+    /// ``SimulatedGoPro/sleepAfter``.
+    public var goproSleepAfter: Duration?
+    /// ``SimulatedGoPro/batteryDrainEvery``.
+    public var goproBatteryDrain: Duration?
+    /// ``SimulatedRokid/batteryInterval``.
+    public var rokidBatteryInterval: Duration?
+    /// How often a heart-rate sensor notifies a measurement (``SimulatedPeripheral/heartbeats(_:every:)``).
+    public var heartRateInterval: Duration?
+
+    public init(goproSleepAfter: Duration? = .seconds(10), goproBatteryDrain: Duration? = .seconds(30),
+                rokidBatteryInterval: Duration? = .seconds(30), heartRateInterval: Duration? = .seconds(1))
+    {
+        self.goproSleepAfter = goproSleepAfter
+        self.goproBatteryDrain = goproBatteryDrain
+        self.rokidBatteryInterval = rokidBatteryInterval
+        self.heartRateInterval = heartRateInterval
+    }
+}
+
+/// A simulated device made from a ``SimulatedDeviceSpec``: the one factory behind every front-end
+/// that puts the models in range (the D-Bus emulator of `gatt2mqtt simulate`, the radio
+/// front-end of `gatt2mqtt peripherals`), so both serve the same devices.
+public enum SimulatedPeripheral: Sendable {
+    case gopro(SimulatedGoPro)
+    case rokid(SimulatedRokid)
+    case heartRate(GenericDevice)
+
+    /// Makes the device; its timer tasks (GoPro sleep and battery drain, Rokid battery) run on
+    /// `executor` (nil: the global pool).
+    public init(_ spec: SimulatedDeviceSpec, timings: SimulatedDeviceTimings = .init(), executor: (any TaskExecutor)? = nil) {
+        switch spec.kind {
+        case .gopro:
+            self = .gopro(SimulatedGoPro(address: spec.address, sleepAfter: timings.goproSleepAfter,
+                                         batteryDrainEvery: timings.goproBatteryDrain, executor: executor))
+        case .rokid:
+            self = .rokid(SimulatedRokid(address: spec.address, batteryInterval: timings.rokidBatteryInterval, executor: executor))
+        case .hr:
+            self = .heartRate(GenericDevice.batteryHeartRate(address: spec.address))
+        }
+    }
+
+    public var kind: SimulatedDeviceSpec.Kind {
+        switch self {
+        case .gopro: .gopro
+        case .rokid: .rokid
+        case .heartRate: .hr
+        }
+    }
+
+    /// The model, as the emulator or a front-end sees it.
+    public var device: any SimulatedDevice {
+        switch self {
+        case let .gopro(camera): camera
+        case let .rokid(glasses): glasses
+        case let .heartRate(sensor): sensor
+        }
+    }
+
+    /// Tells a device that drops its own link (a GoPro falling asleep, gopro.md §9) how to do it.
+    /// Devices that never drop their link ignore it.
+    public func dropsLink(through drop: @escaping @Sendable () -> Void) {
+        if case let .gopro(camera) = self { camera.dropsLink(through: drop) }
+    }
+
+    /// Notifies a heart-rate measurement (`2A37`, `00 bpm`, bpm cycling 60…90) from every sensor
+    /// among `peripherals` once per `every`, until the task is cancelled.
+    public static func heartbeats(_ peripherals: [SimulatedPeripheral], every: Duration) async {
+        let sensors = peripherals.compactMap { p -> GenericDevice? in
+            if case let .heartRate(sensor) = p { return sensor }
+            return nil
+        }
+        guard !sensors.isEmpty else { return }
+        var bpm: UInt8 = 60
+        while !Task.isCancelled {
+            try? await Task.sleep(for: every)
+            bpm = bpm >= 90 ? 60 : bpm + 1
+            for sensor in sensors { sensor.notify("2A37", [0x00, bpm]) }
+        }
+    }
+}

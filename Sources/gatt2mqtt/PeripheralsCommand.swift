@@ -1,0 +1,92 @@
+import ArgumentParser
+import DeviceSimulators
+import Foundation
+import PeripheralServer
+import Reactor
+
+/// `gatt2mqtt peripherals`: the simulated devices served to a radio front-end (Bumble,
+/// `scripts/vm/radio.py`) over a Unix socket (docs/bluez.md "The radio front-end"). Prints
+/// `PERIPHERALS_SOCKET=…` once listening; runs until SIGINT/SIGTERM or `--seconds`.
+struct PeripheralsCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "peripherals",
+        abstract: "Serve simulated devices (GoPro, Rokid glasses, heart-rate sensor) to a radio front-end over a Unix socket."
+    )
+
+    @Option(help: "The Unix socket to listen on (a stale socket there is replaced).")
+    var socket: String
+
+    @Option(name: .customLong("device"), help: "A simulated device KIND@ADDRESS, KIND = gopro, rokid or hr (repeatable; default hr@C0:FF:EE:00:00:01).")
+    var devices: [String] = []
+
+    @Option(help: "Stop after this many seconds (default: run until SIGINT/SIGTERM).")
+    var seconds: Double?
+
+    @Option(help: "Notify a heart-rate measurement every this many seconds while subscribed (0: never).")
+    var heartRateInterval: Double = 1
+
+    @Option(help: "A simulated GoPro sleeps (drops the link) after this many seconds without keep-alive or other writes (0: never).")
+    var goproSleepAfter: Double = 10
+
+    @Option(help: "While a simulated GoPro records, its battery drops 1 % every this many seconds (0: never).")
+    var goproBatteryDrain: Double = 30
+
+    @Option(help: "Simulated Rokid glasses notify Dev_BatteryChanged every this many seconds once authenticated (0: never).")
+    var rokidBatteryInterval: Double = 30
+
+    var timings: SimulatedDeviceTimings {
+        get throws {
+            try SimulateCommand.timings(heartRate: heartRateInterval, goproSleepAfter: goproSleepAfter,
+                                        goproBatteryDrain: goproBatteryDrain, rokidBattery: rokidBatteryInterval)
+        }
+    }
+
+    func validate() throws {
+        let specs = try SimulateCommand.specs(devices, default: "C0:FF:EE:00:00:01")
+        guard Set(specs.map(\.address)).count == specs.count else { throw CLIError("--device: two devices with one address") }
+        if let seconds, !(seconds > 0) { throw CLIError("--seconds must be positive") }
+        _ = try timings
+    }
+
+    func run() async throws {
+        let loop = EventLoop(name: "peripherals")
+        defer { loop.shutdown() }
+        let timings = try self.timings
+        let peripherals = try SimulateCommand.specs(devices, default: "C0:FF:EE:00:00:01")
+            .map { SimulatedPeripheral($0, timings: timings, executor: loop) }
+        let server: PeripheralServer
+        do {
+            server = try PeripheralServer(peripherals: peripherals, socketPath: socket, loop: loop)
+            try server.start()
+        } catch {
+            throw CLIError("peripherals: \(error)")
+        }
+        emit("PERIPHERALS_SOCKET=\(socket)")
+
+        signal(SIGINT, SIG_IGN)
+        signal(SIGTERM, SIG_IGN)
+        let stop = AsyncStream<Void>.makeStream()
+        let sources = [SIGINT, SIGTERM].map { sig -> DispatchSourceSignal in
+            let s = DispatchSource.makeSignalSource(signal: sig)
+            s.setEventHandler { stop.continuation.yield() }
+            s.resume()
+            return s
+        }
+        defer { sources.forEach { $0.cancel() } }
+        if let seconds {
+            let limit = Duration.milliseconds(Int64(seconds * 1000))
+            Task {
+                try? await Task.sleep(for: limit)
+                stop.continuation.yield()
+            }
+        }
+        let beat = timings.heartRateInterval
+        let beats = Task(executorPreference: loop) {
+            guard let beat else { return }
+            await SimulatedPeripheral.heartbeats(peripherals, every: beat)
+        }
+        for await _ in stop.stream { break }
+        beats.cancel()
+        await server.stop()
+    }
+}
