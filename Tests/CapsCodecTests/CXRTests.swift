@@ -186,6 +186,28 @@ import Testing
         #expect(try CXRPacket(caps: [.uint32(0x4242), .void]) == .other(type: CXRPacketType(rawValue: 0x4242), members: [.void]))
         #expect(CXRPacketType(rawValue: 0x4242).name == "0x4242")
     }
+
+    /// §4.1: the 0x9301 value (vector `gatt_9301_connection_info_shape`) gives the service
+    /// record for AUTH_REQ; a value without a usable member 0 is a typed error naming it.
+    @Test func connectionInfoFromThe9301Vector() throws {
+        let bytes = try vector("gatt_9301_connection_info_shape")
+        let info = try CXRConnectionInfo(decoding: bytes)
+        #expect(info == CXRConnectionInfo(serviceRecord: "12345678-1234-5678-9abc-def012345678", mac: "AA:BB:CC:DD:EE:FF",
+                                          account: "demo-account", glassesType: 1, extra: 1))
+        #expect(try info.encoded() == bytes)
+        // Only member 0 is required; a trailing member of another type is left nil.
+        #expect(try CXRConnectionInfo(caps: [.string("r"), .uint32(7)]) == CXRConnectionInfo(serviceRecord: "r"))
+        #expect(throws: CapsError.invalidPacket(field: "0x9301 member 0 (service record)", reason: "expected S, found u")) {
+            try CXRConnectionInfo(caps: [.uint32(1), .string("r")])
+        }
+        #expect(throws: CapsError.invalidPacket(field: "0x9301 member 0 (service record)", reason: "the string is empty")) {
+            try CXRConnectionInfo(caps: [.string("")])
+        }
+        #expect(throws: CapsError.invalidPacket(field: "0x9301 member 0 (service record)", reason: "the object is empty")) {
+            try CXRConnectionInfo(caps: [])
+        }
+        #expect(throws: CapsError.self) { try CXRConnectionInfo(decoding: Array(bytes.dropLast())) }
+    }
 }
 
 @Suite struct CXRRequestCounterTests {
@@ -206,3 +228,4 @@ import Testing
         #expect(try CXRCommand.getGlassInfo.encoded(using: &c).requestID == 2)
     }
 }
+
