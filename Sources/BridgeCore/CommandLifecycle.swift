@@ -27,6 +27,10 @@ public enum ErrorCode: String, Sendable, Equatable, CaseIterable {
     case deviceError = "device_error"
     /// The device is busy (GoPro busy/encoding gate) and the command could not wait.
     case deviceBusy = "device_busy"
+    /// The device refused the bridge's authentication on this link (Rokid: AUTH_RESP retCode
+    /// below 0, no AUTH_RESP in time, or no usable service record in 0x9301; the message says
+    /// which). Authentication is tried again on the next connect.
+    case authFailed = "auth_failed"
     /// BlueZ refused the operation (its error name is in the message).
     case bluetoothError = "bluetooth_error"
     /// Superseded by a newer command for the same attribute (latest-wins policy).

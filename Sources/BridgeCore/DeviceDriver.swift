@@ -23,13 +23,17 @@ public struct DeviceRequest: Sendable, Equatable {
     public var read: CharacteristicID?
     /// Passes the device's busy gate (GoPro: queries and shutter off).
     public var bypassesBusyGate: Bool
+    /// How long to wait for the answer; nil: the device's command timeout.
+    public var timeout: Duration?
 
-    public init(writes: [Write], expect: String? = nil, attribute: String? = nil, read: CharacteristicID? = nil, bypassesBusyGate: Bool = false) {
+    public init(writes: [Write], expect: String? = nil, attribute: String? = nil, read: CharacteristicID? = nil, bypassesBusyGate: Bool = false,
+                timeout: Duration? = nil) {
         self.writes = writes
         self.expect = expect
         self.attribute = attribute
         self.read = read
         self.bypassesBusyGate = bypassesBusyGate
+        self.timeout = timeout
     }
 }
 
@@ -45,6 +49,12 @@ public enum DriverOutput: Sendable, Equatable {
     case characteristic(topic: String, value: JSONValue)
     /// Bytes the driver could not make sense of (garbage from the device): reported, not fatal.
     case malformed(String)
+    /// The device cannot be used on this link (e.g. it refused authentication): a `device_error`
+    /// event carrying the code and message. The driver itself fails the commands that follow.
+    case deviceError(CommandError)
+    /// An internal request to run next, before any queued command (the next step of a
+    /// connect-time handshake, e.g. AUTH_REQ once 0x9301 has been read).
+    case request(DeviceRequest)
 }
 
 /// The profile-specific part of a device (GoPro, Rokid, layout-described GATT device): pure
@@ -66,7 +76,11 @@ public protocol DeviceDriver: Sendable {
     /// Encodes a raw write to a mapped characteristic topic (`<device>/<topic>/write`).
     mutating func encodeWrite(topic: String, payload: [UInt8], mtu: Int) throws(CommandError) -> DeviceRequest
     /// Decodes a value read for a request's `read`.
-    func decodeRead(_ characteristic: CharacteristicID, _ value: [UInt8]) -> [DriverOutput]
+    mutating func decodeRead(_ characteristic: CharacteristicID, _ value: [UInt8]) -> [DriverOutput]
+    /// An internal request (start-up, keep-alive, poll, or one from `.request`) failed: its
+    /// write or read failed, or its answer did not come within its timeout. Not called when
+    /// the link went away (``linkLost()`` follows).
+    mutating func internalRequestFailed(_ request: DeviceRequest, _ error: CommandError) -> [DriverOutput]
     /// Feeds a notification (in order, per characteristic reassembly inside).
     mutating func receive(_ notification: GATTNotification) -> [DriverOutput]
     /// Forgets per-link state (reassembly buffers, authentication) after a link loss.
@@ -88,6 +102,7 @@ extension DeviceDriver {
         throw CommandError(.unknownCommand, "no characteristic topic '\(topic)' on this device")
     }
     public func decodeRead(_ characteristic: CharacteristicID, _ value: [UInt8]) -> [DriverOutput] { [] }
+    public mutating func internalRequestFailed(_ request: DeviceRequest, _ error: CommandError) -> [DriverOutput] { [] }
     public mutating func linkLost() {}
     public var requiresPairing: Bool { false }
     public mutating func didPair() {}

@@ -92,6 +92,8 @@ actor DeviceSession {
         var expect: String?
         var read: CharacteristicID?
         var sequence: UInt64
+        /// How long the answer may take (the request's own timeout, else the command timeout).
+        var limit: Duration
         var timeoutAt: ContinuousClock.Instant
     }
 
@@ -334,7 +336,9 @@ actor DeviceSession {
         // In-flight timeout.
         if let f = inFlight, ContinuousClock.now >= f.timeoutAt {
             inFlight = nil
-            finish(f.command, .error, error: CommandError(.timeout, "no answer from \(id) within \(config.commandTimeout)"))
+            let error = CommandError(.timeout, "no answer from \(id) within \(f.limit)")
+            finish(f.command, .error, error: error)
+            internalFailed(f.command, error)
         }
         // Availability from the last good exchange.
         if link != nil, available, ContinuousClock.now - lastGoodExchange > config.availabilityTimeout {
@@ -397,8 +401,9 @@ actor DeviceSession {
             if request.writes.isEmpty, request.read == nil {
                 if let key = request.expect {
                     nextSequence += 1
-                    inFlight = InFlight(command: cmd, expect: key, read: nil, sequence: nextSequence,
-                                        timeoutAt: .now + config.commandTimeout)
+                    let limit = request.timeout ?? config.commandTimeout
+                    inFlight = InFlight(command: cmd, expect: key, read: nil, sequence: nextSequence, limit: limit,
+                                        timeoutAt: .now + limit)
                 } else {
                     finish(cmd, .ok)
                 }
@@ -406,8 +411,9 @@ actor DeviceSession {
             }
             nextSequence += 1
             writing = nextSequence
+            let limit = request.timeout ?? config.commandTimeout
             inFlight = InFlight(command: cmd, expect: request.read == nil ? request.expect : nil, read: request.read,
-                                sequence: nextSequence, timeoutAt: .now + config.commandTimeout)
+                                sequence: nextSequence, limit: limit, timeoutAt: .now + limit)
             writeSink.yield(WriteJob(sequence: nextSequence, link: link, request: request))
         }
     }
@@ -452,8 +458,17 @@ actor DeviceSession {
                 queue.insert(cmd, at: 0)
                 return
             }
-            finish(cmd, .error, error: CommandError(.bluetoothError, error.description))
+            let failure = CommandError(.bluetoothError, error.description)
+            finish(cmd, .error, error: failure)
+            if error.kind != .notConnected { internalFailed(cmd, failure) }  // else linkDown follows
         }
+    }
+
+    /// Tells the driver that its internal request `cmd` failed (user commands get a response instead).
+    func internalFailed(_ cmd: PendingCommand, _ error: CommandError) {
+        guard case let .internal(request) = cmd.payload else { return }
+        let outputs = driver.internalRequestFailed(request, error)
+        if !outputs.isEmpty { process(outputs, from: nil) }
     }
 
     /// - Parameter answering: a command these outputs answer (a read's), whose outbox entry is
@@ -473,6 +488,8 @@ actor DeviceSession {
             answered = f.command.outboxID
         }
         if let answered { writes.append(.removeCommand(answered)) }
+        // Next handshake steps run before anything queued, in the order given.
+        startupQueue.insert(contentsOf: outputs.compactMap { if case let .request(r) = $0 { r } else { nil } }, at: 0)
         var newStateJSON: String?
         if !changed.isEmpty {
             var newState = state
@@ -507,6 +524,10 @@ actor DeviceSession {
                 output.mqtt.send(OutboundMessage(topic: output.topics.characteristic(id, topic), json: value, qos: output.stateQoS, retain: false))
             case let .malformed(reason):
                 output.event("device_error", device: id, ["message": .string(reason)])
+            case let .deviceError(error):
+                output.event("device_error", device: id, ["code": .string(error.code.rawValue), "message": .string(error.message)])
+            case .request:
+                break  // queued above
             }
         }
         if let newStateJSON { publishState(json: newStateJSON) }

@@ -1,0 +1,99 @@
+import BinaryCoding
+import BridgeConfig
+import BridgeStore
+import Synchronization
+import Testing
+@testable import BridgeCore
+
+/// The session's connect-time handshake contract (docs/architecture.md "On connect"), over
+/// fakes: a start-up read whose value yields the next request (`.request`), that request's own
+/// timeout, `internalRequestFailed`, and a driver that refuses commands after `.deviceError`.
+@Suite struct HandshakeTests {
+    /// Reads 2A19 on connect, then writes `[1, value]` expecting its echo within 100 ms; without
+    /// the echo every command ends `auth_failed`. Commands: `{"command":"ping","value":N}`.
+    struct HandshakeDriver: DeviceDriver {
+        let notifyCharacteristics = [CharacteristicID("FFF2")]
+        var refusal: CommandError?
+        var failures: [String] = []
+
+        mutating func startupRequests() throws(CommandError) -> [DeviceRequest] {
+            [DeviceRequest(writes: [], read: CharacteristicID("2A19"))]
+        }
+        mutating func decodeRead(_ characteristic: CharacteristicID, _ value: [UInt8]) -> [DriverOutput] {
+            [.request(DeviceRequest(writes: [.init(CharacteristicID("FFF1"), [1] + value)], expect: "hello", timeout: .milliseconds(100)))]
+        }
+        mutating func internalRequestFailed(_ request: DeviceRequest, _ error: CommandError) -> [DriverOutput] {
+            let e = CommandError(.authFailed, "no hello: \(error.message)")
+            refusal = e
+            return [.deviceError(e)]
+        }
+        mutating func encode(_ command: JSONObject, mtu: Int) throws(CommandError) -> DeviceRequest {
+            if let refusal { throw refusal }
+            let v = UInt8(command["value"]?.intValue ?? 0)
+            return DeviceRequest(writes: [.init(CharacteristicID("FFF1"), [1, v])], expect: "ping:\(v)")
+        }
+        mutating func receive(_ n: GATTNotification) -> [DriverOutput] {
+            guard n.value.count == 2 else { return [] }
+            return [.response(key: n.value == [1, 42] ? "hello" : "ping:\(n.value[1])", result: .success(nil))]
+        }
+        mutating func linkLost() { refusal = nil }
+    }
+
+    func bridge(_ device: FakeDevice, _ mqtt: FakeMQTT) throws -> Bridge {
+        var config = Configuration()
+        var d = DeviceConfig(id: "dev", profile: .custom)
+        d.address = "C0:FF:EE:00:00:09"
+        d.commandTimeout = .seconds(5)
+        config.devices = [d]
+        return try Bridge(configuration: config, store: try BridgeStore.inMemory(), mqtt: mqtt,
+                          central: FakeCentral(["C0:FF:EE:00:00:09": device]), drivers: { _ in HandshakeDriver() }, tick: .milliseconds(10))
+    }
+
+    func run(_ bridge: Bridge, _ body: () async throws -> Void) async throws {
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { await bridge.run() }
+            defer { group.cancelAll() }
+            try await body()
+        }
+    }
+
+    /// The first terminal response (`ok`/`error`/`expired`), waiting up to 3 s.
+    func terminal(_ mqtt: FakeMQTT) async throws -> JSONValue? {
+        let deadline = ContinuousClock.now + .seconds(3)
+        while true {
+            let r = try mqtt.messages("gatt2mqtt/dev/response").map { try JSONValue(parsing: $0.payload) }
+            if let t = r.first(where: { ["ok", "error", "expired"].contains($0["status"]?.stringValue ?? "") }) { return t }
+            if ContinuousClock.now >= deadline { return nil }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+    }
+
+    @Test func theReadValueLeadsToTheNextStepBeforeCommands() async throws {
+        let device = FakeDevice(), mqtt = FakeMQTT()
+        let b = try bridge(device, mqtt)
+        try await run(b) {
+            b.handle(InboundMessage(topic: "gatt2mqtt/dev/set", payload: Array(#"{"command":"ping","value":7,"transaction":"p"}"#.utf8)))
+            let r = try await terminal(mqtt)
+            #expect(r?["status"] == "ok", "\(String(describing: r))")
+            #expect(device.writes == [[1, 42], [1, 7]])  // the handshake's write (from the read's 42) first
+            #expect(device.state.withLock { $0.reads } == 1)
+        }
+    }
+
+    @Test func aSilentStepTimesOutOnItsOwnBoundAndCommandsFail() async throws {
+        let device = FakeDevice(), mqtt = FakeMQTT()
+        device.setAnswering(false)
+        let b = try bridge(device, mqtt)
+        try await run(b) {
+            let started = ContinuousClock.now
+            b.handle(InboundMessage(topic: "gatt2mqtt/dev/set", payload: Array(#"{"command":"ping","value":7,"transaction":"p"}"#.utf8)))
+            let r = try await terminal(mqtt)
+            #expect(r?["status"] == "error" && r?["error"]?["code"] == "auth_failed", "\(String(describing: r))")
+            #expect(r?["error"]?["message"]?.stringValue?.hasPrefix("no hello: no answer from dev within") == true, "\(String(describing: r))")
+            #expect(ContinuousClock.now - started < .seconds(3), "the 100 ms bound, not the 5 s command timeout")
+            let events = mqtt.messages("gatt2mqtt/bridge/event").map(\.text).filter { $0.contains("device_error") }
+            #expect(events.count == 1 && events[0].contains(#""code":"auth_failed""#), "\(events)")
+            #expect(device.writes == [[1, 42]])  // the command was never written
+        }
+    }
+}
