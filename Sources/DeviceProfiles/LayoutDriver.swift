@@ -138,7 +138,7 @@ public struct LayoutDriver: DeviceDriver {
 public func makeDriver(for device: DeviceConfig, now: @escaping @Sendable () -> UInt64) throws -> any DeviceDriver {
     switch device.profile {
     case .gopro: return GoProDriver()
-    case .rokid: return RokidDriver(serviceRecord: "gatt2mqtt-\(device.id)", now: now)
+    case .rokid: return RokidDriver(now: now)
     case .custom: return try LayoutDriver(device: device)
     }
 }

@@ -3,38 +3,109 @@ import BridgeCore
 import CapsCodec
 
 /// Rokid glasses over the GATT data path (`shared/spec/rokid-caps.md` §4.2 type 2): CXR packets
-/// as a Caps byte stream written to 0x9201 and notified on 0x9202 (§4.3, §4.5). On each connect:
-/// AUTH_REQ → AUTH_RESP (§5.2); then REQUEST → RESPONSE matched by request id (§5.4). NOTIFY
-/// packets become events, and the known ones (battery, brightness, volume, custom view) state.
+/// as a Caps byte stream written to 0x9201 and notified on 0x9202 (§4.3, §4.5). On each connect
+/// (§5.2): read 0x9301 → its service-record UUID (§4.1) → AUTH_REQ with that record → AUTH_RESP;
+/// then REQUEST → RESPONSE matched by request id (§5.4). NOTIFY packets become events, and the
+/// known ones (battery, brightness, volume, custom view) state.
+///
+/// When the handshake fails — 0x9301 unreadable or without a record, AUTH_RESP retCode < 0, or
+/// no AUTH_RESP within ``authTimeout`` (refusing glasses may stay silent, §4.2) — the driver
+/// reports a `device_error` and fails every command on that link with `auth_failed` instead of
+/// letting it time out; the next connect reads 0x9301 and authenticates again.
 public struct RokidDriver: DeviceDriver {
     public static let writeCharacteristic = CharacteristicID("9201", service: "9100")
     public static let notifyCharacteristic = CharacteristicID("9202", service: "9100")
+    /// "RFCOMM connection info" (§4.1): Caps whose member 0 is the service record for AUTH_REQ.
+    public static let connectionInfoCharacteristic = CharacteristicID("9301", service: "9100")
+    /// How long the glasses get to answer AUTH_REQ (their own auth window is 40 s, §4.3; a
+    /// refused AUTH_REQ may get no answer at all, §4.2).
+    public static let authTimeout: Duration = .seconds(5)
+    /// The `expect` key of AUTH_REQ.
+    static let authKey = "auth"
 
     public let notifyCharacteristics = [RokidDriver.notifyCharacteristic]
-    /// The service record sent in AUTH_REQ (read from 0x9301 on hardware; any string on the GATT path).
-    let serviceRecord: String
     let now: @Sendable () -> UInt64
+    /// This driver's bound on the wait for AUTH_RESP (``authTimeout`` unless a test shortens it).
+    let authWait: Duration
     var nextRequestID: UInt32 = 1
     var reader = CapsStreamReader()
     /// State to merge when the RESPONSE to a request arrives (a `set_*` succeeded).
     var pendingState: [UInt32: JSONObject] = [:]
+    /// Why the glasses cannot be used on this link (the handshake failed); every command ends
+    /// with it. Cleared on link loss, so the next connect tries again.
+    var refusal: CommandError?
 
     /// - Parameters:
-    ///   - serviceRecord: what AUTH_REQ carries as the service record.
     ///   - now: nanoseconds since the epoch, for AUTH_REQ's client time.
-    public init(serviceRecord: String, now: @escaping @Sendable () -> UInt64) {
-        self.serviceRecord = serviceRecord
+    ///   - authTimeout: how long to wait for AUTH_RESP.
+    public init(now: @escaping @Sendable () -> UInt64, authTimeout: Duration = RokidDriver.authTimeout) {
         self.now = now
+        authWait = authTimeout
     }
 
+    /// §5.2 step 1: read 0x9301 (again on every connect: the record may be per session). Its
+    /// value leads to AUTH_REQ (``decodeRead(_:_:)``).
     public mutating func startupRequests() throws(CommandError) -> [DeviceRequest] {
-        let auth = CXRPacket.authRequest(CXRAuthRequest(serviceRecord: serviceRecord, clientTime: now()))
+        refusal = nil
+        return [DeviceRequest(writes: [], read: Self.connectionInfoCharacteristic)]
+    }
+
+    /// The 0x9301 value: its service record → AUTH_REQ (§5.2 step 3), or the reason there is none.
+    public mutating func decodeRead(_ characteristic: CharacteristicID, _ value: [UInt8]) -> [DriverOutput] {
+        guard characteristic.uuid == Self.connectionInfoCharacteristic.uuid else { return [] }
+        let info: CXRConnectionInfo
+        do { info = try CXRConnectionInfo(decoding: value) } catch {
+            return refuse("0x9301 holds no usable service record (\(error))")
+        }
+        let auth = CXRPacket.authRequest(CXRAuthRequest(serviceRecord: info.serviceRecord, clientTime: now()))
         let bytes: [UInt8]
-        do { bytes = try auth.encoded() } catch { throw CommandError(.internalError, "AUTH_REQ: \(error)") }
-        return [DeviceRequest(writes: Self.slices(bytes, mtu: 23), expect: "auth")]
+        do { bytes = try auth.encoded() } catch { return refuse("AUTH_REQ cannot be encoded (\(error))") }
+        return [.request(DeviceRequest(writes: Self.slices(bytes, mtu: 23), expect: Self.authKey, timeout: authWait))]
+    }
+
+    public mutating func internalRequestFailed(_ request: DeviceRequest, _ error: CommandError) -> [DriverOutput] {
+        if request.read == Self.connectionInfoCharacteristic {
+            return refuse("0x9301 (service record) could not be read: \(error.message)")
+        }
+        guard request.expect == Self.authKey else { return [] }
+        if error.code == .timeout {
+            return refuse("no AUTH_RESP within \(Self.text(authWait)) (glasses that refuse an AUTH_REQ may not answer it)")
+        }
+        return refuse("AUTH_REQ could not be written: \(error.message)")
+    }
+
+    /// Enters the refused state: a `device_error` now, `auth_failed` for every command until
+    /// the link is lost.
+    mutating func refuse(_ reason: String) -> [DriverOutput] {
+        [.deviceError(refusal(because: reason))]
+    }
+
+    /// Sets and returns ``refusal`` for `reason`.
+    mutating func refusal(because reason: String) -> CommandError {
+        let error = CommandError(.authFailed, "not authenticated with the glasses: \(reason); retried on the next connect")
+        refusal = error
+        return error
+    }
+
+    /// `5 s`, `300 ms`.
+    static func text(_ d: Duration) -> String {
+        let ms = d.components.seconds * 1000 + d.components.attoseconds / 1_000_000_000_000_000
+        return ms % 1000 == 0 ? "\(ms / 1000) s" : "\(ms) ms"
+    }
+
+    /// What a negative AUTH_RESP retCode means (§5.2 step 4).
+    public static func authFailureMeaning(_ retCode: Int32) -> String {
+        switch retCode {
+        case -1: "major version mismatch"
+        case -3: "no service record"
+        case -4: "service record mismatch"
+        case -6: "already connected or rejected"
+        default: "unknown refusal"
+        }
     }
 
     public mutating func encode(_ command: JSONObject, mtu: Int) throws(CommandError) -> DeviceRequest {
+        if let refusal { throw refusal }
         var body = command
         // `/set/brightness` ← 8 and `/get` shortcuts.
         if body["command"] == nil, body.count == 1, let (key, value) = body.members.first.map({ ($0.key, $0.value) }) {
@@ -110,8 +181,12 @@ public struct RokidDriver: DeviceDriver {
     mutating func handle(_ packet: CXRPacket) -> [DriverOutput] {
         switch packet {
         case let .authResponse(a):
-            if a.retCode >= 0 { return [.response(key: "auth", result: .success(nil))] }
-            return [.response(key: "auth", result: .failure(CommandError(.deviceError, "authentication refused (retCode \(a.retCode))")))]
+            if a.retCode >= 0 {
+                refusal = nil
+                return [.response(key: Self.authKey, result: .success(nil))]
+            }
+            let error = refusal(because: "AUTH_RESP retCode \(a.retCode) (\(Self.authFailureMeaning(a.retCode)))")
+            return [.deviceError(error), .response(key: Self.authKey, result: .failure(error))]
         case let .response(id, _):
             var out: [DriverOutput] = []
             if let s = pendingState.removeValue(forKey: id) { out.append(.state(s)) }
@@ -157,5 +232,6 @@ public struct RokidDriver: DeviceDriver {
         reader.reset()
         lastChunkAt = nil
         pendingState = [:]
+        refusal = nil
     }
 }

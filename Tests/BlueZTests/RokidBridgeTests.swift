@@ -19,7 +19,7 @@ import Testing
             var d = DeviceConfig(id: "glasses", profile: .rokid)
             d.address = Self.address
             let store = try BridgeStore.inMemory()
-            try await withBridge(env, device: d, store: store, driver: { RokidDriver(serviceRecord: "test", now: { 0 }) }) { mqtt in
+            try await withBridge(env, device: d, store: store, driver: { RokidDriver(now: { 0 }) }) { mqtt in
                 // After authentication the glasses notify 89, 88, … every 100 ms; each lands in state.
                 func batteries() -> [Int] {
                     mqtt.messages("gatt2mqtt/glasses").compactMap { try? JSONValue(parsing: $0.payload)["battery"]?.intValue }

@@ -6,7 +6,35 @@ import Testing
 @testable import DeviceProfiles
 
 @Suite struct RokidDriverTests {
-    func driver() -> RokidDriver { RokidDriver(serviceRecord: "record-1", now: { 1_700_000_000_000_000_000 }) }
+    func driver() -> RokidDriver { RokidDriver(now: { 1_700_000_000_000_000_000 }) }
+
+    /// The 0x9301 value real glasses publish (§4.1 `SSSuu`).
+    func connectionInfo(_ record: String) throws -> [UInt8] {
+        try CXRConnectionInfo(serviceRecord: record, mac: "AA:BB:CC:DD:EE:FF", account: "", glassesType: 1, extra: 1).encoded()
+    }
+
+    /// Connects `d` as the session does: the start-up read of 0x9301, then AUTH_REQ from its value.
+    func authRequest(_ d: inout RokidDriver, record: String = "4f0e3c1a-9d2b-4c55-8a70-2f6b1d9e0c33") throws -> DeviceRequest {
+        let startup = try d.startupRequests()
+        #expect(startup == [DeviceRequest(writes: [], read: RokidDriver.connectionInfoCharacteristic)])
+        let out = d.decodeRead(RokidDriver.connectionInfoCharacteristic, try connectionInfo(record))
+        guard out.count == 1, case let .request(auth) = out[0] else { throw Failure("expected one AUTH_REQ request, got \(out)") }
+        return auth
+    }
+
+    struct Failure: Error, CustomStringConvertible {
+        let description: String
+        init(_ d: String) { description = d }
+    }
+
+    func authResponse(_ retCode: Int32) throws -> [UInt8] {
+        try CXRPacket.authResponse(CXRAuthResponse(major: 1, minor: 12, retCode: retCode, clientMac: "AA")).encoded()
+    }
+
+    func authFailure(_ body: () throws -> Void) -> CommandError? {
+        do { try body() } catch let e as CommandError { return e } catch { return nil }
+        return nil
+    }
 
     /// Notifies `bytes` in 20-byte pieces, as a small-MTU link would.
     func feed(_ d: inout RokidDriver, _ bytes: [UInt8]) -> [DriverOutput] {
@@ -15,14 +43,55 @@ import Testing
         }
     }
 
-    @Test func startupIsAnAuthRequest() throws {
+    /// §5.2 steps 1 and 3: the start-up reads 0x9301, and AUTH_REQ carries its member 0.
+    @Test func authRequestCarriesTheRecordReadFrom9301() throws {
         var d = driver()
-        let r = try d.startupRequests()
-        #expect(r.count == 1 && r[0].expect == "auth")
-        let bytes = r[0].writes.flatMap(\.value)
-        #expect(r[0].writes.allSatisfy { $0.characteristic == RokidDriver.writeCharacteristic && $0.value.count <= 20 })
-        let packet = try CXRPacket(caps: Caps(decoding: bytes))
-        #expect(packet == .authRequest(CXRAuthRequest(serviceRecord: "record-1", clientTime: 1_700_000_000_000_000_000)))
+        let r = try authRequest(&d, record: "4f0e3c1a-9d2b-4c55-8a70-2f6b1d9e0c33")
+        #expect(r.expect == "auth" && r.timeout == RokidDriver.authTimeout && RokidDriver.authTimeout == .seconds(5))
+        #expect(r.writes.allSatisfy { $0.characteristic == RokidDriver.writeCharacteristic && $0.value.count <= 20 })
+        let packet = try CXRPacket(caps: Caps(decoding: r.writes.flatMap(\.value)))
+        #expect(packet == .authRequest(CXRAuthRequest(serviceRecord: "4f0e3c1a-9d2b-4c55-8a70-2f6b1d9e0c33",
+                                                      clientTime: 1_700_000_000_000_000_000)))
+        // The spec's vector too (`gatt_9301_connection_info_shape`, record 12345678-…).
+        let vector = try Hex.decode("00000051050553535375752431323334353637382d313233342d353637382d396162632d6465663031323334353637381141413a42423a43433a44443a45453a46460c64656d6f2d6163636f756e740101")
+        guard case let .request(auth)? = d.decodeRead(RokidDriver.connectionInfoCharacteristic, vector).first else {
+            Issue.record("no AUTH_REQ from the vector"); return
+        }
+        guard case let .authRequest(a) = try CXRPacket(decoding: auth.writes.flatMap(\.value)) else { Issue.record("not AUTH_REQ"); return }
+        #expect(a.serviceRecord == "12345678-1234-5678-9abc-def012345678")
+    }
+
+    /// The record may be per session (§4.1): every connect reads 0x9301 again and uses the new one.
+    @Test func everyConnectReadsTheRecordAgain() throws {
+        var d = driver()
+        _ = try authRequest(&d, record: "first")
+        d.linkLost()
+        let second = try authRequest(&d, record: "second")
+        guard case let .authRequest(a) = try CXRPacket(decoding: second.writes.flatMap(\.value)) else { Issue.record("not AUTH_REQ"); return }
+        #expect(a.serviceRecord == "second")
+    }
+
+    /// A 0x9301 that is unreadable, absent or without a record: a device error naming it, and
+    /// commands end `auth_failed` at once rather than timing out.
+    @Test func unusable9301FailsCommandsWithAuthFailed() throws {
+        for (value, reason) in [([UInt8]([0x00, 0x00, 0x00, 0x07, 0x05, 0x01]), "0x9301 holds no usable service record"),
+                                (try Caps([.uint32(1)]).encoded(), "0x9301 member 0 (service record): expected S, found u")] {
+            var d = driver()
+            _ = try d.startupRequests()
+            let out = d.decodeRead(RokidDriver.connectionInfoCharacteristic, value)
+            guard case let .deviceError(e)? = out.first, out.count == 1 else { Issue.record("\(out)"); continue }
+            #expect(e.code == .authFailed && e.message.contains(reason), "\(e)")
+            #expect(authFailure { _ = try d.encode(["brightness": 3], mtu: 23) } == e)
+        }
+        var d = driver()
+        let read = try #require(try d.startupRequests().first)
+        let out = d.internalRequestFailed(read, CommandError(.bluetoothError, "not_found: no characteristic 9301"))
+        guard case let .deviceError(e)? = out.first else { Issue.record("\(out)"); return }
+        #expect(e.code == .authFailed && e.message.contains("0x9301 (service record) could not be read: not_found"), "\(e)")
+        #expect(authFailure { _ = try d.encode(["command": "get_glass_info"], mtu: 23) }?.code == .authFailed)
+        // The next connect starts over.
+        d.linkLost()
+        #expect(authFailure { _ = try d.encode(["command": "get_glass_info"], mtu: 23) } == nil)
     }
 
     @Test func brightnessRequestIsTheSpecBytesSlicedToMTU() throws {
@@ -44,12 +113,40 @@ import Testing
         #expect(out.contains { if case let .response("req:1", .success(v?)) = $0 { return v["type"] == "RESPONSE" && v["payload"] == 5 }; return false })
     }
 
-    @Test func authRefusedIsADeviceError() throws {
-        var d = driver()
-        let bytes = try CXRPacket.authResponse(CXRAuthResponse(major: 1, minor: 12, retCode: -6, clientMac: "AA")).encoded()
-        let out = feed(&d, bytes)
-        guard case let .response("auth", .failure(e))? = out.first else { Issue.record("no auth failure: \(out)"); return }
-        #expect(e.code == .deviceError && e.message.contains("-6"))
+    /// AUTH_RESP retCode < 0 (§5.2 step 4): the auth request fails, a device error names the
+    /// code and its meaning, and every command on this link ends `auth_failed`.
+    @Test func refusedAuthFailsCommandsUntilTheNextConnect() throws {
+        for (code, meaning) in [(Int32(-1), "major version mismatch"), (-3, "no service record"), (-4, "service record mismatch"),
+                                (-6, "already connected or rejected"), (-9, "unknown refusal")] {
+            var d = driver()
+            _ = try authRequest(&d)
+            let out = feed(&d, try authResponse(code))
+            guard out.count == 2, case let .deviceError(e) = out[0], case .response("auth", .failure(e)) = out[1] else {
+                Issue.record("\(code): \(out)"); continue
+            }
+            #expect(e.code == .authFailed && e.message.contains("AUTH_RESP retCode \(code) (\(meaning))"), "\(e)")
+            #expect(authFailure { _ = try d.encode(["command": "set_brightness", "value": 8], mtu: 23) } == e)
+            d.linkLost()
+            _ = try authRequest(&d)
+            #expect(feed(&d, try authResponse(0)) == [.response(key: "auth", result: .success(nil))])
+            #expect(authFailure { _ = try d.encode(["command": "set_brightness", "value": 8], mtu: 23) } == nil)
+        }
+    }
+
+    /// No AUTH_RESP within the bound (glasses that refuse may stay silent, §4.2): the session
+    /// times the AUTH_REQ out after its `timeout` and tells the driver, which fails commands.
+    @Test func silenceAfterAuthRequestFailsCommands() throws {
+        var d = RokidDriver(now: { 0 }, authTimeout: .milliseconds(300))
+        let auth = try authRequest(&d)
+        #expect(auth.timeout == .milliseconds(300))
+        let out = d.internalRequestFailed(auth, CommandError(.timeout, "no answer from glasses within 0.3 seconds"))
+        guard case let .deviceError(e)? = out.first else { Issue.record("\(out)"); return }
+        #expect(e.code == .authFailed && e.message.contains("no AUTH_RESP within 300 ms"), "\(e)")
+        #expect(authFailure { _ = try d.encode(["volume": 3], mtu: 23) } == e)
+        // Another internal request's failure is not the driver's business.
+        var other = driver()
+        #expect(other.internalRequestFailed(DeviceRequest(writes: [], expect: "req:1"), CommandError(.timeout, "x")).isEmpty)
+        #expect(RokidDriver.text(.seconds(5)) == "5 s")
     }
 
     @Test func batteryNotifyBecomesEventAndState() throws {
@@ -74,7 +171,7 @@ import Testing
     /// that follows completes its request.
     @Test func stalePartialObjectIsDroppedBeforeTheNextAnswer() throws {
         let clock = Mutex<UInt64>(1_000)
-        var d = RokidDriver(serviceRecord: "r", now: { clock.withLock { $0 } })
+        var d = RokidDriver(now: { clock.withLock { $0 } })
         #expect(feed(&d, [0x00, 0x00, 0x10, 0x00, 0x05, 0x01]).isEmpty)
         _ = try d.encode(["command": "set_volume", "value": 5], mtu: 23)
         let resp = try CXRPacket.response(requestID: 1, args: CXRPacket.args("Dev_GlassSound", .uint32(5))).encoded()
