@@ -67,14 +67,16 @@ public enum SimulatedPeripheral: Sendable {
     case heartRate(GenericDevice)
 
     /// Makes the device; its timer tasks (GoPro sleep and battery drain, Rokid battery) run on
-    /// `executor` (nil: the global pool).
-    public init(_ spec: SimulatedDeviceSpec, timings: SimulatedDeviceTimings = .init(), executor: (any TaskExecutor)? = nil) {
+    /// `executor` (nil: the global pool). `rokidAuth`: how Rokid glasses answer AUTH_REQ.
+    public init(_ spec: SimulatedDeviceSpec, timings: SimulatedDeviceTimings = .init(), rokidAuth: SimulatedRokid.AuthMode = .refuse,
+                executor: (any TaskExecutor)? = nil) {
         switch spec.kind {
         case .gopro:
             self = .gopro(SimulatedGoPro(address: spec.address, sleepAfter: timings.goproSleepAfter,
                                          batteryDrainEvery: timings.goproBatteryDrain, executor: executor))
         case .rokid:
-            self = .rokid(SimulatedRokid(address: spec.address, batteryInterval: timings.rokidBatteryInterval, executor: executor))
+            self = .rokid(SimulatedRokid(address: spec.address, batteryInterval: timings.rokidBatteryInterval, auth: rokidAuth,
+                                         executor: executor))
         case .hr:
             self = .heartRate(GenericDevice.batteryHeartRate(address: spec.address))
         }

@@ -4,8 +4,12 @@ import CapsCodec
 import Synchronization
 
 /// Simulated Rokid glasses on the GATT data path (spec rokid-caps.md §4): service 0x9100, write
-/// 0x9201, notify 0x9202, readable 0x9300/0x9301. A Caps stream in; AUTH_REQ → AUTH_RESP
-/// (retCode 0); REQUEST → RESPONSE with the same request id (args: the sub-command and data);
+/// 0x9201, notify 0x9202, readable 0x9300/0x9301 (Caps `SSSuu`: ``serviceRecord``, the address,
+/// account "", type 1, 1). A Caps stream in; AUTH_REQ carrying ``serviceRecord`` → AUTH_RESP
+/// retCode 0; another record → per ``AuthMode`` retCode −4 or no answer (§4.2, §5.2), and the
+/// link stays unauthenticated (``AuthMode/taken``: −6 whatever the record); REQUESTs before a
+/// good AUTH_REQ get no answer (as the glasses).
+/// REQUEST → RESPONSE with the same request id (args: the sub-command and data);
 /// brightness and volume kept, `Dev_GetGlassInfo` answered with a JSON payload, custom view
 /// state notified (`Custom_View_Opened`/`Closed`); responses sliced to MTU − 3. With a
 /// `batteryInterval`, an authenticated phone gets `NOTIFY(Dev, Dev_BatteryChanged u level)`
@@ -13,6 +17,21 @@ import Synchronization
 /// G→P; the payload shape is the simulator's choice, §8 item 3), the level dropping 1 % per
 /// notify down to 1 %.
 public final class SimulatedRokid: SimulatedDevice {
+    /// What the glasses do with an AUTH_REQ (`gatt2mqtt simulate --rokid-auth`).
+    public enum AuthMode: String, Sendable, CaseIterable {
+        /// The record from 0x9301 → retCode 0; another → AUTH_RESP retCode −4, "service record
+        /// mismatch" (§5.2 step 4).
+        case refuse
+        /// The record from 0x9301 → retCode 0; another → no AUTH_RESP at all (the glasses'
+        /// native handler on a failed GATT auth, §4.2).
+        case silent
+        /// Any record → retCode 0 (no check).
+        case ok
+        /// Every AUTH_REQ → retCode −6, "already connected or rejected" (glasses taken by another
+        /// phone, §5.2): a refusal whatever the record.
+        case taken
+    }
+
     struct State {
         var link: SimulatedLink?
         var reader = CapsStreamReader()
@@ -21,24 +40,31 @@ public final class SimulatedRokid: SimulatedDevice {
         var volume: UInt32 = 7
         var battery: UInt32 = 90
         var received: [CXRPacket] = []
+        var authMode: AuthMode
     }
 
     public let address: String
     public let advertisement: SimulatedAdvertisement
     public let services: [SimulatedService]
     public let mtu = 185
-    let state = Mutex(State())
+    /// The service-record UUID published in 0x9301 and expected in AUTH_REQ (random per device).
+    public let serviceRecord: String
+    let state: Mutex<State>
     /// How often `Dev_BatteryChanged` is notified while an authenticated phone is connected; nil: never.
     public let batteryInterval: Duration?
 
     /// `executor`: where the periodic battery task runs — the emulator's event loop
     /// (`BlueZSimulator.loop`) keeps the simulated glasses on the loop thread; nil: the global pool.
+    /// `auth`: the answer to an AUTH_REQ with another record (``authMode``).
     public init(address: String = "C0:FF:EE:00:00:02", name: String = "Rokid Glasses", batteryInterval: Duration? = nil,
-                executor: (any TaskExecutor)? = nil) {
+                auth: AuthMode = .refuse, executor: (any TaskExecutor)? = nil) {
         self.address = address.uppercased()
         self.batteryInterval = batteryInterval
+        serviceRecord = Self.randomUUID()
+        state = Mutex(State(authMode: auth))
         advertisement = SimulatedAdvertisement(name: name, rssi: -58, uuids: ["9100"], serviceData: ["9A01": Array("SIM0001".utf8)])
-        let info = (try? Caps([.string("sim-record"), .string(address.uppercased()), .string(""), .uint32(1), .uint32(1)]).encoded()) ?? []
+        let record = CXRConnectionInfo(serviceRecord: serviceRecord, mac: address.uppercased(), account: "", glassesType: 1, extra: 1)
+        let info = (try? record.encoded()) ?? []
         services = [
             SimulatedService("9100", characteristics: [
                 SimulatedCharacteristic("9201", flags: ["write", "write-without-response"]),
@@ -66,6 +92,25 @@ public final class SimulatedRokid: SimulatedDevice {
             return s.battery
         }
         if let level { send(.notify(channel: "Dev", args: CXRPacket.args("Dev_BatteryChanged", .uint32(level)))) }
+    }
+
+    /// The answer to an AUTH_REQ with another record; settable while running.
+    public var authMode: AuthMode {
+        get { state.withLock { $0.authMode } }
+        set { state.withLock { $0.authMode = newValue } }
+    }
+
+    /// Whether the current link passed AUTH_REQ.
+    public var isAuthenticated: Bool { state.withLock { $0.authenticated } }
+
+    /// A random (version 4) UUID in lowercase text form, as the glasses' record (§4.1).
+    static func randomUUID() -> String {
+        var g = SystemRandomNumberGenerator()
+        var b = (0..<16).map { _ in UInt8.random(in: 0...255, using: &g) }
+        b[6] = b[6] & 0x0F | 0x40
+        b[8] = b[8] & 0x3F | 0x80
+        let hex = b.map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }
+        return [0..<4, 4..<6, 6..<8, 8..<10, 10..<16].map { hex[$0].joined() }.joined(separator: "-")
     }
 
     /// Every packet the glasses received, in order.
@@ -104,9 +149,21 @@ public final class SimulatedRokid: SimulatedDevice {
 
     func answer(_ packet: CXRPacket) {
         switch packet {
-        case .authRequest:
-            state.withLock { $0.authenticated = true }
-            send(.authResponse(CXRAuthResponse(major: 1, minor: 12, retCode: 0, clientMac: "02:00:00:00:00:01")))
+        case let .authRequest(request):
+            // A refused AUTH_REQ leaves the link unauthenticated, even after an earlier good one.
+            let (accepted, mode) = state.withLock { s in
+                s.authenticated = s.authMode == .ok || (s.authMode != .taken && request.serviceRecord == serviceRecord)
+                return (s.authenticated, s.authMode)
+            }
+            let retCode: Int32? = switch mode {
+            case _ where accepted: 0
+            case .refuse: -4
+            case .taken: -6
+            case .silent, .ok: nil  // silent: no answer at all
+            }
+            if let retCode {
+                send(.authResponse(CXRAuthResponse(major: 1, minor: 12, retCode: retCode, clientMac: "02:00:00:00:00:01")))
+            }
         case let .request(id, _, args):
             guard state.withLock({ $0.authenticated }) else { return }  // silence, as the glasses do
             let sub = packet.subCommand ?? ""

@@ -43,6 +43,9 @@ struct SimulateCommand: AsyncParsableCommand {
     @Option(help: "Simulated Rokid glasses notify Dev_BatteryChanged every this many seconds once authenticated (0: never).")
     var rokidBatteryInterval: Double = 30
 
+    @Option(help: "How simulated Rokid glasses answer AUTH_REQ: refuse (a record other than their 0x9301 one gets retCode -4), silent (it gets no answer), ok (any record accepted) or taken (every AUTH_REQ gets -6).")
+    var rokidAuth: String = SimulatedRokid.AuthMode.refuse.rawValue
+
     @Option(help: "While discovering, each device in range and not connected advertises every this many seconds: PropertiesChanged RSSI (and ManufacturerData/ServiceData when changed) on its Device1, as bluetoothd reports advertisements (0: announced once, then silent).")
     var advertisingInterval: Double = 1
 
@@ -117,6 +120,16 @@ struct SimulateCommand: AsyncParsableCommand {
         return (address, name, value)
     }
 
+    /// `--rokid-auth` as a mode; throws for an unknown name.
+    var rokidAuthMode: SimulatedRokid.AuthMode {
+        get throws {
+            guard let mode = SimulatedRokid.AuthMode(rawValue: rokidAuth) else {
+                throw CLIError("--rokid-auth \(rokidAuth): expected \(SimulatedRokid.AuthMode.allCases.map(\.rawValue).joined(separator: ", "))")
+            }
+            return mode
+        }
+    }
+
     func validate() throws {
         guard Self.isAddress(address) else {
             throw CLIError("--address \(address): expected six hex pairs like C0:FF:EE:00:00:01")
@@ -128,6 +141,7 @@ struct SimulateCommand: AsyncParsableCommand {
         }
         if let seconds, !(seconds > 0) { throw CLIError("--seconds must be positive") }
         _ = try timings
+        _ = try rokidAuthMode
         guard advertisingInterval >= 0, advertisingInterval <= 86400 else {
             throw CLIError("--advertising-interval must be in [0, 86400] seconds, got \(advertisingInterval)")
         }
@@ -169,7 +183,10 @@ struct SimulateCommand: AsyncParsableCommand {
         try await sim.start()
         defer { sim.stop() }
         let timings = try self.timings
-        let peripherals = try Self.specs(devices, default: address).map { SimulatedPeripheral($0, timings: timings, executor: loop) }
+        let rokidAuth = try rokidAuthMode
+        let peripherals = try Self.specs(devices, default: address).map {
+            SimulatedPeripheral($0, timings: timings, rokidAuth: rokidAuth, executor: loop)
+        }
         var cameras: [String: SimulatedGoPro] = [:]
         for peripheral in peripherals {
             if case let .gopro(camera) = peripheral {

@@ -161,6 +161,9 @@ import Testing
         let malformed = try CLI.run(["simulate", "--seconds", "1", "--fault", "silent=true"])
         #expect(malformed.status != 0)
         #expect(malformed.stderr.contains("expected ADDRESS:NAME=VALUE"))
+        let badAuth = try CLI.run(["simulate", "--seconds", "1", "--rokid-auth", "maybe"])
+        #expect(badAuth.status != 0)
+        #expect(badAuth.stderr.contains("--rokid-auth maybe: expected refuse, silent, ok, taken"), "\(badAuth.stderr)")
     }
 
     @Test func badArgumentsAndNoBus() throws {
