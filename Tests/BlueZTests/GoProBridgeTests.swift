@@ -21,6 +21,12 @@ final class BridgeRecorder: MQTTPort {
 /// Runs a bridge core over BlueZCentral with one device until `body` returns.
 func withBridge(_ env: Emulator, device: DeviceConfig, store: BridgeStore, driver: @escaping @Sendable () -> any DeviceDriver,
                 _ body: (BridgeRecorder) async throws -> Void) async throws {
+    try await withBridge(env, device: device, store: store, driver: driver) { mqtt, _ in try await body(mqtt) }
+}
+
+/// The same, handing `body` the bridge too (to submit commands with `handle`).
+func withBridge(_ env: Emulator, device: DeviceConfig, store: BridgeStore, driver: @escaping @Sendable () -> any DeviceDriver,
+                _ body: (BridgeRecorder, Bridge) async throws -> Void) async throws {
     var config = Configuration()
     config.mqtt.reconnectMin = .milliseconds(20)
     config.mqtt.reconnectMax = .milliseconds(40)
@@ -31,7 +37,7 @@ func withBridge(_ env: Emulator, device: DeviceConfig, store: BridgeStore, drive
                             drivers: { _ in driver() }, tick: .milliseconds(10))
     let run = Task { await bridge.run() }
     do {
-        try await body(mqtt)
+        try await body(mqtt, bridge)
     } catch {
         run.cancel()
         await run.value

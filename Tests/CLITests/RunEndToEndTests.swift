@@ -516,6 +516,31 @@ extension RunEndToEndTests {
         #expect(e.contains { $0.payloadString.contains(#""type":"command_rejected""#) && $0.payloadString.contains("no device 'ghost'") })
         await hub.disconnect()
     }
+
+    /// Glasses that refuse the bridge's AUTH_REQ (`simulate --rokid-auth taken`: AUTH_RESP −6,
+    /// rokid-caps.md §5.2): a `device_error` event with code `auth_failed`, and a command ends
+    /// `error`/`auth_failed` naming the retCode at once instead of timing out.
+    @Test func refusedAuthenticationEndsCommandsWithAuthFailed() async throws {
+        let env = try EndToEnd(simulate: ["--device", "rokid@C0:FF:EE:00:00:02", "--rokid-auth", "taken"])
+        defer { env.stop() }
+        let hub = try await env.broker.client()
+        let responses = try await hub.subscribe("gatt2mqtt/glasses/response")
+        let events = try await hub.subscribe("gatt2mqtt/bridge/event")
+        _ = try env.startBridge(devices: #"  - {id: glasses, address: "C0:FF:EE:00:00:02", profile: rokid}"#)
+        let e = await Self.collectUntil(events, { $0.payloadString.contains(#""type":"device_error""#) })
+        let refusal = Self.objects(e).first { $0["type"] as? String == "device_error" }
+        #expect(refusal?["device"] as? String == "glasses" && refusal?["code"] as? String == "auth_failed", "\(e.map(\.payloadString))")
+        #expect((refusal?["message"] as? String)?.contains("AUTH_RESP retCode -6 (already connected or rejected)") == true)
+        let started = ContinuousClock.now
+        try await hub.publish(topic: "gatt2mqtt/glasses/set", payload: Array(#"{"command":"set_brightness","value":4,"transaction":"a1"}"#.utf8),
+                              qos: .atLeastOnce)
+        let r = Self.objects(await collect(responses, count: 1)).first
+        let error = r?["error"] as? [String: Any]
+        #expect(r?["transaction"] as? String == "a1" && r?["status"] as? String == "error")
+        #expect(error?["code"] as? String == "auth_failed" && (error?["message"] as? String)?.contains("retCode -6") == true, "\(String(describing: r))")
+        #expect(ContinuousClock.now - started < .seconds(4), "answered at once, not after the 5 s command timeout")
+        await hub.disconnect()
+    }
 }
 
 extension RunEndToEndTests {
