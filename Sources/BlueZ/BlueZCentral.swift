@@ -38,11 +38,42 @@ public final class BlueZCentral: BLECentral {
     public let notifyMethod: NotifyMethod
     /// Whether the headless agent is registered (once per central).
     let agentRegistered = Mutex(false)
+    /// Recovery from a link the kernel holds but bluetoothd does not track (``HalfOpenRecovery``).
+    let halfOpen: Mutex<HalfOpenRecovery>
+    /// Told (for the log) when the adapter is power-cycled to clear a half-open link.
+    let onRecovery: @Sendable (String) -> Void
 
-    public init(client: BlueZClient, adapter: BlueZAdapter, notifyMethod: NotifyMethod = .automatic) {
+    public init(client: BlueZClient, adapter: BlueZAdapter, notifyMethod: NotifyMethod = .automatic,
+                halfOpenRecovery: HalfOpenRecovery = HalfOpenRecovery(),
+                onRecovery: @escaping @Sendable (String) -> Void = { _ in })
+    {
         self.client = client
         self.adapter = adapter
         self.notifyMethod = notifyMethod
+        halfOpen = Mutex(halfOpenRecovery)
+        self.onRecovery = onRecovery
+    }
+
+    /// `Connect`, and the one recovery for a half-open link: after
+    /// ``HalfOpenRecovery/threshold`` such failures in a row the adapter is powered off and on
+    /// (rate-limited), then `Connect` is tried once more within the same deadline.
+    func connectRecovering(_ device: BlueZDevice, timeout: Duration) async throws(BlueZError) {
+        let start = ContinuousClock.now
+        do {
+            try await client.connect(device, timeout: timeout)
+            halfOpen.withLock { $0.succeeded(device.address) }
+        } catch {
+            guard HalfOpenRecovery.isHalfOpen(error),
+                  halfOpen.withLock({ $0.failed(device.address, at: .now) })
+            else { throw error }
+            onRecovery("\(adapter.name): Connect to \(device.address) failed \(HalfOpenRecovery.threshold) times with "
+                + "\"Input/output error\": the kernel holds a link to it that bluetoothd does not track "
+                + "(bluetoothd logs \"Device or resource busy\"); powering \(adapter.name) off and on to clear it")
+            try await client.setPowered(adapter, false)
+            try await client.setPowered(adapter, true)
+            try await client.connect(device, timeout: max(.milliseconds(1), timeout - (ContinuousClock.now - start)))
+            halfOpen.withLock { $0.succeeded(device.address) }
+        }
     }
 
     public func connect(address: String, notify: [CharacteristicID], timeout: Duration) async throws(BLEError) -> any BLELink {
@@ -75,7 +106,7 @@ public final class BlueZCentral: BLECentral {
                 }
             }
             guard let device else { throw BlueZError.notFound("device \(address)") }
-            try await client.connect(device, timeout: left())
+            try await connectRecovering(device, timeout: left())
             var pairedNow = false
             if pair, !client.isPaired(device) {
                 await ensureAgent()
@@ -99,6 +130,47 @@ public final class BlueZCentral: BLECentral {
             throw BLEError(error)
         }
     }
+}
+
+/// A half-open link: the kernel holds an LE link (or a pending one) to a device that bluetoothd
+/// shows disconnected, so every `Device1.Connect` fails at once with
+/// `org.bluez.Error.Failed: Input/output error` while bluetoothd logs
+/// `ATT bt_io_connect(…): Device or resource busy (16)`. Seen on the real stack (bluetoothd 5.66,
+/// kernel 6.1) after a local disconnect, e.g. when a bridge stops while pairing state is still
+/// held by its agent; it does not clear by itself while the peripheral stays connected, and
+/// neither `Disconnect` nor `Connect` clears it. Powering the adapter off and on does (the bond
+/// survives). This is the only case the bridge power-cycles the adapter: a device that is merely
+/// away or off fails differently and is only retried (docs/bluez.md, "The real stack").
+public struct HalfOpenRecovery: Sendable {
+    /// Half-open failures in a row for one device before the adapter is power-cycled.
+    public static let threshold = 2
+    /// The least time between two power cycles of the adapter.
+    public var minimumInterval: Duration
+    private var failures: [String: Int] = [:]
+    private var lastCycle: ContinuousClock.Instant?
+
+    public init(minimumInterval: Duration = .seconds(60)) { self.minimumInterval = minimumInterval }
+
+    /// Whether `error` is a `Connect` refused because of a half-open link.
+    public static func isHalfOpen(_ error: BlueZError) -> Bool {
+        if case let .failed(name, message) = error {
+            return name == "org.bluez.Error.Failed" && message == "Input/output error"
+        }
+        return false
+    }
+
+    /// Counts a half-open failure for `address`; true when the adapter should be power-cycled now.
+    public mutating func failed(_ address: String, at now: ContinuousClock.Instant) -> Bool {
+        let n = failures[address, default: 0] + 1
+        failures[address] = n
+        guard n >= Self.threshold else { return false }
+        if let lastCycle, now - lastCycle < minimumInterval { return false }
+        lastCycle = now
+        failures[address] = 0
+        return true
+    }
+
+    public mutating func succeeded(_ address: String) { failures[address] = nil }
 }
 
 /// One connected device as BridgeCore's `BLELink`: characteristics are looked up by UUID under

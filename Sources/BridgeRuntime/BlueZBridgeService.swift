@@ -30,7 +30,8 @@ public struct BlueZBridgeService: Service {
             guard let (client, adapter) = ready else { return }
             defer { client.close() }
             try await BridgeService(configuration: configuration, central: BlueZCentral(client: client, adapter: adapter,
-                                                                                             notifyMethod: configuration.bluetooth.notify == .start ? .startNotify : .automatic),
+                                                                                             notifyMethod: configuration.bluetooth.notify == .start ? .startNotify : .automatic,
+                                                                                             onRecovery: { [logger] in logger.warning("\($0)") }),
                                     logger: logger, loop: loop).run()
         }
     }
