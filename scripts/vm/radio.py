@@ -316,6 +316,8 @@ class Peripheral:
         self.pairing_failures = 0
         self.connections = 0
         self.notifications = 0
+        # Writes that reached the device, per characteristic UUID (tests check at-most-once).
+        self.writes = {}
         self.controller = RadioController(f"{self.kind}-{self.address}", link=link, public_address=self.address)
         self.controller.rssi = int(model["advertisement"].get("rssi", -60))
         config = DeviceConfiguration()
@@ -391,6 +393,7 @@ class Peripheral:
             return bytes.fromhex(answer["value"])
 
         async def write(connection, value):
+            self.writes[uuid] = self.writes.get(uuid, 0) + 1
             if WRITE_COMMAND.get():
                 self.models.send("write", address=self.address, uuid=uuid, value=value.hex(), response=False)
                 return
@@ -525,6 +528,7 @@ class Peripheral:
             "pairings": self.pairings,
             "pairing_failures": self.pairing_failures,
             "notifications": self.notifications,
+            "writes": self.writes,
             "bonds": [name for name, _ in keys],
         }
 
