@@ -240,16 +240,31 @@ final class BlueZLink: BLELink {
     }
 
     func subscribe(_ ids: [CharacteristicID]) async throws(BlueZError) {
-        for id in ids {
-            let c = try characteristic(id)
-            // Values reach `emit` on the thread that read them (the AcquireNotify socket's reader
-            // thread, or the client's event loop).
-            let session = try await client.notifications(c, using: notifyMethod) { [weak self] v in
-                self?.emit(GATTNotification(characteristic: id, value: v))
-            }
-            let t = client.spawn { for await _ in session {} }  // keeps the session; ends with it
-            tasks.add(t)
+        for id in ids { try await subscribe(id) }
+    }
+
+    /// One characteristic's notify session, kept for the life of the link. A session that ends
+    /// while the device is still connected is opened again: through an AcquireNotify socket a
+    /// zero-length notification reads exactly like end-of-file (the socket is closed, bluetoothd
+    /// releases it), and the link must not go deaf. If that fails, the link is finished, so the
+    /// bridge reconnects (docs/bluez.md, "The real stack"). The zero-length value itself is lost.
+    private func subscribe(_ id: CharacteristicID) async throws(BlueZError) {
+        let c = try characteristic(id)
+        // Values reach `emit` on the thread that read them (the AcquireNotify socket's reader
+        // thread, or the client's event loop).
+        let session = try await client.notifications(c, using: notifyMethod) { [weak self] v in
+            self?.emit(GATTNotification(characteristic: id, value: v))
         }
+        let t = client.spawn { [weak self] in
+            for await _ in session {}  // keeps the session; ends with it
+            guard !Task.isCancelled, let self, self.client.connectionState(self.device).connected else { return }
+            do {
+                try await self.subscribe(id)
+            } catch {
+                self.finish()
+            }
+        }
+        tasks.add(t)
     }
 
     func deliverNotifications(to handler: @escaping @Sendable (GATTNotification) -> Void) async {

@@ -47,6 +47,34 @@ import Testing
         }
     }
 
+    /// A zero-length notification through an AcquireNotify socket reads exactly like end-of-file
+    /// (as on the real stack, docs/bluez.md "The real stack"): the link subscribes again and the
+    /// next notification still arrives (the link is not deaf, and stays up).
+    @Test func zeroLengthNotificationThroughTheSocketDoesNotDeafenTheLink() async throws {
+        let device = GenericDevice.batteryHeartRate()
+        try await withEmulator(Emulator.fast, devices: [device]) { env in
+            let central = BlueZCentral(client: env.client, adapter: try env.client.adapter())
+            let id = CharacteristicID("2A37", service: "180D")
+            let link = try await central.connect(address: hrAddress, notify: [id], timeout: .seconds(5))
+            var it = link.notifications.makeAsyncIterator()
+            #expect(env.simulator.isAcquired(hrAddress, characteristic: "2A37", write: false))
+            #expect(device.notify("2A37", []))  // the client reads 0 bytes: "end-of-file"
+            // The device keeps notifying; one of its values must reach the link (after it
+            // subscribed again), or the suite's time limit fails the test.
+            let sender = Task {
+                while !Task.isCancelled {
+                    _ = device.notify("2A37", [0x00, 77])
+                    try? await Task.sleep(for: .milliseconds(50))
+                }
+            }
+            let next = await it.next()
+            sender.cancel()
+            #expect(next == GATTNotification(characteristic: id, value: [0x00, 77]), "no notification after the zero-length one")
+            #expect(env.client.connectionState(try #require(env.client.device(hrAddress))).connected)
+            await link.disconnect()
+        }
+    }
+
     @Test func absentDeviceIsNotFound() async throws {
         try await withEmulator { env in
             let central = BlueZCentral(client: env.client, adapter: try env.client.adapter())
