@@ -216,9 +216,15 @@ public final class Bridge: Sendable {
         case let .get(device):
             guard let session = session(device, message) else { return }
             var attributes: [String] = []
-            if let o = (try? JSONValue(parsing: message.payload))?.objectValue { attributes = o.keys }
+            var transaction: JSONValue?
+            if var o = (try? JSONValue(parsing: message.payload))?.objectValue {
+                // `transaction` is echoed, as for /set, not an attribute to read.
+                transaction = o["transaction"]
+                o["transaction"] = nil
+                attributes = o.keys
+            }
             let body: JSONObject = ["get": .array(attributes.map { .string($0) })]
-            session.submit(pending(.command(body), nil, message, session))
+            session.submit(pending(.command(body), transaction, message, session))
         case let .write(device, characteristic):
             if message.retain { return ignoreRetained(message) }
             guard let session = session(device, message) else { return }

@@ -135,8 +135,9 @@ import Testing
             h.set(#"{"command":"ping","value":7,"transaction":"t1"}"#)
             _ = try await h.responses(1)
             _ = try await h.mqtt.wait(for: "gatt2mqtt/dev")
-            h.bridge.handle(InboundMessage(topic: "gatt2mqtt/dev/get", payload: Array(#"{"battery":""}"#.utf8)))
-            _ = try await h.responses(2)
+            h.bridge.handle(InboundMessage(topic: "gatt2mqtt/dev/get", payload: Array(#"{"battery":"","transaction":"g1"}"#.utf8)))
+            let got = try await h.responses(2)
+            #expect(got.last?["transaction"] == "g1", "a /get echoes its transaction (and does not read an attribute \"transaction\")")
             _ = try await h.mqtt.wait(for: "gatt2mqtt/dev", count: 2)
         }
         let all = seen.withLock { $0 }
