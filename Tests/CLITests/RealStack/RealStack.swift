@@ -1,0 +1,272 @@
+import Foundation
+import Mosquitto
+import Testing
+
+/// Linux's own Bluetooth stack, as `scripts/vm-bluez` runs it (docs/bluez.md, "The real
+/// stack"): inside the VM, the project's device models (`gatt2mqtt peripherals`) behind the
+/// Bumble radio front-end (`scripts/vm/radio.py`: the peripherals on Bumble's virtual link, and
+/// the kernel's hci0 through /dev/vhci), the real bluetoothd 5.66 on the VM's system bus, and
+/// a real mosquitto. Every process is started here and stopped by its pid.
+///
+/// Only enabled where `GATT2MQTT_REAL_STACK=1` (set by `scripts/test` for the run inside the
+/// VM); elsewhere the suites using it are skipped, since there is no /dev/vhci on the host.
+final class RealStack {
+    static var enabled: Bool { ProcessInfo.processInfo.environment["GATT2MQTT_REAL_STACK"] == "1" }
+
+    /// How long the slow parts may take under software emulation (qemu TCG): a connect with
+    /// GATT discovery and pairing takes seconds there.
+    static let slow: Duration = .seconds(90)
+
+    let directory: TemporaryDirectory
+    let broker: MosquittoBroker
+    let name: String
+    let devices: [String]
+    private(set) var models: pid_t = 0
+    private(set) var radio: pid_t = 0
+    private(set) var bluetoothd: pid_t = 0
+    var bridge: Process?
+    private var stopped = false
+
+    var modelsSocket: String { directory.path + "/models.sock" }
+    var controlSocket: String { directory.path + "/radio.sock" }
+    var radioLog: String { directory.path + "/radio.log" }
+    var bluetoothdLog: String { directory.path + "/bluetoothd.log" }
+    var bridgeLogPath: String { directory.path + "/bridge.log" }
+
+    /// - Parameters:
+    ///   - name: names the folder of this stack's logs under `$VM_ARTIFACTS`.
+    ///   - devices: `KIND@ADDRESS` as for `gatt2mqtt peripherals --device`.
+    init(_ name: String = #function, devices: [String]) throws {
+        self.name = name.prefix { $0 != "(" }.description
+        self.devices = devices
+        // Each stack starts with no bonds: bluetoothd keeps them in /var/lib/bluetooth, the radio
+        // in memory, so a bond left by an earlier test would meet a peripheral that forgot it.
+        // Only inside scripts/vm-bluez's VM (whose /var/lib is a tmpfs overlay), never on a host.
+        guard ProcessInfo.processInfo.environment["VM_KERNEL_RELEASE"] != nil else {
+            throw HarnessError("the real-stack harness runs only inside scripts/vm-bluez")
+        }
+        for entry in (try? FileManager.default.contentsOfDirectory(atPath: "/var/lib/bluetooth")) ?? [] {
+            try? FileManager.default.removeItem(atPath: "/var/lib/bluetooth/" + entry)
+        }
+        directory = try TemporaryDirectory()
+        broker = try MosquittoBroker()
+        do {
+            try startRadio()
+            try startBluetoothd()
+        } catch {
+            stop()
+            throw error
+        }
+    }
+
+    // MARK: - Processes
+
+    /// The device models and the radio; waits for `radio: ready` and for the kernel's hci0.
+    func startRadio() throws {
+        models = try spawn(CLI.executable.path, ["peripherals", "--socket", modelsSocket] + devices.flatMap { ["--device", $0] },
+                           log: directory.path + "/models.log")
+        try waitFor("the device models' socket", timeout: .seconds(30)) { FileManager.default.fileExists(atPath: modelsSocket) }
+        radio = try spawn("/usr/bin/env", ["python3", Self.projectPath("scripts/vm/radio.py"), "--models", modelsSocket,
+                                           "--transport", "vhci", "--control", controlSocket],
+                          log: radioLog)
+        try waitFor("radio: ready", timeout: Self.slow) { self.file(radioLog).contains("radio: ready") }
+        try waitFor("hci0", timeout: .seconds(30)) { FileManager.default.fileExists(atPath: "/sys/class/bluetooth/hci0") }
+    }
+
+    /// bluetoothd 5.66 with one ATT channel (`[GATT] Channels = 1`: with EATT, bluetoothd
+    /// talking to itself drops the link); waits until `org.bluez` answers and hci0 is powered.
+    func startBluetoothd() throws {
+        let conf = directory.path + "/main.conf"
+        try "[General]\n[Policy]\nAutoEnable=true\n[GATT]\nChannels = 1\n".write(toFile: conf, atomically: true, encoding: .utf8)
+        bluetoothd = try spawn("/usr/libexec/bluetooth/bluetoothd", ["-n", "-d", "-f", conf], log: bluetoothdLog)
+        try waitFor("bluetoothd with hci0 powered", timeout: .seconds(60)) {
+            (try? Self.gdbus(["--object-path", "/org/bluez/hci0", "--method", "org.freedesktop.DBus.Properties.Get",
+                              "org.bluez.Adapter1", "Powered"])) == "(<true>,)"
+        }
+    }
+
+    func killBluetoothd(_ signal: Int32 = SIGKILL) {
+        killAndReap(bluetoothd, signal)
+        bluetoothd = 0
+    }
+
+    /// `gatt2mqtt run` on the VM's system bus with `devices:` as given.
+    @discardableResult
+    func startBridge(devices yaml: String, bluetooth: String = "", logLevel: String = "info") throws -> Process {
+        let config = directory.path + "/bridge.yaml"
+        try """
+            mqtt:
+              url: mqtt://127.0.0.1:\(broker.port)
+              reconnect_min: 0.5
+              reconnect_max: 2
+            bluetooth:
+              adapter: hci0
+            \(bluetooth)
+            database:
+              path: \(directory.path)/state.sqlite
+            devices:
+            \(yaml)
+            """.write(toFile: config, atomically: true, encoding: .utf8)
+        let p = Process()
+        p.executableURL = CLI.executable
+        p.arguments = ["run", "--config", config, "--log-level", logLevel]
+        // The harness' own variables (GATT2MQTT_REAL_STACK*, GATT2MQTT_VM_*) are not configuration overrides.
+        var env = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("GATT2MQTT_REAL_STACK") && !$0.key.hasPrefix("GATT2MQTT_VM_") }
+        env["SWIFT_BACKTRACE"] = "enable=no"
+        p.environment = env
+        p.standardOutput = FileHandle.nullDevice
+        if !FileManager.default.fileExists(atPath: bridgeLogPath) {
+            _ = FileManager.default.createFile(atPath: bridgeLogPath, contents: nil)
+        }
+        let log = try FileHandle(forWritingTo: URL(fileURLWithPath: bridgeLogPath))
+        log.seekToEndOfFile()
+        p.standardError = log
+        try p.run()
+        bridge = p
+        return p
+    }
+
+    /// SIGTERM to the bridge, and its exit status.
+    @discardableResult
+    func stopBridge(_ signal: Int32 = SIGTERM) -> Int32 {
+        guard let bridge else { return 0 }
+        if bridge.isRunning { kill(bridge.processIdentifier, signal) }
+        bridge.waitUntilExit()
+        self.bridge = nil
+        return bridge.terminationStatus
+    }
+
+    /// Stops everything it started, by pid; prints the logs of a failed test's processes when
+    /// `GATT2MQTT_REAL_STACK_LOGS=1`.
+    func stop() {
+        guard !stopped else { return }
+        stopped = true
+        stopBridge(SIGKILL)
+        killAndReap(bluetoothd, SIGTERM)
+        killAndReap(radio, SIGTERM)
+        killAndReap(models, SIGTERM)
+        bluetoothd = 0
+        radio = 0
+        models = 0
+        broker.stop()
+        if let artifacts = ProcessInfo.processInfo.environment["VM_ARTIFACTS"] {
+            // Inside scripts/vm-bluez: keep every log (the host copies them out on request).
+            let keep = artifacts + "/" + name
+            try? FileManager.default.createDirectory(atPath: keep, withIntermediateDirectories: true)
+            for log in ["bridge.log", "radio.log", "models.log", "bluetoothd.log", "bridge.yaml"] {
+                try? FileManager.default.copyItem(atPath: directory.path + "/" + log, toPath: keep + "/" + log)
+            }
+        }
+        if ProcessInfo.processInfo.environment["GATT2MQTT_REAL_STACK_LOGS"] == "1" {
+            for (name, path) in [("bridge", bridgeLogPath), ("radio", radioLog), ("models", directory.path + "/models.log"),
+                                 ("bluetoothd", bluetoothdLog)] {
+                print("----- \(name) log (last 60 lines)")
+                print(file(path).split(separator: "\n", omittingEmptySubsequences: false).suffix(60).joined(separator: "\n"))
+            }
+        }
+    }
+
+    deinit { stop() }
+
+    // MARK: - The radio's control socket and the system's tools
+
+    /// Sends one JSON line to the radio's control socket and returns its one-line answer.
+    @discardableResult
+    func control(_ request: String) throws -> String {
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw HarnessError("socket: \(errno)") }
+        defer { close(fd) }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        let path = Array(controlSocket.utf8CString)
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            for (i, byte) in path.prefix(raw.count - 1).enumerated() { raw[i] = UInt8(bitPattern: byte) }
+        }
+        let rc = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        guard rc == 0 else { throw HarnessError("connect \(controlSocket): errno \(errno)") }
+        let line = Array((request + "\n").utf8)
+        guard write(fd, line, line.count) == line.count else { throw HarnessError("write to the radio's control socket failed") }
+        var answer: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        var timeout = timeval(tv_sec: 30, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        while !answer.contains(UInt8(ascii: "\n")) {
+            let n = read(fd, &buffer, buffer.count)
+            guard n > 0 else { throw HarnessError("the radio's control socket answered nothing to \(request)") }
+            answer += buffer[0..<n]
+        }
+        return String(decoding: answer.prefix { $0 != UInt8(ascii: "\n") }, as: UTF8.self)
+    }
+
+    /// The radio's view of the peripheral at `address` (`status` on the control socket):
+    /// connected, pairings, writes per characteristic UUID, …
+    func peripheral(_ address: String) throws -> [String: Any] {
+        let answer = try control(#"{"op":"status"}"#)
+        guard let object = try JSONSerialization.jsonObject(with: Data(answer.utf8)) as? [String: Any],
+              let peripherals = object["peripherals"] as? [[String: Any]],
+              let p = peripherals.first(where: { ($0["address"] as? String)?.uppercased() == address.uppercased() })
+        else { throw HarnessError("no peripheral \(address) in the radio's status: \(answer)") }
+        return p
+    }
+
+    /// How many writes the peripheral at `address` received on the characteristic `uuid` (128-bit form).
+    func writes(_ address: String, _ uuid: String) throws -> Int {
+        ((try peripheral(address))["writes"] as? [String: Int])?[uuid.lowercased()] ?? 0
+    }
+
+    /// `btmgmt` (BlueZ's management tool, straight to the kernel) with `arguments`.
+    @discardableResult
+    func btmgmt(_ arguments: String...) throws -> String {
+        try runTool("/usr/bin/btmgmt", ["--index", "0"] + arguments, in: directory.path)
+    }
+
+    /// `gdbus call --system --dest org.bluez` with `arguments`: an independent D-Bus client.
+    static func gdbus(_ arguments: [String]) throws -> String {
+        try runTool("/usr/bin/gdbus", ["call", "--system", "--dest", "org.bluez"] + arguments, in: "/")
+            .trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    /// How many `Pair` calls bluetoothd received (its debug log says "Requesting bonding" for each).
+    var pairCalls: Int {
+        file(bluetoothdLog).components(separatedBy: "bonding_request_new() Requesting bonding for").count - 1
+    }
+
+    func file(_ path: String) -> String { (try? String(contentsOfFile: path, encoding: .utf8)) ?? "" }
+
+    var bridgeLog: String { file(bridgeLogPath) }
+
+    /// Waits (polling, with a deadline) until `condition` holds; throws naming `what`.
+    func waitFor(_ what: String, timeout: Duration, _ condition: () -> Bool) throws {
+        let deadline = ContinuousClock.now + timeout
+        while !condition() {
+            guard ContinuousClock.now < deadline else { throw HarnessError("no \(what) within \(timeout)") }
+            usleep(50_000)
+        }
+    }
+
+    static func projectPath(_ relative: String, file: String = #filePath) -> String {
+        var url = URL(fileURLWithPath: file)
+        for _ in 0..<4 { url.deleteLastPathComponent() }  // RealStack/, CLITests/, Tests/
+        return url.appendingPathComponent(relative).path
+    }
+}
+
+/// Waits for the first message on `subscription` whose payload satisfies `match`, up to `timeout`.
+func firstMessage(_ subscription: MQTTSubscription, timeout: Duration = RealStack.slow,
+                  where match: @escaping @Sendable (String) -> Bool) async -> MQTTMessage? {
+    await withTaskGroup(of: MQTTMessage?.self) { group in
+        group.addTask {
+            for await message in subscription where match(message.payloadString) { return message }
+            return nil
+        }
+        group.addTask {
+            try? await Task.sleep(for: timeout)
+            return nil
+        }
+        let first = await group.next() ?? nil
+        group.cancelAll()
+        return first
+    }
+}
