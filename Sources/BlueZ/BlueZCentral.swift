@@ -154,7 +154,8 @@ public struct HalfOpenRecovery: Sendable {
     /// Whether `error` is a `Connect` refused because of a half-open link.
     public static func isHalfOpen(_ error: BlueZError) -> Bool {
         if case let .failed(name, message) = error {
-            return name == "org.bluez.Error.Failed" && message == "Input/output error"
+            // The message carries the call's context: "Input/output error (Connect on /org/bluez/…)".
+            return name == "org.bluez.Error.Failed" && message.hasPrefix("Input/output error")
         }
         return false
     }

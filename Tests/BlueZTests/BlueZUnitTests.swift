@@ -73,6 +73,9 @@ import Testing
 @Suite struct HalfOpenRecoveryTests {
     @Test func onlyTheHalfOpenErrorCounts() {
         #expect(HalfOpenRecovery.isHalfOpen(.failed(name: "org.bluez.Error.Failed", message: "Input/output error")))
+        // As the client reports it, with the call's context.
+        #expect(HalfOpenRecovery.isHalfOpen(.failed(name: "org.bluez.Error.Failed",
+                                                    message: "Input/output error (Connect on /org/bluez/hci0/dev_C0_FF_EE_00_00_03)")))
         #expect(!HalfOpenRecovery.isHalfOpen(.failed(name: "org.bluez.Error.Failed", message: "le-connection-abort-by-local")))
         #expect(!HalfOpenRecovery.isHalfOpen(.timeout("ServicesResolved")))
         #expect(!HalfOpenRecovery.isHalfOpen(.inProgress("Operation already in progress")))
