@@ -49,3 +49,25 @@ func argumentOrStdin(_ value: String?) -> String {
 func emit(_ line: String) {
     FileHandle.standardOutput.write(Data((line + "\n").utf8))
 }
+
+/// Returns on SIGINT or SIGTERM (handled, not fatal, so the caller can stop what it started), or
+/// after `seconds` when given: how `simulate` and `peripherals` run until stopped.
+func untilStopped(after seconds: Double?) async {
+    signal(SIGINT, SIG_IGN)
+    signal(SIGTERM, SIG_IGN)
+    let stop = AsyncStream<Void>.makeStream()
+    let sources = [SIGINT, SIGTERM].map { sig -> DispatchSourceSignal in
+        let s = DispatchSource.makeSignalSource(signal: sig)
+        s.setEventHandler { stop.continuation.yield() }
+        s.resume()
+        return s
+    }
+    defer { sources.forEach { $0.cancel() } }
+    let timer = Task {
+        guard let seconds else { return }
+        try? await Task.sleep(for: .milliseconds(Int64(seconds * 1000)))
+        stop.continuation.yield()
+    }
+    defer { timer.cancel() }
+    for await _ in stop.stream { break }
+}

@@ -208,29 +208,12 @@ struct SimulateCommand: AsyncParsableCommand {
         try connection.export(BlueZSimulator.controlPath, interfaces: [Self.goProControl(cameras)])
         emit("DBUS_SYSTEM_BUS_ADDRESS=\(busAddress)")
 
-        signal(SIGINT, SIG_IGN)
-        signal(SIGTERM, SIG_IGN)
-        let stop = AsyncStream<Void>.makeStream()
-        let sources = [SIGINT, SIGTERM].map { sig -> DispatchSourceSignal in
-            let s = DispatchSource.makeSignalSource(signal: sig)
-            s.setEventHandler { stop.continuation.yield() }
-            s.resume()
-            return s
-        }
-        defer { sources.forEach { $0.cancel() } }
-        if let seconds {
-            let limit = Duration.milliseconds(Int64(seconds * 1000))
-            Task {
-                try? await Task.sleep(for: limit)
-                stop.continuation.yield()
-            }
-        }
         let beat = timings.heartRateInterval
         let beats = Task(executorPreference: loop) {
             guard let beat else { return }
             await SimulatedPeripheral.heartbeats(peripherals, every: beat)
         }
         defer { beats.cancel() }
-        for await _ in stop.stream { break }
+        await untilStopped(after: seconds)
     }
 }

@@ -126,6 +126,19 @@ final class RealStack {
         return p
     }
 
+    /// Subscribes `hub` to `gatt2mqtt/<id>/availability`, starts the bridge and waits until the
+    /// device is online; returns the subscription (for what comes next). Subscribe to anything
+    /// else before.
+    func startOnline(_ id: String, devices yaml: String, hub: MQTTClient, bluetooth: String = "",
+                     logLevel: String = "info") async throws -> MQTTSubscription
+    {
+        let availability = try await hub.subscribe("gatt2mqtt/\(id)/availability")
+        try startBridge(devices: yaml, bluetooth: bluetooth, logLevel: logLevel)
+        try #require(await firstMessage(availability) { $0 == #"{"state":"online"}"# } != nil,
+                     "\(id) never online; bridge log:\n\(bridgeLog.suffix(3000))")
+        return availability
+    }
+
     /// SIGTERM to the bridge, and its exit status.
     @discardableResult
     func stopBridge(_ signal: Int32 = SIGTERM) -> Int32 {

@@ -22,11 +22,8 @@ extension RealStackTests {
             let stack = try RealStack(devices: ["gopro@\(Self.gopro)"])
             defer { stack.stop() }
             let hub = try await stack.broker.client()
-            let availability = try await hub.subscribe("gatt2mqtt/camera/availability")
             let responses = try await hub.subscribe("gatt2mqtt/camera/response")
-            try stack.startBridge(devices: RealStackTests.cameraYAML)
-            try #require(await firstMessage(availability) { $0 == #"{"state":"online"}"# } != nil,
-                         "camera never online; bridge log:\n\(stack.bridgeLog.suffix(3000))")
+            let availability = try await stack.startOnline("camera", devices: RealStackTests.cameraYAML, hub: hub)
 
             // The peripheral drops the link: offline, then online again by itself.
             let dropped = ContinuousClock.now
@@ -61,11 +58,8 @@ extension RealStackTests {
             let stack = try RealStack(devices: ["hr@\(Self.heart)"])
             defer { stack.stop() }
             let hub = try await stack.broker.client()
-            let availability = try await hub.subscribe("gatt2mqtt/heart/availability")
             let responses = try await hub.subscribe("gatt2mqtt/heart/response")
-            try stack.startBridge(devices: RealStackTests.heartYAML)
-            try #require(await firstMessage(availability) { $0 == #"{"state":"online"}"# } != nil,
-                         "sensor never online; bridge log:\n\(stack.bridgeLog.suffix(3000))")
+            let availability = try await stack.startOnline("heart", devices: RealStackTests.heartYAML, hub: hub)
             stack.killBluetoothd()
             #expect(await firstMessage(availability) { $0 == #"{"state":"offline"}"# } != nil, "no offline when bluetoothd died")
             let restarted = ContinuousClock.now
@@ -84,11 +78,8 @@ extension RealStackTests {
             let stack = try RealStack(devices: ["hr@\(Self.heart)"])
             defer { stack.stop() }
             let hub = try await stack.broker.client()
-            let availability = try await hub.subscribe("gatt2mqtt/heart/availability")
             let heartRate = try await hub.subscribe("gatt2mqtt/heart/heart_rate")
-            try stack.startBridge(devices: RealStackTests.heartYAML)
-            try #require(await firstMessage(availability) { $0 == #"{"state":"online"}"# } != nil,
-                         "sensor never online; bridge log:\n\(stack.bridgeLog.suffix(3000))")
+            let availability = try await stack.startOnline("heart", devices: RealStackTests.heartYAML, hub: hub)
             try stack.btmgmt("power", "off")
             #expect(await firstMessage(availability) { $0 == #"{"state":"offline"}"# } != nil, "no offline when the adapter went off")
             try stack.btmgmt("power", "on")
@@ -105,10 +96,7 @@ extension RealStackTests {
             let stack = try RealStack(devices: ["hr@\(Self.heart)"])
             defer { stack.stop() }
             let hub = try await stack.broker.client()
-            let availability = try await hub.subscribe("gatt2mqtt/heart/availability")
-            try stack.startBridge(devices: RealStackTests.heartYAML)
-            try #require(await firstMessage(availability) { $0 == #"{"state":"online"}"# } != nil,
-                         "sensor never online; bridge log:\n\(stack.bridgeLog.suffix(3000))")
+            _ = try await stack.startOnline("heart", devices: RealStackTests.heartYAML, hub: hub)
             let notified = try stack.peripheral(Self.heart)["notifications"] as? Int ?? 0
             try stack.control(#"{"op":"notify","address":"\#(Self.heart)","uuid":"2a37","value":""}"#)
             // Only notifications sent after the empty one count.
@@ -130,10 +118,7 @@ extension RealStackTests {
             let stack = try RealStack(devices: ["hr@\(Self.heart)"])
             defer { stack.stop() }
             let hub = try await stack.broker.client()
-            let availability = try await hub.subscribe("gatt2mqtt/heart/availability")
-            try stack.startBridge(devices: RealStackTests.heartYAML)
-            try #require(await firstMessage(availability) { $0 == #"{"state":"online"}"# } != nil,
-                         "sensor never online; bridge log:\n\(stack.bridgeLog.suffix(3000))")
+            let availability = try await stack.startOnline("heart", devices: RealStackTests.heartYAML, hub: hub)
             #expect(stack.stopBridge() == 0)
             let path = "/org/bluez/hci0/dev_" + Self.heart.replacingOccurrences(of: ":", with: "_")
             _ = try? RealStack.gdbus(["--object-path", path, "--method", "org.bluez.Device1.Disconnect"])  // NotConnected if already half-open
@@ -155,12 +140,9 @@ extension RealStackTests {
             let stack = try RealStack(devices: ["hr@\(Self.heart)"])
             defer { stack.stop() }
             let hub = try await stack.broker.client()
-            let availability = try await hub.subscribe("gatt2mqtt/heart/availability")
             let heartRate = try await hub.subscribe("gatt2mqtt/heart/heart_rate")
             let responses = try await hub.subscribe("gatt2mqtt/heart/response")
-            try stack.startBridge(devices: RealStackTests.heartYAML, bluetooth: "  notify: start")
-            try #require(await firstMessage(availability) { $0 == #"{"state":"online"}"# } != nil,
-                         "sensor never online; bridge log:\n\(stack.bridgeLog.suffix(3000))")
+            _ = try await stack.startOnline("heart", devices: RealStackTests.heartYAML, hub: hub, bluetooth: "  notify: start")
             #expect(await firstMessage(heartRate) { $0.contains(#""heart_rate":"#) } != nil, "no heart-rate notification over StartNotify")
             try await hub.publish(topic: "gatt2mqtt/heart/get", payload: RealStackTests.json(#"{"battery":"","transaction":"g1"}"#), qos: .atLeastOnce)
             let read = await firstMessage(responses) { RealStackTests.isFinal($0, "g1") }

@@ -83,10 +83,8 @@ struct RealStackTests {
         let stack = try RealStack(devices: ["gopro@\(Self.gopro)"])
         defer { stack.stop() }
         let hub = try await stack.broker.client()
-        let availability = try await hub.subscribe("gatt2mqtt/camera/availability")
         let responses = try await hub.subscribe("gatt2mqtt/camera/response")
-        try stack.startBridge(devices: Self.cameraYAML, logLevel: "warning")
-        try #require(await firstMessage(availability) { $0 == #"{"state":"online"}"# } != nil)
+        _ = try await stack.startOnline("camera", devices: Self.cameraYAML, hub: hub, logLevel: "warning")
         var samples: [Duration] = []
         for i in 0..<40 {
             let t = ContinuousClock.now
@@ -107,12 +105,9 @@ struct RealStackTests {
         let stack = try RealStack(devices: ["rokid@\(Self.glasses)"])
         defer { stack.stop() }
         let hub = try await stack.broker.client()
-        let availability = try await hub.subscribe("gatt2mqtt/glasses/availability")
         let responses = try await hub.subscribe("gatt2mqtt/glasses/response")
         let state = try await hub.subscribe("gatt2mqtt/glasses")
-        try stack.startBridge(devices: Self.glassesYAML)
-        try #require(await firstMessage(availability) { $0 == #"{"state":"online"}"# } != nil,
-                     "glasses never online; bridge log:\n\(stack.bridgeLog.suffix(3000))")
+        _ = try await stack.startOnline("glasses", devices: Self.glassesYAML, hub: hub)
         try await hub.publish(topic: "gatt2mqtt/glasses/set", payload: Self.json(#"{"command":"set_brightness","value":8,"transaction":"b1"}"#), qos: .atLeastOnce)
         let ok = await firstMessage(responses) { Self.isFinal($0, "b1") }
         #expect(ok?.payloadString.contains(#""status":"ok""#) == true, "\(ok?.payloadString ?? "no answer"); bridge log:\n\(stack.bridgeLog.suffix(3000))")
@@ -131,12 +126,9 @@ struct RealStackTests {
         let stack = try RealStack(devices: ["hr@\(Self.heart)"])
         defer { stack.stop() }
         let hub = try await stack.broker.client()
-        let availability = try await hub.subscribe("gatt2mqtt/heart/availability")
         let responses = try await hub.subscribe("gatt2mqtt/heart/response")
         let heartRate = try await hub.subscribe("gatt2mqtt/heart/heart_rate")
-        try stack.startBridge(devices: Self.heartYAML)
-        try #require(await firstMessage(availability) { $0 == #"{"state":"online"}"# } != nil,
-                     "sensor never online; bridge log:\n\(stack.bridgeLog.suffix(3000))")
+        _ = try await stack.startOnline("heart", devices: Self.heartYAML, hub: hub)
         let hr = await firstMessage(heartRate) { $0.contains(#""heart_rate":"#) }
         #expect(hr != nil, "no heart-rate notification")
         try await hub.publish(topic: "gatt2mqtt/heart/get", payload: Self.json(#"{"battery":""}"#), qos: .atLeastOnce)
