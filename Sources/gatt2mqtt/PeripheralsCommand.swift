@@ -19,26 +19,17 @@ struct PeripheralsCommand: AsyncParsableCommand {
     @Option(name: .customLong("device"), help: "A simulated device KIND@ADDRESS, KIND = gopro, rokid or hr (repeatable; default hr@C0:FF:EE:00:00:01).")
     var devices: [String] = []
 
+    @OptionGroup var deviceTimings: DeviceTimingOptions
+
     @Option(help: "Stop after this many seconds (default: run until SIGINT/SIGTERM).")
     var seconds: Double?
 
-    @Option(help: "Notify a heart-rate measurement every this many seconds while subscribed (0: never).")
-    var heartRateInterval: Double = 1
 
-    @Option(help: "A simulated GoPro sleeps (drops the link) after this many seconds without keep-alive or other writes (0: never).")
-    var goproSleepAfter: Double = 10
 
-    @Option(help: "While a simulated GoPro records, its battery drops 1 % every this many seconds (0: never).")
-    var goproBatteryDrain: Double = 30
 
-    @Option(help: "Simulated Rokid glasses notify Dev_BatteryChanged every this many seconds once authenticated (0: never).")
-    var rokidBatteryInterval: Double = 30
 
     var timings: SimulatedDeviceTimings {
-        get throws {
-            try SimulateCommand.timings(heartRate: heartRateInterval, goproSleepAfter: goproSleepAfter,
-                                        goproBatteryDrain: goproBatteryDrain, rokidBattery: rokidBatteryInterval)
-        }
+        get throws { try deviceTimings.timings }
     }
 
     func validate() throws {

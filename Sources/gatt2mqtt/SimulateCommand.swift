@@ -21,11 +21,11 @@ struct SimulateCommand: AsyncParsableCommand {
     @Option(name: .customLong("device"), help: "A simulated device KIND@ADDRESS, KIND = gopro, rokid or hr (repeatable), e.g. gopro@C0:FF:EE:00:00:01.")
     var devices: [String] = []
 
+    @OptionGroup var deviceTimings: DeviceTimingOptions
+
     @Option(help: "Stop after this many seconds (default: run until SIGINT/SIGTERM).")
     var seconds: Double?
 
-    @Option(help: "Notify a heart-rate measurement every this many seconds while subscribed (0: never).")
-    var heartRateInterval: Double = 1
 
     @Option(name: .customLong("fault"),
             help: "A device fault ADDRESS:NAME=VALUE (repeatable), NAME = refuse-connections, silent (true/false), drop-link-on-write, drop-notification, duplicate-notification (N-th, 1-based) or reply-delay-ms, e.g. C0:FF:EE:00:00:01:drop-notification=2.")
@@ -34,14 +34,8 @@ struct SimulateCommand: AsyncParsableCommand {
     @Flag(help: "Start with the adapter powered off (calls fail NotReady until Powered is set true).")
     var adapterOff = false
 
-    @Option(help: "A simulated GoPro sleeps (drops the link) after this many seconds without keep-alive or other writes (0: never).")
-    var goproSleepAfter: Double = 10
 
-    @Option(help: "While a simulated GoPro records, its battery drops 1 % every this many seconds (0: never).")
-    var goproBatteryDrain: Double = 30
 
-    @Option(help: "Simulated Rokid glasses notify Dev_BatteryChanged every this many seconds once authenticated (0: never).")
-    var rokidBatteryInterval: Double = 30
 
     @Option(help: "How simulated Rokid glasses answer AUTH_REQ: refuse (a record other than their 0x9301 one gets retCode -4), silent (it gets no answer), ok (any record accepted) or taken (every AUTH_REQ gets -6).")
     var rokidAuth: String = SimulatedRokid.AuthMode.refuse.rawValue
@@ -86,24 +80,8 @@ struct SimulateCommand: AsyncParsableCommand {
         }
     }
 
-    /// The timing options as ``SimulatedDeviceTimings``; throws for a value out of range.
-    static func timings(heartRate: Double, goproSleepAfter: Double, goproBatteryDrain: Double,
-                        rokidBattery: Double) throws -> SimulatedDeviceTimings
-    {
-        guard heartRate >= 0 else { throw CLIError("--heart-rate-interval must not be negative") }
-        for (name, v) in [("--gopro-sleep-after", goproSleepAfter), ("--gopro-battery-drain", goproBatteryDrain),
-                          ("--rokid-battery-interval", rokidBattery)] where !(v >= 0 && v <= 86400) {
-            throw CLIError("\(name) must be in [0, 86400] seconds, got \(v)")
-        }
-        return SimulatedDeviceTimings(goproSleepAfter: period(goproSleepAfter), goproBatteryDrain: period(goproBatteryDrain),
-                                      rokidBatteryInterval: period(rokidBattery), heartRateInterval: period(heartRate))
-    }
-
     var timings: SimulatedDeviceTimings {
-        get throws {
-            try Self.timings(heartRate: heartRateInterval, goproSleepAfter: goproSleepAfter,
-                             goproBatteryDrain: goproBatteryDrain, rokidBattery: rokidBatteryInterval)
-        }
+        get throws { try deviceTimings.timings }
     }
 
     /// `ADDRESS:NAME=VALUE` → the address and the fault change (checked against
