@@ -144,7 +144,14 @@ extension GoProRequest {
                 throw .invalidField(field: "value", reason: "\"\(name)\" is not an option of setting \(setting?.name ?? String(id))")
             }
             value = v
-        case let .bool(b)?: value = b ? 1 : 0
+        case let .bool(b)?:
+            // A boolean means the setting's own "On"/"Off" option (LED On is 2, HindSight Off is
+            // 4), never 1/0; a setting without that option refuses it.
+            let name = b ? "On" : "Off"
+            guard let s = setting, let v = s.optionValue(named: name) else {
+                throw .invalidField(field: "value", reason: "setting \(setting?.name ?? String(id)) has no \"\(name)\" option: give one of its options by name or number")
+            }
+            value = v
         case nil: throw .invalidField(field: "value", reason: "missing")
         default: value = Int(try f.integer("value", UInt32.self))
         }

@@ -25,6 +25,23 @@ import Testing
         #expect(k == key(r))
     }
 
+    /// The `/set/led` ← `ON` shortcut reaches the driver as `{"led": true}`: LED "On" is option 2
+    /// (`5B 01 02`), not 1; a setting with no "On" option refuses it with `invalid_value`.
+    @Test func onOffShortcutsUseTheSettingsOwnOptions() throws {
+        var d = GoProDriver()
+        let on = try d.encode(["led": true], mtu: 23)
+        #expect(on.writes.first?.characteristic == CharacteristicID("b5f90074-aa8d-11e3-9046-0002a5d5c51b"))
+        #expect(on.writes.first?.value.suffix(3) == [0x5B, 0x01, 0x02])
+        let off = try d.encode(["hindsight": false], mtu: 23)
+        #expect(off.writes.first?.value.suffix(3) == [0xA7, 0x01, 0x04])
+        do {
+            _ = try d.encode(["hindsight": true], mtu: 23)
+            Issue.record("a boolean for a setting without an On option was accepted")
+        } catch {
+            #expect((error as? CommandError)?.code == .invalidValue && "\(error)".contains(#"no "On" option"#), "\(error)")
+        }
+    }
+
     @Test func failureStatusIsADeviceError() throws {
         var d = GoProDriver()
         let r = try d.encode(["setting": "video_resolution", "value": "4K"], mtu: 23)

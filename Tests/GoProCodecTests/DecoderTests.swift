@@ -126,6 +126,18 @@ import Testing
 @Suite struct RequestJSONTests {
     func request(_ json: String) throws -> GoProRequest { try GoProRequest(json: JSONValue(parsing: json)) }
 
+    /// A boolean value names the setting's own "On"/"Off" option, never 1/0: LED On is option 2,
+    /// HindSight Off is 4, GPS On is 1; a setting without the option refuses the boolean.
+    @Test func booleanSettingValuesMapThroughOptionNames() throws {
+        #expect(try request(#"{"setting":"led","value":true}"#).message == [0x5B, 0x01, 0x02])
+        #expect(try request(#"{"setting":"led","value":false}"#).message == [0x5B, 0x01, 0x00])
+        #expect(try request(#"{"setting":"led","value":"On"}"#).message == [0x5B, 0x01, 0x02])
+        #expect(try request(#"{"setting":"hindsight","value":false}"#).message == [0xA7, 0x01, 0x04])
+        #expect(try request(#"{"setting":"gps","value":true}"#).message == [0x53, 0x01, 0x01])
+        #expect(throws: GoProError.self) { try request(#"{"setting":"hindsight","value":true}"#) }
+        #expect(throws: GoProError.self) { try request(#"{"setting":"video_resolution","value":true}"#) }
+    }
+
     @Test func vocabularyExamplesFromTheIssue() throws {
         #expect(try request(#"{"command":"set_local_date_time","date_time":"2023-01-31T03:04:05","utc_offset_minutes":-120,"dst":true}"#).message
             == [0x0F, 0x0A, 0x07, 0xE7, 0x01, 0x1F, 0x03, 0x04, 0x05, 0xFF, 0x88, 0x01])
