@@ -521,7 +521,9 @@ actor DeviceSession {
             case let .event(e):
                 output.mqtt.send(OutboundMessage(topic: output.topics.event(id), json: e, qos: 0, retain: false))
             case let .characteristic(topic, value):
-                output.mqtt.send(OutboundMessage(topic: output.topics.characteristic(id, topic), json: value, qos: output.stateQoS, retain: false))
+                // Retained like the state: Home Assistant's json_attributes_topic reads it after a restart.
+                output.mqtt.send(OutboundMessage(topic: output.topics.characteristic(id, topic), json: value, qos: output.stateQoS,
+                                                 retain: output.retainState))
             case let .malformed(reason):
                 output.event("device_error", device: id, ["message": .string(reason)])
             case let .deviceError(error):

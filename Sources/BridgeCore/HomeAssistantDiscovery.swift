@@ -86,7 +86,8 @@ public struct HomeAssistantDiscovery: Sendable {
         var o = JSONObject()
         o["name"] = .string(e.name)
         o["unique_id"] = .string("\(uniqueBase(d))_\(e.object)")
-        o["object_id"] = .string("\(d.id)_\(e.object)")
+        // HA 2025.10 replaced `object_id` (dropped in 2026.4) with `default_entity_id`, "<domain>.<slug>".
+        o["default_entity_id"] = .string("\(e.component).\(d.id)_\(e.object)")
         if e.component != "button" {
             o["state_topic"] = .string(topics.state(d.id))
             o["value_template"] = .string(e.template)

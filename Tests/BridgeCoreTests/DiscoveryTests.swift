@@ -18,6 +18,7 @@ import Testing
         #expect(battery.qos == 1 && battery.retain)
         let j = try JSONValue(parsing: battery.payload)
         #expect(j["unique_id"] == "gatt2mqtt_c0ffee000001_battery")
+        #expect(j["default_entity_id"] == "sensor.camera_battery" && j["object_id"] == nil, "object_id is gone from HA (2026.4)")
         #expect(j["state_topic"] == "gatt2mqtt/camera")
         #expect(j["value_template"] == "{{ value_json.internal_battery_percentage }}")
         #expect(j["availability_mode"] == "all")

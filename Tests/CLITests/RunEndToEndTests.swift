@@ -115,6 +115,10 @@ final class EndToEnd {
         // Notifications of the simulated sensor arrive decoded.
         let hr = await collect(heartRate, count: 2)
         #expect(hr.count == 2 && hr.allSatisfy { $0.payloadString.contains(#""heart_rate":"#) })
+        // Retained, so a subscriber that comes later (Home Assistant's json_attributes_topic after
+        // a restart) gets the last value at once.
+        let late = await collect(try await hub.subscribe("gatt2mqtt/heart/heart_rate"), count: 1)
+        #expect(late.first?.retain == true && late.first?.payloadString.contains(#""heart_rate":"#) == true)
         // A read through /get and a raw write through <topic>/write, each answered.
         try await hub.publish(topic: "gatt2mqtt/heart/get", payload: Array(#"{"battery":""}"#.utf8), qos: .atLeastOnce)
         let r1 = await collect(responses, count: 1)
