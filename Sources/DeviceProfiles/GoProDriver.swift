@@ -103,7 +103,10 @@ public struct GoProDriver: DeviceDriver {
         let key = "gopro:\(sequence)"
         let isQuery = body["query"] != nil
         let shutterOff = body["command"] == "set_shutter" && (body["value"] == false || body["value"] == "off")
-        var r = Self.deviceRequest(request, key: key, bypass: isQuery || shutterOff)
+        // HiLight tags a moment of the recording: only meaningful while encoding (spec gopro.md §5,
+        // 0x18 "only while encoding"), so it passes the busy gate like shutter-off and queries.
+        let hilight = body["command"] == "hilight_moment"
+        var r = Self.deviceRequest(request, key: key, bypass: isQuery || shutterOff || hilight)
         r.attribute = body["setting"].map { "setting:\($0.jsonText)" } ?? (body["command"] == "set_shutter" ? "shutter" : nil)
         pendingCandidates[key] = request.expectedResponse
         return r

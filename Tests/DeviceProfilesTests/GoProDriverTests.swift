@@ -59,6 +59,7 @@ import Testing
         #expect(try d.encode(["shutter": false], mtu: 23).bypassesBusyGate)
         #expect(try d.encode(["query": "get_status_values"], mtu: 23).bypassesBusyGate)
         #expect(!(try d.encode(["command": "sleep"], mtu: 23).bypassesBusyGate))
+        #expect(try d.encode(["command": "hilight_moment"], mtu: 23).bypassesBusyGate)  // tags the recording
     }
 
     @Test func startupRegistersAndKeepAliveIsEvery3s() throws {
