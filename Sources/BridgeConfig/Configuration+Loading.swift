@@ -13,6 +13,7 @@ extension Configuration {
             if let n = top.take("bluetooth") { try bluetooth.load(n, path: "bluetooth") }
             if let n = top.take("database") { try database.load(n, path: "database") }
             if let n = top.take("homeassistant") { try homeAssistant.load(n, path: "homeassistant") }
+            if let v = try top.enumeration("log_level", LogLevel.self) { logLevel = v }
             if let n = top.take("devices") {
                 guard case let .sequence(items) = n.kind else {
                     throw ConfigError(path: "devices", line: n.line, message: "expected a list of devices")
@@ -45,14 +46,23 @@ extension Configuration {
 
     /// Environment overrides, applied after the file: `GATT2MQTT_<SECTION>_<KEY>` for the scalar
     /// keys of `mqtt`, `bluetooth`, `database` and `homeassistant`, e.g. `GATT2MQTT_MQTT_URL`,
-    /// `GATT2MQTT_MQTT_BASE_TOPIC`, `GATT2MQTT_BLUETOOTH_ADAPTER`, `GATT2MQTT_DATABASE_PATH`.
+    /// `GATT2MQTT_MQTT_BASE_TOPIC`, `GATT2MQTT_BLUETOOTH_ADAPTER`, `GATT2MQTT_DATABASE_PATH`; and
+    /// `GATT2MQTT_LOG_LEVEL` for the top-level `log_level`.
     public mutating func applyEnvironment(_ environment: [String: String]) throws(ConfigError) {
         let sections = ["MQTT": "mqtt", "BLUETOOTH": "bluetooth", "DATABASE": "database", "HOMEASSISTANT": "homeassistant"]
         for (name, value) in environment.sorted(by: { $0.key < $1.key }) where name.hasPrefix("GATT2MQTT_") {
+            if name == "GATT2MQTT_LOG_LEVEL" {
+                guard let level = LogLevel(rawValue: value) else {
+                    throw ConfigError(path: "log_level (from \(name))", line: nil,
+                                      message: "'\(value)' is not one of \(LogLevel.allCases.map(\.rawValue).joined(separator: ", "))")
+                }
+                logLevel = level
+                continue
+            }
             let rest = name.dropFirst("GATT2MQTT_".count)
             guard let sep = rest.firstIndex(of: "_"), let section = sections[String(rest[..<sep])] else {
                 if name == "GATT2MQTT_CONFIG" { continue }
-                throw ConfigError(path: name, line: nil, message: "unknown environment override (expected GATT2MQTT_<MQTT|BLUETOOTH|DATABASE|HOMEASSISTANT>_<KEY>)")
+                throw ConfigError(path: name, line: nil, message: "unknown environment override (expected GATT2MQTT_<MQTT|BLUETOOTH|DATABASE|HOMEASSISTANT>_<KEY> or GATT2MQTT_LOG_LEVEL)")
             }
             let key = rest[rest.index(after: sep)...].lowercased()
             let path = "\(section).\(key) (from \(name))"

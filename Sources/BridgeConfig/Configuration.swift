@@ -8,8 +8,15 @@ public struct Configuration: Sendable, Equatable {
     public var database = DatabaseSettings()
     public var homeAssistant = HomeAssistantSettings()
     public var devices: [DeviceConfig] = []
+    /// `log_level` (environment `GATT2MQTT_LOG_LEVEL`); `gatt2mqtt run --log-level` wins over both.
+    public var logLevel: LogLevel = .info
 
     public init() {}
+}
+
+/// The levels of swift-log's `Logger.Level`, by their names.
+public enum LogLevel: String, Sendable, Equatable, CaseIterable {
+    case trace, debug, info, notice, warning, error, critical
 }
 
 public struct MQTTSettings: Sendable, Equatable {

@@ -15,12 +15,13 @@ struct RunCommand: AsyncParsableCommand {
     @Option(name: .shortAndLong, help: "The YAML configuration (environment: GATT2MQTT_CONFIG).")
     var config: String = ProcessInfo.processInfo.environment["GATT2MQTT_CONFIG"] ?? "config/gatt2mqtt.yaml"
 
-    @Option(help: "Log level: trace, debug, info, notice, warning, error.")
-    var logLevel: String = "info"
+    @Option(help: "Log level: trace, debug, info, notice, warning, error, critical (default: the configuration's log_level, or GATT2MQTT_LOG_LEVEL, or info).")
+    var logLevel: String?
 
     func run() async throws {
         let configuration = try loadConfiguration(config)
-        guard let level = Logger.Level(rawValue: logLevel) else { throw CLIError("--log-level: '\(logLevel)' is not a level") }
+        let name = logLevel ?? configuration.logLevel.rawValue
+        guard let level = Logger.Level(rawValue: name) else { throw CLIError("--log-level: '\(name)' is not a level") }
         LoggingSystem.bootstrap { label in
             var h = StreamLogHandler.standardError(label: label)
             h.logLevel = level

@@ -116,6 +116,20 @@ import Testing
         #expect(throws: ConfigError.self) { try Configuration(yaml: "", environment: ["GATT2MQTT_NOPE": "x"]) }
     }
 
+    /// `log_level` in the file and GATT2MQTT_LOG_LEVEL (which wins); a bad value names its source.
+    @Test func logLevelFromFileAndEnvironment() throws {
+        #expect(try Configuration(yaml: "").logLevel == .info)
+        #expect(try Configuration(yaml: "log_level: debug").logLevel == .debug)
+        #expect(try Configuration(yaml: "log_level: debug", environment: ["GATT2MQTT_LOG_LEVEL": "warning"]).logLevel == .warning)
+        #expect(throws: ConfigError(path: "log_level", line: 1, message: "'loud' is not one of trace, debug, info, notice, warning, error, critical")) {
+            try Configuration(yaml: "log_level: loud")
+        }
+        #expect(throws: ConfigError(path: "log_level (from GATT2MQTT_LOG_LEVEL)", line: nil,
+                                    message: "'loud' is not one of trace, debug, info, notice, warning, error, critical")) {
+            try Configuration(yaml: "", environment: ["GATT2MQTT_LOG_LEVEL": "loud"])
+        }
+    }
+
     @Test(arguments: [("500ms", Duration.milliseconds(500)), ("5s", .seconds(5)), ("2m", .seconds(120)),
                       ("1h", .seconds(3600)), ("7d", .seconds(604_800)), ("1.5", .milliseconds(1500))])
     func durations(_ text: String, _ expected: Duration) {
