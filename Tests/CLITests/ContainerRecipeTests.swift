@@ -19,6 +19,13 @@ import Yams
         let broker = try #require(services["mosquitto"] as? [String: Any])
         #expect(bridge["network_mode"] as? String == "host")
         #expect(broker["network_mode"] as? String == "host")
+        // The user's own broker by default: the bundled one only with `--profile broker`, persistent,
+        // and the bridge does not depend on it.
+        #expect(broker["profiles"] as? [String] == ["broker"])
+        #expect(bridge["depends_on"] == nil)
+        #expect((broker["volumes"] as? [String])?.contains("mosquitto-data:/mosquitto/data") == true)
+        let brokerConf = try String(contentsOf: Self.root.appendingPathComponent("config/mosquitto-compose.conf"), encoding: .utf8)
+        #expect(brokerConf.split(separator: "\n").contains("persistence true"))
         // Never privileged, no capabilities, no devices.
         #expect((bridge["privileged"] as? Bool ?? false) == false)
         #expect(bridge["devices"] == nil && bridge["cap_add"] == nil)
@@ -30,7 +37,13 @@ import Yams
             return parts.count >= 2 && ["/run/dbus", "/run/dbus/system_bus_socket"].contains(parts[0]) && parts[1] == parts[0]
         }
         #expect(socketMounts.count == 1, "\(volumes)")
-        let environment = try #require(bridge["environment"] as? [String: Any])
+        // `- NAME=value` entries, and bare `- NAME` ones passed on from where compose runs.
+        let entries = try #require(bridge["environment"] as? [String])
+        let environment = Dictionary(entries.map { e -> (String, Any) in
+            let parts = e.split(separator: "=", maxSplits: 1).map(String.init)
+            return (parts[0], parts.count == 2 ? parts[1] : NSNull())
+        }, uniquingKeysWith: { a, _ in a })
+        #expect(environment["GATT2MQTT_MQTT_URL"] is NSNull && environment["GATT2MQTT_LOG_LEVEL"] is NSNull)
         #expect(environment["DBUS_SYSTEM_BUS_ADDRESS"] as? String == "unix:path=/run/dbus/system_bus_socket")
         // Configuration (read-only) and state volumes.
         #expect(volumes.contains { $0.hasSuffix(":/config:ro") })
@@ -38,7 +51,7 @@ import Yams
         #expect(environment["GATT2MQTT_DATABASE_PATH"] as? String == "/data/gatt2mqtt.sqlite")
         // The state volume is declared.
         let named = try #require(try Self.compose()["volumes"] as? [String: Any])
-        #expect(named.keys.contains("gatt2mqtt-data"))
+        #expect(named.keys.contains("gatt2mqtt-data") && named.keys.contains("mosquitto-data"))
     }
 
     @Test func dockerfileBuildsOnSwiftAndRunsSlimAsNonRoot() throws {
