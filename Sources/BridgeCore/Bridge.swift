@@ -76,14 +76,18 @@ public final class Bridge: Sendable {
     public func run() async {
         let configured = Set(configuration.devices.map(\.id))
         let gone = ((try? store.devices()) ?? []).filter { !configured.contains($0.id) }
-        if let discovery, !gone.isEmpty {
-            let previous = gone.compactMap { r -> DeviceConfig? in
-                guard let p = DeviceProfile(rawValue: r.profile) else { return nil }
+        if let discovery {
+            // Withdraw what was published before and is configured no more (a device, or a mapping
+            // of one). A store from before the topics were recorded still knows the gone devices.
+            var previous = (try? store.discoveryTopics()) ?? []
+            previous.formUnion(gone.compactMap { r -> DeviceConfig? in
+                guard let p = DeviceProfile(rawValue: r.profile), p != .custom else { return nil }
                 var d = DeviceConfig(id: r.id, profile: p)
                 d.address = r.address
                 return d
-            }
+            }.flatMap { discovery.messages(for: [$0]).map(\.topic) })
             for m in discovery.removals(previous: previous, current: configuration.devices) { mqtt.send(m) }
+            try? store.replaceDiscoveryTopics(Set(discovery.messages(for: configuration.devices).map(\.topic)))
         }
         for r in gone { try? store.removeDevice(r.id) }
         let known = Dictionary(((try? store.devices()) ?? []).map { ($0.id, $0) }, uniquingKeysWith: { a, _ in a })

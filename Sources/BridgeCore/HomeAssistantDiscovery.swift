@@ -34,11 +34,12 @@ public struct HomeAssistantDiscovery: Sendable {
         devices.flatMap { d in entities(for: d).map { message(for: $0, device: d) } }
     }
 
-    /// Empty retained payloads that clear entities of devices no longer configured.
-    public func removals(previous: [DeviceConfig], current: [DeviceConfig]) -> [OutboundMessage] {
+    /// Empty retained payloads that withdraw the entities published before (`previous`, the config
+    /// topics the store recorded) that the current configuration no longer has: a removed device,
+    /// or one mapping of a device that stays.
+    public func removals(previous: Set<String>, current: [DeviceConfig]) -> [OutboundMessage] {
         let kept = Set(messages(for: current).map(\.topic))
-        return messages(for: previous).map(\.topic).filter { !kept.contains($0) }
-            .map { OutboundMessage(topic: $0, payload: [], qos: 1, retain: true) }
+        return previous.subtracting(kept).sorted().map { OutboundMessage(topic: $0, payload: [], qos: 1, retain: true) }
     }
 
     func nodeID(_ d: DeviceConfig) -> String { "gatt2mqtt_\(d.id)" }

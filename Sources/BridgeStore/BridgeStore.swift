@@ -292,6 +292,11 @@ public struct BridgeStore: Sendable {
                 ALTER TABLE outbox_v3 RENAME TO outbox;
                 """)
         }
+        // v4: the Home Assistant discovery topics last published, so that an entity whose device
+        // or mapping left the configuration is withdrawn at the next start (its config emptied).
+        migrator.registerMigration("v4") { db in
+            try db.execute(sql: "CREATE TABLE discoveryTopic (topic TEXT PRIMARY KEY NOT NULL) WITHOUT ROWID")
+        }
         do { try migrator.migrate(writer) } catch { throw .operationFailed(reason: "migration: \(error)") }
     }
 
@@ -312,6 +317,21 @@ public struct BridgeStore: Sendable {
 
     func read<T>(_ body: (Database) throws -> T) throws(StoreError) -> T {
         do { return try writer.read(body) } catch { throw .operationFailed(reason: "\(error)") }
+    }
+
+    // MARK: Home Assistant discovery
+
+    /// The discovery config topics published last (see ``replaceDiscoveryTopics(_:)``).
+    public func discoveryTopics() throws(StoreError) -> Set<String> {
+        try read { db in Set(try String.fetchAll(db, sql: "SELECT topic FROM discoveryTopic")) }
+    }
+
+    /// Records the discovery config topics now published, replacing the previous set.
+    public func replaceDiscoveryTopics(_ topics: Set<String>) throws(StoreError) {
+        try write { db in
+            try db.execute(sql: "DELETE FROM discoveryTopic")
+            for t in topics.sorted() { try db.execute(sql: "INSERT INTO discoveryTopic (topic) VALUES (?)", arguments: [t]) }
+        }
     }
 
     // MARK: Device registry

@@ -15,7 +15,8 @@ import Testing
         let bridge: Bridge
 
         init(policy: OfflinePolicy = .queue, deadline: Duration = .seconds(60), timeout: Duration = .seconds(5),
-             present: Bool = true, store: BridgeStore? = nil) throws {
+             present: Bool = true, store: BridgeStore? = nil,
+             mappings: [CharacteristicMapping] = [CharacteristicMapping(uuid: "FFF2", codec: .raw, directions: [.notify], topic: "reading")]) throws {
             var config = Configuration()
             config.mqtt.reconnectMin = .milliseconds(20)
             config.mqtt.reconnectMax = .milliseconds(40)
@@ -24,7 +25,7 @@ import Testing
             d.offlinePolicy = policy
             d.offlineDeadline = deadline
             d.commandTimeout = timeout
-            d.characteristics = [CharacteristicMapping(uuid: "FFF2", codec: .raw, directions: [.notify], topic: "reading")]
+            d.characteristics = mappings
             config.devices = [d]
             device.setPresent(present)
             self.store = try store ?? BridgeStore.inMemory()
@@ -332,6 +333,26 @@ import Testing
             let after = h.mqtt.sent.withLock { $0.filter { $0.topic.hasPrefix("homeassistant/") }.count }
             #expect(before == 1 && after == 2)
         }
+    }
+
+    /// A mapping removed from a device that stays: at the next start its Home Assistant entity is
+    /// withdrawn (empty retained config), the kept one is not.
+    @Test func removedMappingWithdrawsItsEntityAtTheNextStart() async throws {
+        let store = try BridgeStore.inMemory()
+        let reading = CharacteristicMapping(uuid: "FFF2", codec: .raw, directions: [.notify], topic: "reading")
+        let level = CharacteristicMapping(uuid: "FFF3", codec: .raw, directions: [.read], topic: "level")
+        let first = try Harness(store: store, mappings: [reading, level])
+        try await first.running {
+            _ = try await first.mqtt.wait(for: "homeassistant/sensor/gatt2mqtt_dev/level/config")
+        }
+        let second = try Harness(store: store, mappings: [reading])
+        try await second.running {
+            let withdrawn = try await second.mqtt.wait(for: "homeassistant/sensor/gatt2mqtt_dev/level/config")
+            #expect(withdrawn[0].payload.isEmpty && withdrawn[0].retain)
+            let kept = try await second.mqtt.wait(for: "homeassistant/sensor/gatt2mqtt_dev/reading/config")
+            #expect(kept.allSatisfy { !$0.payload.isEmpty })
+        }
+        #expect(try store.discoveryTopics() == ["homeassistant/sensor/gatt2mqtt_dev/reading/config"])
     }
 
     /// A device that is away holds the adapter's connect gate for one bounded attempt only: the

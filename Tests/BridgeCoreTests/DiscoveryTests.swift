@@ -39,8 +39,10 @@ import Testing
 
     @Test func removedDevicesAreClearedWithEmptyRetained() {
         let old = [device("camera", .gopro, "C0:FF:EE:00:00:01"), device("glasses", .rokid, "C0:FF:EE:00:00:02")]
-        let removals = ha.removals(previous: old, current: [old[0]])
+        let published = Set(ha.messages(for: old).map(\.topic))
+        let removals = ha.removals(previous: published, current: [old[0]])
         #expect(removals.count == 3)
         #expect(removals.allSatisfy { $0.payload.isEmpty && $0.retain && $0.topic.contains("gatt2mqtt_glasses") })
+        #expect(ha.removals(previous: published, current: old).isEmpty)
     }
 }
