@@ -104,6 +104,9 @@ public struct BridgeService: Service {
         let events = client.connectionEvents()
         do { try await client.connect() } catch { throw StartupError("MQTT broker \(configuration.mqtt.host):\(configuration.mqtt.port): \(error)") }
         logger.info("connected to the broker", metadata: ["host": "\(configuration.mqtt.host)", "port": "\(configuration.mqtt.port)"])
+        // Bluetooth answered before this service started (BlueZBridgeService's self-check) and the
+        // broker accepted us: ready for systemd (`Type=notify`, config/gatt2mqtt.service).
+        SystemdNotify.send("READY=1\nSTATUS=connected to \(configuration.mqtt.host):\(configuration.mqtt.port)")
 
         await withDiscardingTaskGroup { group in
             group.addTask { await port.run() }
@@ -120,6 +123,7 @@ public struct BridgeService: Service {
             }
             // The bridge runs until graceful shutdown; then it publishes `offline` and returns.
             await cancelWhenGracefulShutdown { await bridge.run() }
+            SystemdNotify.send("STOPPING=1")
             port.finish()
             // Let the queued publishes (offline state included) go out, then close.
             if let loop { try? await loop.sleep(for: .milliseconds(200)) } else { try? await Task.sleep(for: .milliseconds(200)) }

@@ -23,7 +23,7 @@ final class EndToEnd {
     ///   - adapter: `bluetooth.adapter`.
     ///   - logLevel: the bridge's `--log-level`; its stderr goes to ``log`` (``bridgeLog()``).
     func startBridge(devices yaml: String, mqtt: String = "", bus: String? = nil, adapter: String = "hci0",
-                     logLevel: String = "warning") throws -> Process {
+                     logLevel: String = "warning", environment: [String: String] = [:]) throws -> Process {
         let config = directory.path + "/bridge.yaml"
         try """
             mqtt:
@@ -42,6 +42,7 @@ final class EndToEnd {
         p.arguments = ["run", "--config", config, "--log-level", logLevel]
         var env = ProcessInfo.processInfo.environment
         env["SWIFT_BACKTRACE"] = "enable=no"
+        env.merge(environment) { _, new in new }
         p.environment = env
         p.standardOutput = FileHandle.nullDevice
         _ = FileManager.default.createFile(atPath: log, contents: nil)
