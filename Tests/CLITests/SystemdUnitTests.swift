@@ -15,7 +15,8 @@ import Testing
     @Test func unitKeepsItsContract() throws {
         let l = Set(try Self.lines())
         for key in ["Type=notify", "StateDirectory=gatt2mqtt", "SupplementaryGroups=bluetooth", "ProtectSystem=strict",
-                    "NoNewPrivileges=yes", "Restart=on-failure", "DynamicUser=yes", "PrivateDevices=yes"] {
+                    "NoNewPrivileges=yes", "Restart=on-failure", "DynamicUser=yes", "PrivateDevices=yes",
+                    "Environment=GATT2MQTT_DATABASE_PATH=%S/gatt2mqtt/gatt2mqtt.sqlite"] {
             #expect(l.contains(key), "\(key)")
         }
         #expect(try Self.lines().contains { $0.hasPrefix("ExecStart=/usr/local/bin/gatt2mqtt run --config ") })
