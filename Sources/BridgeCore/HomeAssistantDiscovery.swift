@@ -29,9 +29,38 @@ public struct HomeAssistantDiscovery: Sendable {
     /// The discovery topic HA listens to for its own restarts.
     public var statusTopic: String { "\(prefix)/status" }
 
-    /// Every retained config message for the configured devices.
+    /// Every retained config message: the bridge's own device, then the configured devices.
     public func messages(for devices: [DeviceConfig]) -> [OutboundMessage] {
-        devices.flatMap { d in entities(for: d).map { message(for: $0, device: d) } }
+        bridgeMessages() + devices.flatMap { d in entities(for: d).map { message(for: $0, device: d) } }
+    }
+
+    /// The identifier every device's `via_device` names.
+    static let bridgeIdentifier = "gatt2mqtt_bridge"
+
+    /// The bridge as a Home Assistant device (every device's `via_device`), with its diagnostic
+    /// entities: the connection state (from `bridge/state`, the MQTT Will included, so it has no
+    /// availability of its own) and the version (from `bridge/info`).
+    func bridgeMessages() -> [OutboundMessage] {
+        let device: JSONValue = ["identifiers": [.string(Self.bridgeIdentifier)], "name": "gatt2mqtt bridge",
+                                 "manufacturer": "gatt2mqtt", "model": "MQTT ↔ Bluetooth LE bridge", "sw_version": .string(version)]
+        let origin: JSONValue = ["name": "gatt2mqtt", "sw_version": .string(version)]
+        let state: JSONObject = [
+            "name": "Connection state", "unique_id": "gatt2mqtt_bridge_connection_state",
+            "default_entity_id": "binary_sensor.gatt2mqtt_bridge_connection_state",
+            "state_topic": .string(topics.bridgeState), "value_template": "{{ value_json.state }}",
+            "payload_on": "online", "payload_off": "offline", "device_class": "connectivity",
+            "entity_category": "diagnostic", "device": device, "origin": origin,
+        ]
+        let version: JSONObject = [
+            "name": "Version", "unique_id": "gatt2mqtt_bridge_version", "default_entity_id": "sensor.gatt2mqtt_bridge_version",
+            "state_topic": .string(topics.bridgeInfo), "value_template": "{{ value_json.version }}",
+            "availability_topic": .string(topics.bridgeState), "availability_template": "{{ value_json.state }}",
+            "entity_category": "diagnostic", "icon": "mdi:information-outline", "device": device, "origin": origin,
+        ]
+        return [
+            OutboundMessage(topic: "\(prefix)/binary_sensor/gatt2mqtt_bridge/connection_state/config", json: .object(state), qos: 1, retain: true),
+            OutboundMessage(topic: "\(prefix)/sensor/gatt2mqtt_bridge/version/config", json: .object(version), qos: 1, retain: true),
+        ]
     }
 
     /// Empty retained payloads that withdraw the entities published before (`previous`, the config
@@ -102,7 +131,7 @@ public struct HomeAssistantDiscovery: Sendable {
         device["identifiers"] = [.string(uniqueBase(d))]
         device["name"] = .string(d.name ?? d.id)
         device["manufacturer"] = .string(d.profile == .gopro ? "GoPro" : d.profile == .rokid ? "Rokid" : "Bluetooth LE")
-        device["via_device"] = "gatt2mqtt_bridge"
+        device["via_device"] = .string(Self.bridgeIdentifier)
         if let a = d.address { device["connections"] = [["bluetooth", .string(a.lowercased())]] }
         o["device"] = .object(device)
         o["origin"] = ["name": "gatt2mqtt", "sw_version": .string(version)]

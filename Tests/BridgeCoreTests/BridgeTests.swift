@@ -327,11 +327,12 @@ import Testing
         try await h.running {
             let config = try await h.mqtt.wait(for: "homeassistant/sensor/gatt2mqtt_dev/reading/config")
             #expect(config[0].retain && config[0].qos == 1)
+            // The device's one entity and the bridge device's two, sent again on "online" only.
             let before = h.mqtt.sent.withLock { $0.filter { $0.topic.hasPrefix("homeassistant/") }.count }
             h.bridge.handle(InboundMessage(topic: "homeassistant/status", payload: Array("offline".utf8)))
             h.bridge.handle(InboundMessage(topic: "homeassistant/status", payload: Array("online".utf8)))
             let after = h.mqtt.sent.withLock { $0.filter { $0.topic.hasPrefix("homeassistant/") }.count }
-            #expect(before == 1 && after == 2)
+            #expect(before == 3 && after == 6)
         }
     }
 
@@ -352,7 +353,9 @@ import Testing
             let kept = try await second.mqtt.wait(for: "homeassistant/sensor/gatt2mqtt_dev/reading/config")
             #expect(kept.allSatisfy { !$0.payload.isEmpty })
         }
-        #expect(try store.discoveryTopics() == ["homeassistant/sensor/gatt2mqtt_dev/reading/config"])
+        #expect(try store.discoveryTopics() == ["homeassistant/sensor/gatt2mqtt_dev/reading/config",
+                                                 "homeassistant/binary_sensor/gatt2mqtt_bridge/connection_state/config",
+                                                 "homeassistant/sensor/gatt2mqtt_bridge/version/config"])
     }
 
     /// A device that is away holds the adapter's connect gate for one bounded attempt only: the

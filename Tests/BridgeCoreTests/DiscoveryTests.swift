@@ -30,6 +30,23 @@ import Testing
         #expect(try JSONValue(parsing: shutter.payload)["command_topic"] == "gatt2mqtt/camera/set/shutter")
     }
 
+    /// Every device names `via_device: gatt2mqtt_bridge`, so the bridge is published as a device:
+    /// its connection state (no availability of its own: it *is* the bridge's availability) and
+    /// its version, both diagnostic.
+    @Test func theBridgeIsADeviceWithConnectionStateAndVersion() throws {
+        let msgs = ha.messages(for: [device("camera", .gopro, "C0:FF:EE:00:00:01")])
+        let state = try #require(msgs.first { $0.topic == "homeassistant/binary_sensor/gatt2mqtt_bridge/connection_state/config" })
+        let s = try JSONValue(parsing: state.payload)
+        #expect(state.retain && s["state_topic"] == "gatt2mqtt/bridge/state" && s["payload_on"] == "online" && s["payload_off"] == "offline")
+        #expect(s["device_class"] == "connectivity" && s["entity_category"] == "diagnostic" && s["availability"] == nil)
+        #expect(s["device"]?["identifiers"] == ["gatt2mqtt_bridge"])
+        let version = try #require(msgs.first { $0.topic == "homeassistant/sensor/gatt2mqtt_bridge/version/config" })
+        let v = try JSONValue(parsing: version.payload)
+        #expect(v["state_topic"] == "gatt2mqtt/bridge/info" && v["value_template"] == "{{ value_json.version }}")
+        let battery = try #require(msgs.first { $0.topic == "homeassistant/sensor/gatt2mqtt_camera/battery/config" })
+        #expect(try JSONValue(parsing: battery.payload)["device"]?["via_device"] == "gatt2mqtt_bridge")
+    }
+
     @Test func rokidNumbersHaveRanges() throws {
         let msgs = ha.messages(for: [device("glasses", .rokid, "C0:FF:EE:00:00:02")])
         let b = try #require(msgs.first { $0.topic == "homeassistant/number/gatt2mqtt_glasses/brightness/config" })
