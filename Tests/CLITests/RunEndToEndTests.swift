@@ -37,17 +37,8 @@ final class EndToEnd {
             devices:
             \(yaml)
             """.write(toFile: config, atomically: true, encoding: .utf8)
-        let p = Process()
-        p.executableURL = CLI.executable
-        p.arguments = ["run", "--config", config, "--log-level", logLevel]
-        var env = ProcessInfo.processInfo.environment
-        env["SWIFT_BACKTRACE"] = "enable=no"
-        env.merge(environment) { _, new in new }
-        p.environment = env
-        p.standardOutput = FileHandle.nullDevice
-        _ = FileManager.default.createFile(atPath: log, contents: nil)
-        p.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: log))
-        try p.run()
+        _ = FileManager.default.createFile(atPath: log, contents: nil)  // each bridge's log anew
+        let p = try launchBridge(config: config, logLevel: logLevel, log: log, environment: environment)
         bridge = p
         return p
     }

@@ -808,11 +808,16 @@ async def gopro_checks(central, p, checks):
     await disconnect(connection, p)
 
 
+def model_value(p, short):
+    """The initial value (hex) the model gives the characteristic with this 16-bit UUID."""
+    return next(c["value"] for s in p.model["services"] for c in s["characteristics"] if short_uuid(c["uuid"]) == short)
+
+
 async def hr_checks(central, p, checks):
     tag = f"hr {p.address}"
     connection, peer = await connect(central, p)
     battery = await peer.read_value(characteristic(peer, "2A19"))
-    want = next(c["value"] for s in p.model["services"] for c in s["characteristics"] if short_uuid(c["uuid"]) == "2a19")
+    want = model_value(p, "2a19")
     checks.check(bytes(battery).hex() == want, f"{tag} Battery Level 2A19 reads {bytes(battery).hex()}")
     notes = asyncio.Queue()
     await peer.subscribe(characteristic(peer, "2A37"), lambda value: notes.put_nowait(bytes(value)))
@@ -831,7 +836,7 @@ async def rokid_checks(central, p, checks):
     tag = f"rokid {p.address}"
     connection, peer = await connect(central, p)
     info = await peer.read_value(characteristic(peer, "9301"))
-    want = next(c["value"] for s in p.model["services"] for c in s["characteristics"] if short_uuid(c["uuid"]) == "9301")
+    want = model_value(p, "9301")
     checks.check(bytes(info).hex() == want, f"{tag} 0x9301 reads the model's {len(info)}-byte Caps record")
     await disconnect(connection, p)
 

@@ -107,21 +107,9 @@ final class RealStack {
             devices:
             \(yaml)
             """.write(toFile: config, atomically: true, encoding: .utf8)
-        let p = Process()
-        p.executableURL = CLI.executable
-        p.arguments = ["run", "--config", config, "--log-level", logLevel]
         // The harness' own variables (GATT2MQTT_REAL_STACK*, GATT2MQTT_VM_*) are not configuration overrides.
-        var env = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("GATT2MQTT_REAL_STACK") && !$0.key.hasPrefix("GATT2MQTT_VM_") }
-        env["SWIFT_BACKTRACE"] = "enable=no"
-        p.environment = env
-        p.standardOutput = FileHandle.nullDevice
-        if !FileManager.default.fileExists(atPath: bridgeLogPath) {
-            _ = FileManager.default.createFile(atPath: bridgeLogPath, contents: nil)
-        }
-        let log = try FileHandle(forWritingTo: URL(fileURLWithPath: bridgeLogPath))
-        log.seekToEndOfFile()
-        p.standardError = log
-        try p.run()
+        let p = try launchBridge(config: config, logLevel: logLevel, log: bridgeLogPath,
+                                 dropping: ["GATT2MQTT_REAL_STACK", "GATT2MQTT_VM_"])
         bridge = p
         return p
     }
