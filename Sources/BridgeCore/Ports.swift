@@ -138,3 +138,63 @@ extension BLELink {
         for await n in notifications { handler(n) }
     }
 }
+
+// MARK: - The adapter's management side (bridge/request/scan, pair, unpair, device/remove forget)
+
+/// One advertisement (or an update of one) seen while scanning: BlueZ's `Device1` properties of
+/// a device in range.
+public struct Advertisement: Sendable, Equatable {
+    /// `AA:BB:CC:DD:EE:FF`, upper case.
+    public var address: String
+    public var name: String?
+    public var rssi: Int?
+    /// Advertised service UUIDs as BlueZ gives them (128-bit, lower case).
+    public var serviceUUIDs: [String]
+    /// Company identifier → data.
+    public var manufacturerData: [UInt16: [UInt8]]
+    /// Service UUID (128-bit, lower case) → data.
+    public var serviceData: [String: [UInt8]]
+    public var connected: Bool
+    public var paired: Bool
+
+    public init(address: String, name: String? = nil, rssi: Int? = nil, serviceUUIDs: [String] = [],
+                manufacturerData: [UInt16: [UInt8]] = [:], serviceData: [String: [UInt8]] = [:],
+                connected: Bool = false, paired: Bool = false) {
+        self.address = address
+        self.name = name
+        self.rssi = rssi
+        self.serviceUUIDs = serviceUUIDs
+        self.manufacturerData = manufacturerData
+        self.serviceData = serviceData
+        self.connected = connected
+        self.paired = paired
+    }
+}
+
+/// A running discovery: every sighting in arrival order, until `stop()` (which ends the stream).
+public struct BLEScan: Sendable {
+    public let advertisements: AsyncStream<Advertisement>
+    public let stop: @Sendable () async -> Void
+    public init(advertisements: AsyncStream<Advertisement>, stop: @escaping @Sendable () async -> Void) {
+        self.advertisements = advertisements
+        self.stop = stop
+    }
+}
+
+/// What the bridge's requests need of the adapter besides links. A central that cannot do one
+/// throws `notSupported` (the defaults below).
+public protocol BLEAdapterControl: Sendable {
+    /// Starts discovery (LE, duplicates reported). A connect to a device that is not known yet
+    /// while this runs must still work (it waits for the device to be seen).
+    func scan() async throws(BLEError) -> BLEScan
+    /// Pairs (bonds, Just Works) with a device BlueZ knows; succeeds when it is already paired.
+    func pair(address: String, timeout: Duration) async throws(BLEError)
+    /// Removes the device from the adapter (`Adapter1.RemoveDevice`): the link drops and the bond
+    /// is forgotten. Succeeds when BlueZ does not know the device.
+    func forget(address: String) async throws(BLEError)
+}
+
+extension BLECentral {
+    /// The central's management side, when it has one.
+    public var adapterControl: (any BLEAdapterControl)? { self as? any BLEAdapterControl }
+}
