@@ -297,6 +297,13 @@ public struct BridgeStore: Sendable {
         migrator.registerMigration("v4") { db in
             try db.execute(sql: "CREATE TABLE discoveryTopic (topic TEXT PRIMARY KEY NOT NULL) WITHOUT ROWID")
         }
+        // v5: devices added over MQTT (bridge/request/device/add), their configuration as JSON in
+        // the shape of a `devices[]` entry; the file's devices are never stored here.
+        migrator.registerMigration("v5") { db in
+            try db.execute(sql: """
+                CREATE TABLE runtimeDevice (id TEXT PRIMARY KEY NOT NULL, config TEXT NOT NULL, addedAt DATETIME NOT NULL)
+                """)
+        }
         do { try migrator.migrate(writer) } catch { throw .operationFailed(reason: "migration: \(error)") }
     }
 
@@ -331,6 +338,48 @@ public struct BridgeStore: Sendable {
         try write { db in
             try db.execute(sql: "DELETE FROM discoveryTopic")
             for t in topics.sorted() { try db.execute(sql: "INSERT INTO discoveryTopic (topic) VALUES (?)", arguments: [t]) }
+        }
+    }
+
+    // MARK: Devices added at runtime
+
+    /// The devices added over MQTT, oldest first: (id, configuration JSON text).
+    public func runtimeDevices() throws(StoreError) -> [(id: String, config: String)] {
+        try read { db in
+            try Row.fetchAll(db, sql: "SELECT id, config FROM runtimeDevice ORDER BY addedAt, id").map { ($0["id"], $0["config"]) }
+        }
+    }
+
+    /// Adds or replaces a runtime device's configuration (its place in the order is kept).
+    public func saveRuntimeDevice(id: String, config: String, at date: Date = Date()) throws(StoreError) {
+        try writeStatement("""
+            INSERT INTO runtimeDevice (id, config, addedAt) VALUES (?, ?, ?)
+            ON CONFLICT(id) DO UPDATE SET config = excluded.config
+            """, [id, config, date.timeIntervalSince1970])
+    }
+
+    /// Forgets a runtime device's configuration (its registry row, state, queued commands and
+    /// history too).
+    public func removeRuntimeDevice(id: String) throws(StoreError) {
+        try write { db in
+            try db.execute(sql: "DELETE FROM runtimeDevice WHERE id = ?", arguments: [id])
+            try db.execute(sql: "DELETE FROM device WHERE id = ?", arguments: [id])
+            try db.execute(sql: "DELETE FROM deviceState WHERE deviceID = ?", arguments: [id])
+            try db.execute(sql: "DELETE FROM outbox WHERE deviceID = ?", arguments: [id])
+        }
+    }
+
+    /// Renames a device everywhere in one transaction: registry, state, queued commands, history,
+    /// and its runtime configuration (replaced by `config`, which carries the new id).
+    public func renameDevice(from old: String, to new: String, config: String?) throws(StoreError) {
+        try write { db in
+            try db.execute(sql: "UPDATE device SET id = ? WHERE id = ?", arguments: [new, old])
+            try db.execute(sql: "UPDATE deviceState SET deviceID = ? WHERE deviceID = ?", arguments: [new, old])
+            try db.execute(sql: "UPDATE outbox SET deviceID = ? WHERE deviceID = ?", arguments: [new, old])
+            try db.execute(sql: "UPDATE event SET deviceID = ? WHERE deviceID = ?", arguments: [new, old])
+            if let config {
+                try db.execute(sql: "UPDATE runtimeDevice SET id = ?, config = ? WHERE id = ?", arguments: [new, config, old])
+            }
         }
     }
 

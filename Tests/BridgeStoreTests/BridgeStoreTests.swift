@@ -73,6 +73,35 @@ import Testing
         #expect(try store.pendingCommands().isEmpty)
     }
 
+    /// Devices added over MQTT survive a reopen in the order they were added; a rename moves the
+    /// registry row, state, queued commands, history and the runtime configuration together.
+    @Test func runtimeDevicesSurviveReopenAndRenameMovesEverything() throws {
+        let t0 = Date(timeIntervalSince1970: 1_700_000_000)
+        do {
+            let store = try BridgeStore(path: path)
+            try store.saveRuntimeDevice(id: "thermo", config: #"{"id":"thermo"}"#, at: t0)
+            try store.saveRuntimeDevice(id: "band", config: #"{"id":"band"}"#, at: t0.addingTimeInterval(1))
+            try store.saveRuntimeDevice(id: "thermo", config: #"{"id":"thermo","name":"T"}"#, at: t0.addingTimeInterval(2))
+            try store.upsertDevice(DeviceRecord(id: "thermo", address: "C0:FF:EE:00:00:04", profile: "custom", paired: true))
+            try store.saveState(["temperature": 21.5], for: "thermo", at: t0)
+            _ = try store.enqueue(OutboxEntry(deviceID: "thermo", transaction: "q", command: "{}", createdAt: t0, deadline: t0.addingTimeInterval(60)))
+            try store.appendEvent(EventRecord(deviceID: "thermo", kind: "connected", payload: "{}", at: t0), maxCount: 10, maxAge: .seconds(1e9))
+        }
+        let store = try BridgeStore(path: path)
+        #expect(try store.runtimeDevices().map(\.id) == ["thermo", "band"])
+        #expect(try store.runtimeDevices().first?.config == #"{"id":"thermo","name":"T"}"#)
+        try store.renameDevice(from: "thermo", to: "porch", config: #"{"id":"porch"}"#)
+        #expect(try store.runtimeDevices().map(\.id) == ["porch", "band"])
+        #expect(try store.runtimeDevices().first?.config == #"{"id":"porch"}"#)
+        #expect(try store.devices().map(\.id) == ["porch"] && store.devices().first?.paired == true)
+        #expect(try store.states()["porch"] == ["temperature": 21.5] && store.states()["thermo"] == nil)
+        #expect(try store.pendingCommands().map(\.deviceID) == ["porch"])
+        #expect(try store.recentEvents(limit: 10).map(\.deviceID) == ["porch"])
+        try store.removeRuntimeDevice(id: "porch")
+        #expect(try store.runtimeDevices().map(\.id) == ["band"])
+        #expect(try store.devices().isEmpty && store.states().isEmpty && store.pendingCommands().isEmpty)
+    }
+
     @Test func latestWinsReplacesQueuedSameAttribute() throws {
         let store = try BridgeStore(path: path)
         let now = Date()

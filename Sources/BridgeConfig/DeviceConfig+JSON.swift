@@ -1,0 +1,95 @@
+import BinaryCoding
+
+// Devices as JSON in the shape of a `devices[]` entry of the file: what `bridge/request/device/add`
+// takes, and how devices added at runtime are kept in the store (docs/bridge-api.md).
+
+extension DeviceConfig {
+    /// Parses one device from JSON shaped like a `devices[]` entry of the configuration file, with
+    /// the same validation and messages (paths under `path`, no line numbers).
+    public init(json: JSONValue, path: String = "device") throws(ConfigError) {
+        guard case .object = json else { throw ConfigError(path: path, line: nil, message: "expected an object") }
+        // JSON is YAML (flow style): one parser, one set of rules for the file and the requests.
+        guard let node = try? ConfigNode.parse(yaml: json.jsonText) else {
+            throw ConfigError(path: path, line: nil, message: "expected an object")
+        }
+        do { try self.init(node, path: path) } catch { throw ConfigError(path: error.path, line: nil, message: error.message) }
+    }
+
+    /// The device in the shape of a `devices[]` entry: `DeviceConfig(json: d.json) == d`.
+    public var json: JSONValue {
+        var o = JSONObject()
+        o["id"] = .string(id)
+        if let name { o["name"] = .string(name) }
+        if let address { o["address"] = .string(address) }
+        if let namePattern { o["name_pattern"] = .string(namePattern) }
+        o["profile"] = .string(profile.rawValue)
+        o["offline"] = ["policy": .string(offlinePolicy.rawValue), "deadline": .string(formatDuration(offlineDeadline))]
+        o["command_timeout"] = .string(formatDuration(commandTimeout))
+        o["availability_timeout"] = .string(formatDuration(availabilityTimeout))
+        if !characteristics.isEmpty { o["characteristics"] = .array(characteristics.map(\.json)) }
+        return .object(o)
+    }
+
+    /// The keys of a device that `bridge/request/device/options` may change, and how: each is
+    /// the file's key (`offline` takes `policy` and `deadline`); `poll` takes `{topic: duration}`
+    /// for the device's read mappings (`"0"` or null: no polling).
+    public static let optionKeys: [String] = ["name", "offline", "command_timeout", "availability_timeout", "poll"]
+
+    /// This device with `options` applied (keys of ``optionKeys``), validated as the file would be.
+    public func applying(options: JSONObject, path: String = "options") throws(ConfigError) -> DeviceConfig {
+        guard var o = json.objectValue else { return self }
+        for key in options.keys {
+            guard Self.optionKeys.contains(key) else {
+                throw ConfigError(path: "\(path).\(key)", line: nil,
+                                  message: "not a device option (expected one of \(Self.optionKeys.joined(separator: ", ")))")
+            }
+        }
+        if let n = options["name"] { o["name"] = n }
+        if let v = options["offline"] {
+            guard let change = v.objectValue else { throw ConfigError(path: "\(path).offline", line: nil, message: "expected {policy, deadline}") }
+            var offline = o["offline"]?.objectValue ?? [:]
+            offline.merge(change)
+            o["offline"] = .object(offline)
+        }
+        for key in ["command_timeout", "availability_timeout"] { if let v = options[key] { o[key] = v } }
+        if let v = options["poll"] {
+            guard let polls = v.objectValue else { throw ConfigError(path: "\(path).poll", line: nil, message: "expected {topic: duration}") }
+            var mappings = characteristics
+            for topic in polls.keys {
+                guard let i = mappings.firstIndex(where: { $0.topic == topic }) else {
+                    throw ConfigError(path: "\(path).poll.\(topic)", line: nil,
+                                      message: "no mapping with topic '\(topic)' (the device has \(characteristics.map(\.topic).joined(separator: ", ")))")
+                }
+                let text = polls[topic]?.stringValue ?? polls[topic].flatMap { $0.isNull ? "0" : $0.jsonText } ?? "0"
+                guard let d = parseDuration(text) else {
+                    throw ConfigError(path: "\(path).poll.\(topic)", line: nil, message: "'\(text)' is not a duration (e.g. 30s, 5m)")
+                }
+                mappings[i].pollInterval = d > .zero ? d : nil
+                if d > .zero { mappings[i].directions.insert(.read) }
+            }
+            o["characteristics"] = .array(mappings.map(\.json))
+        }
+        return try DeviceConfig(json: .object(o), path: path)
+    }
+}
+
+extension CharacteristicMapping {
+    /// The mapping in the shape of a `characteristics[]` entry.
+    public var json: JSONValue {
+        var o = JSONObject()
+        o["uuid"] = .string(uuid)
+        if let service { o["service"] = .string(service) }
+        o["codec"] = .string(codec.rawValue)
+        if let layout { o["layout"] = layout }
+        o["direction"] = .array(Direction.allCases.filter { directions.contains($0) }.map { .string($0.rawValue) })
+        if let pollInterval { o["poll"] = .string(formatDuration(pollInterval)) }
+        o["topic"] = .string(topic)
+        return .object(o)
+    }
+}
+
+/// A duration as the file writes it: `5s`, `1500ms`.
+public func formatDuration(_ d: Duration) -> String {
+    let ms = d.components.seconds * 1000 + d.components.attoseconds / 1_000_000_000_000_000
+    return ms % 1000 == 0 ? "\(ms / 1000)s" : "\(ms)ms"
+}
