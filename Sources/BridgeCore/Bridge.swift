@@ -3,17 +3,68 @@ import BridgeConfig
 import BridgeStore
 import Foundation
 import Logging
+import Synchronization
 
-/// The bridge: routes MQTT commands to device sessions, publishes the bridge's own topics, and
-/// resumes the durable outbox. Transports come in through `MQTTPort` and `BLECentral`.
+/// Where a device's configuration comes from: the YAML file (authoritative: changed only by
+/// editing it) or a `bridge/request/device/add` (kept in the store).
+public enum DeviceSource: String, Sendable, Equatable {
+    case file
+    case mqtt
+}
+
+/// What the bridge needs from the process around it for `restart`, `config/reload` and
+/// `options` (the runtime fills these in; a nil hook makes its request an error saying so).
+public struct BridgeControl: Sendable {
+    /// Reads and validates the configuration file again.
+    public var reloadConfiguration: (@Sendable () throws -> Configuration)?
+    /// Changes the log level of the running process.
+    public var setLogLevel: (@Sendable (LogLevel) -> Void)?
+    /// Stops the bridge gracefully and starts it again (same process id).
+    public var restart: (@Sendable () -> Void)?
+    /// The configuration file, for `bridge/info` and the errors that say to edit it.
+    public var configurationFile: String?
+
+    public init(reloadConfiguration: (@Sendable () throws -> Configuration)? = nil, setLogLevel: (@Sendable (LogLevel) -> Void)? = nil,
+                restart: (@Sendable () -> Void)? = nil, configurationFile: String? = nil) {
+        self.reloadConfiguration = reloadConfiguration
+        self.setLogLevel = setLogLevel
+        self.restart = restart
+        self.configurationFile = configurationFile
+    }
+}
+
+/// The bridge: routes MQTT commands to device sessions, publishes the bridge's own topics,
+/// resumes the durable outbox, and answers `bridge/request/…` (Bridge+Requests.swift): devices
+/// are added, changed and removed at runtime. Transports come in through `MQTTPort` and
+/// `BLECentral`.
 public final class Bridge: Sendable {
     public typealias DriverFactory = @Sendable (DeviceConfig) throws -> any DeviceDriver
 
-    let configuration: Configuration
+    /// One device the bridge runs.
+    struct Registered: Sendable {
+        var config: DeviceConfig
+        var source: DeviceSource
+        var session: DeviceSession
+    }
+
+    /// The configuration file as last loaded (at start or by `config/reload`).
+    let file: Mutex<Configuration>
+    var configuration: Configuration { file.withLock { $0 } }
     let topics: Topics
     let store: BridgeStore
     let mqtt: any MQTTPort
-    let sessions: [String: DeviceSession]
+    let central: any BLECentral
+    let drivers: DriverFactory
+    let control: BridgeControl
+    /// Every device, by id: the file's and the runtime ones.
+    let registry = Mutex<[String: Registered]>([:])
+    /// Sessions started after `run()` began, handed to its task group.
+    let spawns: AsyncStream<Spawn>
+    let spawnSink: AsyncStream<Spawn>.Continuation
+    /// Requests that change the registry, handled one at a time in arrival order.
+    let changes: AsyncStream<@Sendable () async -> Void>
+    let changeSink: AsyncStream<@Sendable () async -> Void>.Continuation
+    let output: SessionOutput
     let logger: Logger
     let version: String
     let discovery: HomeAssistantDiscovery?
@@ -21,7 +72,14 @@ public final class Bridge: Sendable {
     let healthInterval: Duration
     let tick: Duration
     let sleep: Sleep
+    let connectAttempt: Duration
     let started = ContinuousClock.now
+    /// The log level now (the file's, or the last `options` request).
+    let logLevel: Mutex<LogLevel>
+    /// Settings a `config/reload` saw changed that only a restart applies.
+    let restartRequired = Mutex<[String]>([])
+    /// The running scan and what it saw (for `device/add` without a profile).
+    let scanning = Mutex(ScanState())
 
     /// Every filter the bridge needs to subscribe to.
     public var subscriptions: [String] {
@@ -40,41 +98,92 @@ public final class Bridge: Sendable {
     /// - Parameter sleep: how the bridge's tasks wait; the runtime passes its event loop's timers
     ///   so that waiting wakes no other thread.
     public init(configuration: Configuration, store: BridgeStore, mqtt: any MQTTPort, central: any BLECentral,
-                drivers: DriverFactory, version: String = "0.1.0", logger: Logger = Logger(label: "gatt2mqtt.bridge"),
+                drivers: @escaping DriverFactory, version: String = "0.1.0", logger: Logger = Logger(label: "gatt2mqtt.bridge"),
                 tick: Duration = .milliseconds(50), healthInterval: Duration = .seconds(60),
-                connectAttempt: Duration = Bridge.defaultConnectAttempt, sleep: Sleep = .task) throws {
+                connectAttempt: Duration = Bridge.defaultConnectAttempt, sleep: Sleep = .task,
+                control: BridgeControl = BridgeControl()) throws {
         self.healthInterval = healthInterval
         self.tick = tick
         self.sleep = sleep
-        self.configuration = configuration
+        self.file = Mutex(configuration)
         self.topics = Topics(base: configuration.mqtt.baseTopic)
         self.store = store
         self.mqtt = mqtt
+        self.central = central
+        self.drivers = drivers
+        self.control = control
         self.logger = logger
         self.version = version
+        self.connectAttempt = connectAttempt
+        logLevel = Mutex(configuration.logLevel)
         discovery = configuration.homeAssistant.enabled
             ? HomeAssistantDiscovery(prefix: configuration.homeAssistant.discoveryPrefix, topics: topics, version: version) : nil
+        output = SessionOutput(topics: topics, gate: ConnectGate(),
+                               history: (configuration.database.historyMaxEvents, configuration.database.historyMaxAge),
+                               mqtt: mqtt, store: store, stateQoS: configuration.mqtt.qos,
+                               retainState: configuration.mqtt.retainState, logger: logger, counters: counters,
+                               sleep: sleep)
+        (spawns, spawnSink) = AsyncStream.makeStream(of: Spawn.self)
+        (changes, changeSink) = AsyncStream.makeStream(of: (@Sendable () async -> Void).self)
         let states = (try? store.states()) ?? [:]
-        let output = SessionOutput(topics: topics, gate: ConnectGate(),
-                                   history: (configuration.database.historyMaxEvents, configuration.database.historyMaxAge),
-                                   mqtt: mqtt, store: store, stateQoS: configuration.mqtt.qos,
-                                   retainState: configuration.mqtt.retainState, logger: logger, counters: counters,
-                                   sleep: sleep)
-        var sessions: [String: DeviceSession] = [:]
+        var registered: [String: Registered] = [:]
         for device in configuration.devices {
-            let driver = try drivers(device)
-            sessions[device.id] = DeviceSession(
-                config: device, driver: driver, central: central, output: output, initialState: states[device.id] ?? [:],
-                reconnect: (configuration.mqtt.reconnectMin, configuration.mqtt.reconnectMax),
-                connectAttempt: connectAttempt)
+            registered[device.id] = Registered(config: device, source: .file, session: try makeSession(device, state: states[device.id]))
         }
-        self.sessions = sessions
+        // Devices added over MQTT earlier; one the file now also defines (same id or address)
+        // yields to the file.
+        for (id, text) in (try? store.runtimeDevices()) ?? [] {
+            do {
+                let device = try DeviceConfig(json: try JSONValue(parsing: text))
+                if let clash = Self.clash(device, with: registered.values.map(\.config)) {
+                    logger.warning("a device added over MQTT yields to the configuration file", metadata: ["device": "\(id)", "reason": "\(clash)"])
+                    try? store.removeRuntimeDevice(id: id)
+                    continue
+                }
+                registered[device.id] = Registered(config: device, source: .mqtt, session: try makeSession(device, state: states[device.id]))
+            } catch {
+                logger.error("a device added over MQTT could not be restored", metadata: ["device": "\(id)", "error": "\(error)"])
+            }
+        }
+        registry.withLock { $0 = registered }
     }
 
-    /// Runs until cancelled: announces the bridge, resumes the outbox, runs every device session;
-    /// on cancellation publishes `offline` and closes the links.
+    func makeSession(_ device: DeviceConfig, state: JSONObject?) throws -> DeviceSession {
+        let configuration = self.configuration
+        return DeviceSession(config: device, driver: try drivers(device), central: central, output: output, initialState: state ?? [:],
+                             reconnect: (configuration.mqtt.reconnectMin, configuration.mqtt.reconnectMax),
+                             connectAttempt: connectAttempt)
+    }
+
+    /// Why `device` cannot join `others`: the same id, or the same address.
+    static func clash(_ device: DeviceConfig, with others: [DeviceConfig]) -> String? {
+        if others.contains(where: { $0.id == device.id }) { return "a device '\(device.id)' exists already" }
+        if let a = device.address, let other = others.first(where: { $0.address == a }) {
+            return "\(a) is already the device '\(other.id)'"
+        }
+        return nil
+    }
+
+    /// Every device, file first then runtime, each in its order.
+    var devices: [Registered] {
+        let all = registry.withLock { Array($0.values) }
+        let fileOrder = configuration.devices.map(\.id)
+        let runtimeOrder = ((try? store.runtimeDevices()) ?? []).map(\.id)
+        func rank(_ r: Registered) -> Int {
+            (r.source == .file ? fileOrder.firstIndex(of: r.config.id) : runtimeOrder.firstIndex(of: r.config.id).map { $0 + 100_000 }) ?? 200_000
+        }
+        return all.sorted { (rank($0), $0.config.id) < (rank($1), $1.config.id) }
+    }
+
+    var deviceConfigs: [DeviceConfig] { devices.map(\.config) }
+
+    func session(_ id: String) -> DeviceSession? { registry.withLock { $0[id]?.session } }
+
+    /// Runs until cancelled: announces the bridge, resumes the outbox, runs every device session
+    /// (and those added later); on cancellation publishes `offline` and closes the links.
     public func run() async {
-        let configured = Set(configuration.devices.map(\.id))
+        let current = deviceConfigs
+        let configured = Set(current.map(\.id))
         let gone = ((try? store.devices()) ?? []).filter { !configured.contains($0.id) }
         if let discovery {
             // Withdraw what was published before and is configured no more (a device, or a mapping
@@ -86,29 +195,22 @@ public final class Bridge: Sendable {
                 d.address = r.address
                 return d
             }.flatMap { discovery.messages(for: [$0]).map(\.topic) })
-            for m in discovery.removals(previous: previous, current: configuration.devices) { mqtt.send(m) }
-            try? store.replaceDiscoveryTopics(Set(discovery.messages(for: configuration.devices).map(\.topic)))
+            for m in discovery.removals(previous: previous, current: current) { mqtt.send(m) }
+            try? store.replaceDiscoveryTopics(Set(discovery.messages(for: current).map(\.topic)))
         }
         for r in gone { try? store.removeDevice(r.id) }
-        let known = Dictionary(((try? store.devices()) ?? []).map { ($0.id, $0) }, uniquingKeysWith: { a, _ in a })
-        for device in configuration.devices {
-            // Pairing and last-seen survive restarts; an address change means another device.
-            let old = known[device.id].flatMap { $0.address == device.address ? $0 : nil }
-            try? store.upsertDevice(DeviceRecord(id: device.id, address: device.address, profile: device.profile.rawValue, name: device.name,
-                                                 paired: old?.paired ?? false, lastSeen: old?.lastSeen))
-        }
+        for device in current { registerInStore(device) }
         announce()
         resumeOutbox()
         await withDiscardingTaskGroup { group in
-            for session in sessions.values {
-                group.addTask { await session.run() }
+            for r in registry.withLock({ Array($0.values) }) {
+                group.addTask { await r.session.run() }
             }
             group.addTask {
                 // One ticker for every session (one timer wake-up per tick, not one per device).
-                let all = Array(self.sessions.values)
                 while !Task.isCancelled {
                     try? await self.sleep(self.tick)
-                    for s in all { s.tickNow() }
+                    for s in self.registry.withLock({ $0.values.map(\.session) }) { s.tickNow() }
                 }
             }
             group.addTask {
@@ -118,59 +220,122 @@ public final class Bridge: Sendable {
                     await self.publishHealth()
                 }
             }
+            group.addTask {
+                // Registry changes, one at a time (device/add waits for its link meanwhile).
+                for await change in self.changes { await change() }
+            }
+            // Sessions added at runtime join the group; the stream ends when the bridge is cancelled.
+            for await spawn in spawns {
+                switch spawn {
+                case let .session(session): group.addTask { await session.run() }
+                case let .job(job): group.addTask { await job() }
+                }
+            }
+            group.cancelAll()
         }
+        await stopScan()
         mqtt.send(OutboundMessage(topic: topics.bridgeState, json: ["state": "offline"], qos: 1, retain: true))
+    }
+
+    /// Keeps the store's registry row of a device (pairing and last-seen survive restarts; an
+    /// address change means another device).
+    func registerInStore(_ device: DeviceConfig) {
+        let old = ((try? store.devices()) ?? []).first { $0.id == device.id }.flatMap { $0.address == device.address ? $0 : nil }
+        try? store.upsertDevice(DeviceRecord(id: device.id, address: device.address, profile: device.profile.rawValue, name: device.name,
+                                             paired: old?.paired ?? false, lastSeen: old?.lastSeen))
     }
 
     /// Publishes the bridge's retained topics (at start, and again after the broker came back).
     public func announce() {
         mqtt.send(OutboundMessage(topic: topics.bridgeState, json: ["state": "online"], qos: 1, retain: true))
-        var info = JSONObject()
-        info["version"] = .string(version)
-        info["base_topic"] = .string(topics.base)
-        info["adapter"] = .string(configuration.bluetooth.adapter)
-        info["devices"] = .int(Int64(configuration.devices.count))
+        publishInfo()
+        publishDevices()
+        publishDiscovery()
+    }
+
+    /// `bridge/info` (retained): version, configuration summary (no secrets), devices.
+    func publishInfo() {
         mqtt.send(OutboundMessage(topic: topics.bridgeInfo, json: .object(info), qos: 1, retain: true))
-        let devices: [JSONValue] = configuration.devices.map { d in
+    }
+
+    var info: JSONObject {
+        let c = configuration
+        let all = devices
+        var o = JSONObject()
+        o["version"] = .string(version)
+        o["base_topic"] = .string(topics.base)
+        o["adapter"] = .string(c.bluetooth.adapter)
+        o["log_level"] = .string(logLevel.withLock { $0 }.rawValue)
+        if let f = control.configurationFile { o["config_file"] = .string(f) }
+        o["devices"] = .int(Int64(all.count))
+        o["devices_from_file"] = .int(Int64(all.filter { $0.source == .file }.count))
+        o["devices_from_mqtt"] = .int(Int64(all.filter { $0.source == .mqtt }.count))
+        o["uptime_s"] = .int((ContinuousClock.now - started).components.seconds)
+        o["mqtt"] = ["host": .string(c.mqtt.host), "port": .int(Int64(c.mqtt.port)), "client_id": .string(c.mqtt.clientID),
+                     "protocol": .string(c.mqtt.protocolVersion.rawValue), "tls": .bool(c.mqtt.useTLS)]
+        o["homeassistant"] = ["enabled": .bool(c.homeAssistant.enabled), "discovery_prefix": .string(c.homeAssistant.discoveryPrefix)]
+        o["scanning"] = .bool(scanning.withLock { $0.scan != nil })
+        o["restart_required"] = .array(restartRequired.withLock { $0 }.map { .string($0) })
+        return o
+    }
+
+    /// `bridge/devices` (retained): every device with where it comes from, pairing and last seen.
+    func publishDevices() {
+        mqtt.send(OutboundMessage(topic: topics.bridgeDevices, json: devicesJSON, qos: 1, retain: true))
+    }
+
+    var devicesJSON: JSONValue {
+        let records = Dictionary(((try? store.devices()) ?? []).map { ($0.id, $0) }, uniquingKeysWith: { a, _ in a })
+        return .array(devices.map { r in
+            let d = r.config
             var o = JSONObject()
             o["id"] = .string(d.id)
             if let n = d.name { o["name"] = .string(n) }
             if let a = d.address { o["address"] = .string(a) }
+            if let p = d.namePattern { o["name_pattern"] = .string(p) }
             o["profile"] = .string(d.profile.rawValue)
+            o["source"] = .string(r.source.rawValue)
+            o["paired"] = .bool(records[d.id]?.paired ?? false)
+            if let seen = records[d.id]?.lastSeen { o["last_seen"] = .string(seen.iso8601) }
+            if d.profile == .custom { o["topics"] = .array(d.characteristics.map { .string($0.topic) }) }
             return .object(o)
-        }
-        mqtt.send(OutboundMessage(topic: topics.bridgeDevices, json: .array(devices), qos: 1, retain: true))
-        publishDiscovery()
+        })
     }
 
     func publishDiscovery() {
         guard let discovery else { return }
-        for m in discovery.messages(for: configuration.devices) { mqtt.send(m) }
+        for m in discovery.messages(for: deviceConfigs) { mqtt.send(m) }
     }
 
     /// `<base>/bridge/health` (QoS 0, not retained): uptime, memory, counters, per-device link
     /// state and queue depth.
     public func publishHealth() async {
+        mqtt.send(OutboundMessage(topic: topics.bridgeHealth, json: .object(await health()), qos: 0, retain: false))
+    }
+
+    func health() async -> JSONObject {
         var o = JSONObject()
         o["uptime_s"] = .int((ContinuousClock.now - started).components.seconds)
         if let rss = residentMemoryBytes() { o["rss_bytes"] = .int(Int64(rss)) }
         o.merge(counters.json)
         var devices = JSONObject()
-        for id in sessions.keys.sorted() { devices[id] = await sessions[id]!.health() }
+        let all = registry.withLock { $0 }
+        for id in all.keys.sorted() { devices[id] = await all[id]!.session.health() }
         o["devices"] = .object(devices)
-        mqtt.send(OutboundMessage(topic: topics.bridgeHealth, json: .object(o), qos: 0, retain: false))
+        return o
     }
 
     /// The broker came back (the client reconnected): republish retained state.
     public func brokerReconnected() async {
         announce()
-        for s in sessions.values { await s.republish() }
+        for s in registry.withLock({ $0.values.map(\.session) }) { await s.republish() }
     }
 
-    /// Commands left in the outbox by a previous run: `sent` ones end `error` (interrupted —
-    /// at-most-once), queued ones go back to their device (or expire).
-    func resumeOutbox() {
-        guard let pending = try? store.pendingCommands() else { return }
+    /// Commands left in the outbox by a previous run (or by a session that was replaced):
+    /// `sent` ones end `error` (interrupted — at-most-once), queued ones go back to their device
+    /// (or expire).
+    func resumeOutbox(for device: String? = nil) {
+        guard let pending = try? store.pendingCommands(for: device) else { return }
         for entry in pending {
             let body = (try? JSONValue(parsing: entry.command))?.objectValue
             var cmd = PendingCommand(payload: .command(body ?? [:]), outboxID: entry.id,
@@ -180,16 +345,14 @@ public final class Bridge: Sendable {
             if let w = body?["write"]?.stringValue, let p = body?["payload"]?.stringValue {
                 cmd.payload = .write(topic: w, payload: Array(p.utf8))
             }
-            guard let session = sessions[entry.deviceID], body != nil else {
+            guard let session = session(entry.deviceID), body != nil else {
                 if let id = entry.id { try? store.removeCommand(id) }
                 continue
             }
             if entry.status == .sent {
                 if let id = entry.id { try? store.removeCommand(id) }
-                SessionOutput(topics: topics, gate: ConnectGate(), history: (0, .zero), mqtt: mqtt, store: store, stateQoS: 1,
-                              retainState: true, logger: logger, counters: counters, sleep: sleep)
-                    .respond(cmd, device: entry.deviceID, .error,
-                             error: CommandError(.interrupted, "the bridge stopped after the command was written (not repeated)"))
+                output.respond(cmd, device: entry.deviceID, .error,
+                               error: CommandError(.interrupted, "the bridge stopped after the command was written (not repeated)"))
             } else {
                 session.submit(cmd)
             }
@@ -245,7 +408,7 @@ public final class Bridge: Sendable {
     }
 
     func session(_ device: String, _ m: InboundMessage) -> DeviceSession? {
-        if let s = sessions[device] { return s }
+        if let s = session(device) { return s }
         reject(device: nil, m, transaction: nil, error: CommandError(.unknownDevice, "no device '\(device)' is configured"))
         return nil
     }
@@ -264,22 +427,6 @@ public final class Bridge: Sendable {
 
     func ignoreRetained(_ m: InboundMessage) {
         logger.info("ignoring a retained command", metadata: ["topic": "\(m.topic)"])
-    }
-
-    func handleBridgeRequest(_ operation: String, _ m: InboundMessage) {
-        let request = (try? JSONValue(parsing: m.payload))?.objectValue ?? [:]
-        var response: JSONObject = [:]
-        switch operation {
-        case "devices", "info":
-            announce()
-            response["status"] = "ok"
-        default:
-            response["status"] = "error"
-            response["error"] = .string("unknown bridge request '\(operation)'")
-        }
-        if let t = request["transaction"] { response["transaction"] = t }
-        let topic = m.responseTopic ?? topics.bridgeResponse(operation)
-        mqtt.send(OutboundMessage(topic: topic, json: .object(response), qos: 1, retain: false, correlationData: m.correlationData))
     }
 }
 

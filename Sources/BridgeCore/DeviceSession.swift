@@ -75,6 +75,19 @@ actor DeviceSession {
         case tick
         /// The writes (and the read) of the GATT operation `sequence` finished.
         case written(sequence: UInt64, Result<[UInt8]?, BLEError>)
+        /// Stop the session (device removed, renamed or reconfigured): `error` ends the queued
+        /// commands (nil: they stay in the outbox for the session that replaces this one).
+        case stop(error: CommandError?, done: CheckedContinuation<Void, Never>)
+        /// Someone waits for the link (``waitForLink(timeout:)``).
+        case waitForLink(deadline: ContinuousClock.Instant, CheckedContinuation<LinkWait, Never>)
+    }
+
+    /// How a wait for the link ended.
+    enum LinkWait: Sendable, Equatable {
+        case up
+        /// The deadline passed; the last connect error, if any.
+        case timedOut(BLEError?)
+        case stopped
     }
 
     /// A GATT operation handed to the session's writer task.
@@ -126,6 +139,12 @@ actor DeviceSession {
     var nextKeepAlive: ContinuousClock.Instant?
     /// When each of the driver's polls is due next (nil while the link is down).
     var nextPolls: [ContinuousClock.Instant] = []
+    /// Waiting for the link (``waitForLink(timeout:)``), with their deadlines.
+    var linkWaiters: [(deadline: ContinuousClock.Instant, continuation: CheckedContinuation<LinkWait, Never>)] = []
+    /// Why the last connect attempt failed (cleared at link up).
+    var lastConnectError: BLEError?
+    /// Resumed once the session has stopped (its link closed).
+    var stopped: [CheckedContinuation<Void, Never>] = []
 
     init(config: DeviceConfig, driver: any DeviceDriver, central: any BLECentral, output: SessionOutput,
          initialState: JSONObject, reconnect: (min: Duration, max: Duration),
@@ -152,13 +171,29 @@ actor DeviceSession {
     /// The bridge's ticker: deadlines, timeouts, keep-alives and polls are checked now.
     nonisolated func tickNow() { sink.yield(.tick) }
 
-    /// Runs until cancelled: keeps the link, processes commands and notifications. Ticks come
-    /// from the bridge's one ticker (``tick()``), not from a timer per session.
+    /// Stops the session and returns once its link is closed. `error` ends the queued commands;
+    /// nil leaves them in the outbox for the session that replaces this one.
+    nonisolated func stop(failingQueuedWith error: CommandError?) async {
+        await withCheckedContinuation { sink.yield(.stop(error: error, done: $0)) }
+    }
+
+    /// Waits until the link is up (at once when it is), the deadline passes, or the session stops.
+    nonisolated func waitForLink(timeout: Duration) async -> LinkWait {
+        await withCheckedContinuation { sink.yield(.waitForLink(deadline: .now + timeout, $0)) }
+    }
+
+    /// Runs until cancelled or stopped: keeps the link, processes commands and notifications.
+    /// Ticks come from the bridge's one ticker (``tick()``), not from a timer per session.
     func run() async {
         await withDiscardingTaskGroup { group in
             group.addTask { await self.maintainLink() }
             group.addTask { await self.runWrites() }
             for await event in events {
+                if case let .stop(error, done) = event {
+                    stopped.append(done)
+                    stopQueued(error)
+                    break
+                }
                 await handle(event)
                 if Task.isCancelled { break }
             }
@@ -166,6 +201,30 @@ actor DeviceSession {
             group.cancelAll()
         }
         await shutdown()
+        for w in linkWaiters { w.continuation.resume(returning: .stopped) }
+        linkWaiters = []
+        // Events that came after the stop: their commands and waiters must not hang.
+        sink.finish()
+        for await event in events {
+            switch event {
+            case let .stop(_, done): done.resume()
+            case let .waitForLink(_, c): c.resume(returning: .stopped)
+            case let .command(cmd): output.respond(cmd, device: id, .error, error: CommandError(.unknownDevice, "\(id) was removed"))
+            default: break
+            }
+        }
+        for done in stopped { done.resume() }
+        stopped = []
+    }
+
+    /// The queued commands when the session stops: ended with `error`, or left in the outbox.
+    func stopQueued(_ error: CommandError?) {
+        if let f = inFlight {
+            inFlight = nil
+            finish(f.command, .error, error: CommandError(.interrupted, "\(id) was stopped after the command was written (not repeated)"))
+        }
+        if let error { for cmd in queue where !cmd.isInternal { finish(cmd, .error, error: error) } }
+        queue = []
     }
 
     /// The writer task: performs each GATT operation's writes (and read) in turn and reports the
@@ -225,7 +284,11 @@ actor DeviceSession {
         case let .linkUp(l): linkUp(l)
         case let .linkDown(reason): linkDown(reason)
         case let .connectFailed(error):
+            lastConnectError = error
             output.logger.debug("connect failed", metadata: ["device": "\(id)", "error": "\(error)"])
+        case let .waitForLink(deadline, c):
+            if link != nil { c.resume(returning: .up) } else { linkWaiters.append((deadline, c)) }
+        case .stop: break  // taken by run()
         case let .notification(n): process(driver.receive(n), from: n)
         case .tick: tick()
         case let .written(sequence, result): written(sequence, result)
@@ -287,6 +350,7 @@ actor DeviceSession {
 
     func linkUp(_ l: any BLELink) {
         link = l
+        lastConnectError = nil
         lastGoodExchange = .now
         if l.pairedOnConnect {
             // A first pairing: the registry remembers it, the driver finishes it (GoPro §2).
@@ -304,6 +368,8 @@ actor DeviceSession {
         setAvailable(true)
         try? output.store.markSeen(id, at: Date())
         output.event("device_connected", device: id)
+        for w in linkWaiters { w.continuation.resume(returning: .up) }
+        linkWaiters = []
     }
 
     func linkDown(_ reason: String) {
@@ -323,6 +389,11 @@ actor DeviceSession {
 
     func tick() {
         let now = Date()
+        if !linkWaiters.isEmpty {
+            let instant = ContinuousClock.now
+            for w in linkWaiters where w.deadline <= instant { w.continuation.resume(returning: .timedOut(lastConnectError)) }
+            linkWaiters.removeAll { $0.deadline <= instant }
+        }
         // Queue deadlines.
         var kept: [PendingCommand] = []
         for cmd in queue {

@@ -14,13 +14,13 @@ public struct Topics: Sendable, Equatable {
         case get(device: String)
         /// `<base>/<device>/<characteristic>/write` — a raw write through that mapping's codec.
         case write(device: String, characteristic: String)
-        /// `<base>/bridge/request/<op>`.
+        /// `<base>/bridge/request/<op>`; `op` may have levels (`device/add`, `config/reload`).
         case bridgeRequest(operation: String)
     }
 
     /// The filters the bridge subscribes to.
     public var subscriptions: [String] {
-        ["\(base)/+/set", "\(base)/+/set/+", "\(base)/+/get", "\(base)/+/+/write", "\(base)/bridge/request/+"]
+        ["\(base)/+/set", "\(base)/+/set/+", "\(base)/+/get", "\(base)/+/+/write", "\(base)/bridge/request/#"]
     }
 
     /// Routes an inbound topic; nil for topics that are not ours to act on (including our own
@@ -30,7 +30,7 @@ public struct Topics: Sendable, Equatable {
         let parts = topic.dropFirst(base.count + 1).split(separator: "/", omittingEmptySubsequences: false).map(String.init)
         guard parts.allSatisfy({ !$0.isEmpty }) else { return nil }
         if parts.first == "bridge" {
-            if parts.count == 3, parts[1] == "request" { return .bridgeRequest(operation: parts[2]) }
+            if parts.count >= 3, parts[1] == "request" { return .bridgeRequest(operation: parts[2...].joined(separator: "/")) }
             return nil
         }
         switch parts.count {
@@ -52,5 +52,7 @@ public struct Topics: Sendable, Equatable {
     public var bridgeDevices: String { "\(base)/bridge/devices" }
     public var bridgeEvent: String { "\(base)/bridge/event" }
     public var bridgeHealth: String { "\(base)/bridge/health" }
+    /// Devices seen by `bridge/request/scan`.
+    public var bridgeScan: String { "\(base)/bridge/scan" }
     public func bridgeResponse(_ operation: String) -> String { "\(base)/bridge/response/\(operation)" }
 }

@@ -70,7 +70,7 @@ import Testing
             let avail = try await h.mqtt.wait(for: "gatt2mqtt/dev/availability")
             #expect(avail[0].text == #"{"state":"online"}"# && avail[0].qos == 1 && avail[0].retain)
             let devices = try await h.mqtt.wait(for: "gatt2mqtt/bridge/devices")
-            #expect(devices[0].text == #"[{"id":"dev","address":"C0:FF:EE:00:00:09","profile":"custom"}]"# && devices[0].retain)
+            #expect(devices[0].text == #"[{"id":"dev","address":"C0:FF:EE:00:00:09","profile":"custom","source":"file","paired":false,"topics":["reading"]}]"# && devices[0].retain, "\(devices[0].text)")
         }
         #expect(h.mqtt.messages("gatt2mqtt/bridge/state").last?.text == #"{"state":"offline"}"#)
     }
@@ -177,7 +177,7 @@ import Testing
     /// `offline.deadline: 1500ms` means 1.5 s, not 1 s (the sub-second part was dropped).
     @Test func subSecondDeadlineIsKept() throws {
         let h = try Harness(deadline: .milliseconds(1500), present: false)
-        let session = try #require(h.bridge.sessions["dev"])
+        let session = try #require(h.bridge.session("dev"))
         let before = Date()
         let cmd = h.bridge.pending(.command(["command": "ping"]), nil, InboundMessage(topic: "gatt2mqtt/dev/set", payload: []), session)
         let wait = cmd.deadline.timeIntervalSince(before)

@@ -11,6 +11,9 @@ import Testing
         #expect(t.route("gatt2mqtt/camera/get") == .get(device: "camera"))
         #expect(t.route("gatt2mqtt/hrm/heart_rate/write") == .write(device: "hrm", characteristic: "heart_rate"))
         #expect(t.route("gatt2mqtt/bridge/request/restart") == .bridgeRequest(operation: "restart"))
+        #expect(t.route("gatt2mqtt/bridge/request/device/add") == .bridgeRequest(operation: "device/add"))
+        #expect(t.route("gatt2mqtt/bridge/request/config/reload") == .bridgeRequest(operation: "config/reload"))
+        #expect(t.route("gatt2mqtt/bridge/request/device//add") == nil)
     }
 
     @Test func ignoresOwnOutputAndForeignTopics() {
@@ -23,7 +26,7 @@ import Testing
 
     @Test func subscriptionsCoverEveryRoute() {
         #expect(t.subscriptions == ["gatt2mqtt/+/set", "gatt2mqtt/+/set/+", "gatt2mqtt/+/get", "gatt2mqtt/+/+/write",
-                                    "gatt2mqtt/bridge/request/+"])
+                                    "gatt2mqtt/bridge/request/#"])
         #expect(Topics(base: "home/ble").route("home/ble/cam/set") == .set(device: "cam"))
     }
 }
