@@ -74,6 +74,7 @@ let package = Package(
             dependencies: [
                 "BridgeCore", "BridgeConfig", "BridgeStore", "DeviceProfiles", "Mosquitto", "BinaryCoding", "BlueZ", "DBus", "Reactor",
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -89,7 +90,7 @@ let package = Package(
         .executableTarget(
             name: "gatt2mqtt",
             dependencies: [
-                "BinaryCoding", "CapsCodec", "GoProCodec", "GattLayout", "BridgeConfig", "BridgeRuntime", "BlueZ", "BlueZSimulator", "DeviceSimulators", "PeripheralServer", "DBus", "Reactor",
+                "BinaryCoding", "CapsCodec", "GoProCodec", "GattLayout", "BridgeConfig", "BridgeCore", "BridgeRuntime", "BlueZ", "BlueZSimulator", "DeviceSimulators", "PeripheralServer", "DBus", "Reactor",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Yams", package: "Yams"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

@@ -23,9 +23,12 @@ public struct BridgeControl: Sendable {
     public var restart: (@Sendable () -> Void)?
     /// The configuration file, for `bridge/info` and the errors that say to edit it.
     public var configurationFile: String?
+    /// The log level at start when not the file's (`gatt2mqtt run --log-level`).
+    public var logLevel: LogLevel?
 
     public init(reloadConfiguration: (@Sendable () throws -> Configuration)? = nil, setLogLevel: (@Sendable (LogLevel) -> Void)? = nil,
-                restart: (@Sendable () -> Void)? = nil, configurationFile: String? = nil) {
+                restart: (@Sendable () -> Void)? = nil, configurationFile: String? = nil, logLevel: LogLevel? = nil) {
+        self.logLevel = logLevel
         self.reloadConfiguration = reloadConfiguration
         self.setLogLevel = setLogLevel
         self.restart = restart
@@ -115,7 +118,7 @@ public final class Bridge: Sendable {
         self.logger = logger
         self.version = version
         self.connectAttempt = connectAttempt
-        logLevel = Mutex(configuration.logLevel)
+        logLevel = Mutex(control.logLevel ?? configuration.logLevel)
         discovery = configuration.homeAssistant.enabled
             ? HomeAssistantDiscovery(prefix: configuration.homeAssistant.discoveryPrefix, topics: topics, version: version) : nil
         output = SessionOutput(topics: topics, gate: ConnectGate(),

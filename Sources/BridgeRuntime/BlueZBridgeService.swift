@@ -1,5 +1,6 @@
 import BlueZ
 import BridgeConfig
+import BridgeCore
 import Logging
 import Reactor
 import ServiceLifecycle
@@ -14,9 +15,11 @@ public struct BlueZBridgeService: Service {
     let configuration: Configuration
     let logger: Logger
     let busAddress: String?
+    let control: BridgeControl
 
-    public init(configuration: Configuration, logger: Logger) {
+    public init(configuration: Configuration, logger: Logger, control: BridgeControl = BridgeControl()) {
         self.configuration = configuration
+        self.control = control
         self.logger = logger
         busAddress = configuration.bluetooth.busAddress
     }
@@ -32,7 +35,7 @@ public struct BlueZBridgeService: Service {
             try await BridgeService(configuration: configuration, central: BlueZCentral(client: client, adapter: adapter,
                                                                                              notifyMethod: configuration.bluetooth.notify == .start ? .startNotify : .automatic,
                                                                                              onRecovery: { [logger] in logger.warning("\($0)") }),
-                                    logger: logger, loop: loop).run()
+                                    logger: logger, loop: loop, control: control).run()
         }
     }
 }

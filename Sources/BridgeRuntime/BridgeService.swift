@@ -8,6 +8,7 @@ import Logging
 import Mosquitto
 import Reactor
 import ServiceLifecycle
+import UnixSignals
 
 /// Errors that stop the bridge from starting, each saying what to fix.
 public struct StartupError: Error, CustomStringConvertible {
@@ -25,11 +26,15 @@ public struct BridgeService: Service {
     let logger: Logger
     let databasePath: String
     let loop: EventLoop?
+    let control: BridgeControl
 
     /// - Parameter loop: the event loop to run on (the MQTT client on it, the bridge's tasks
     ///   preferring it, waits on its timers); nil: the MQTT client's own thread and the task pool.
-    public init(configuration: Configuration, central: any BLECentral, logger: Logger, loop: EventLoop? = nil) {
+    /// - Parameter control: restart, reload and log-level hooks for the bridge's requests.
+    public init(configuration: Configuration, central: any BLECentral, logger: Logger, loop: EventLoop? = nil,
+                control: BridgeControl = BridgeControl()) {
         self.configuration = configuration
+        self.control = control
         self.central = central
         self.logger = logger
         self.loop = loop
@@ -90,7 +95,7 @@ public struct BridgeService: Service {
         let clock = { @Sendable () -> UInt64 in UInt64(Date().timeIntervalSince1970 * 1e9) }
         let bridge = try Bridge(configuration: configuration, store: store, mqtt: port, central: central,
                                 drivers: { try makeDriver(for: $0, now: clock) }, logger: logger,
-                                sleep: loop.map { loop in Sleep { try await loop.sleep(for: $0) } } ?? .task)
+                                sleep: loop.map { loop in Sleep { try await loop.sleep(for: $0) } } ?? .task, control: control)
         var subscriptions: [MQTTSubscription] = []
         for filter in bridge.subscriptions {
             // Handed to the bridge where the message arrives (the event loop, or the MQTT network
@@ -110,6 +115,10 @@ public struct BridgeService: Service {
 
         await withDiscardingTaskGroup { group in
             group.addTask { await port.run() }
+            group.addTask {
+                // SIGHUP: reload the configuration file (as bridge/request/config/reload).
+                for await _ in await UnixSignalsSequence(trapping: .sighup) { bridge.reloadConfiguration() }
+            }
             for s in subscriptions {
                 group.addTask { for await _ in s {} }  // ends with the subscription
             }

@@ -3,6 +3,8 @@ import BridgeRuntime
 import Foundation
 import Logging
 import ServiceLifecycle
+import BridgeConfig
+import BridgeCore
 
 /// `gatt2mqtt run`: the bridge. Graceful shutdown on SIGTERM/SIGINT (offline published,
 /// outbox persisted, links closed).
@@ -22,16 +24,34 @@ struct RunCommand: AsyncParsableCommand {
         let configuration = try loadConfiguration(config)
         let name = logLevel ?? configuration.logLevel.rawValue
         guard let level = Logger.Level(rawValue: name) else { throw CLIError("--log-level: '\(name)' is not a level") }
-        LoggingSystem.bootstrap { label in
-            var h = StreamLogHandler.standardError(label: label)
-            h.logLevel = level
-            return h
-        }
+        let logging = RuntimeLogLevel(level)
+        logging.bootstrap()
         let logger = Logger(label: "gatt2mqtt")
+        let restart = RestartRequest()
+        let path = config
+        let control = BridgeControl(
+            reloadConfiguration: { try loadConfiguration(path) },
+            setLogLevel: { logging.current = $0.loggerLevel },
+            restart: { restart.request() },
+            configurationFile: path, logLevel: LogLevel(rawValue: name))
         // Waits (retrying, one fix line per problem) until the bus, org.bluez and the adapter are ready.
-        let service = BlueZBridgeService(configuration: configuration, logger: logger)
+        let service = BlueZBridgeService(configuration: configuration, logger: logger, control: control)
         let group = ServiceGroup(configuration: .init(
             services: [service], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
-        try await group.run()
+        try await withThrowingDiscardingTaskGroup { tasks in
+            tasks.addTask {
+                for await _ in restart.requests {
+                    logger.notice("restarting (bridge/request/restart)")
+                    await group.triggerGracefulShutdown()
+                    break
+                }
+            }
+            try await group.run()
+            tasks.cancelAll()
+        }
+        if restart.isRequested {
+            let error = RestartRequest.reexecute()
+            throw CLIError("restart: execv(/proc/self/exe) failed: \(String(cString: strerror(error)))")
+        }
     }
 }
