@@ -1,0 +1,165 @@
+import BinaryCoding
+import BridgeConfig
+import BridgeStore
+import Foundation
+import Synchronization
+import Testing
+@testable import BridgeCore
+
+/// A fake central with the adapter's management side: a scripted scan, pair and forget recorded.
+final class FakeAdapterCentral: BLECentral, BLEAdapterControl {
+    let inner: FakeCentral
+    let advertisements: [Advertisement]
+    let log = CallLog()
+    init(_ inner: FakeCentral, advertisements: [Advertisement] = []) {
+        self.inner = inner
+        self.advertisements = advertisements
+    }
+
+    func connect(address: String, notify: [CharacteristicID], timeout: Duration) async throws(BLEError) -> any BLELink {
+        try await inner.connect(address: address, notify: notify, timeout: timeout)
+    }
+
+    func scan() async throws(BLEError) -> BLEScan {
+        log.add("scan")
+        let (stream, continuation) = AsyncStream.makeStream(of: Advertisement.self)
+        for ad in advertisements { continuation.yield(ad) }
+        return BLEScan(advertisements: stream, stop: { [log] in
+            log.add("stop")
+            continuation.finish()
+        })
+    }
+
+    func pair(address: String, timeout: Duration) async throws(BLEError) { log.add("pair \(address)") }
+    func forget(address: String) async throws(BLEError) { log.add("forget \(address)") }
+}
+
+final class CallLog: Sendable {
+    let storage = Mutex<[String]>([])
+    func add(_ call: String) { storage.withLock { $0.append(call) } }
+    var calls: [String] { storage.withLock { $0 } }
+}
+
+/// `bridge/request/…` over fakes: the registry, its persistence and precedence, the scan's guess.
+@Suite struct BridgeRequestTests {
+    static let fileDevice: DeviceConfig = {
+        var d = DeviceConfig(id: "dev", profile: .custom)
+        d.address = "C0:FF:EE:00:00:09"
+        d.characteristics = [CharacteristicMapping(uuid: "FFF2", codec: .raw, directions: [.notify], topic: "reading")]
+        return d
+    }()
+
+    static let strap = Advertisement(address: "C0:FF:EE:00:00:0A", name: "Strap", rssi: -60,
+                                     serviceUUIDs: ["0000180d-0000-1000-8000-00805f9b34fb", "0000180f-0000-1000-8000-00805f9b34fb"])
+
+    static func bridge(_ store: BridgeStore, _ mqtt: FakeMQTT, central: FakeAdapterCentral, devices: [DeviceConfig] = [fileDevice]) throws -> Bridge {
+        var config = Configuration()
+        config.mqtt.reconnectMin = .milliseconds(20)
+        config.mqtt.reconnectMax = .milliseconds(40)
+        config.devices = devices
+        return try Bridge(configuration: config, store: store, mqtt: mqtt, central: central, drivers: { _ in TestDriver() },
+                          tick: .milliseconds(10))
+    }
+
+    static func central() -> FakeAdapterCentral {
+        FakeAdapterCentral(FakeCentral(["C0:FF:EE:00:00:09": FakeDevice(), "C0:FF:EE:00:00:0A": FakeDevice()]), advertisements: [strap])
+    }
+
+    static func request(_ bridge: Bridge, _ mqtt: FakeMQTT, _ action: String, _ body: String) async throws -> JSONValue {
+        let before = mqtt.messages("gatt2mqtt/bridge/response/\(action)").count
+        bridge.handle(InboundMessage(topic: "gatt2mqtt/bridge/request/\(action)", payload: Array(body.utf8)))
+        let all = try await mqtt.wait(for: "gatt2mqtt/bridge/response/\(action)", count: before + 1, timeout: .seconds(5))
+        return try JSONValue(parsing: all[before].payload)
+    }
+
+    static func running(_ bridge: Bridge, _ body: () async throws -> Void) async throws {
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { await bridge.run() }
+            defer { group.cancelAll() }
+            try await body()
+        }
+    }
+
+    @Test func scanGuessAddsTheDeviceWhichSurvivesARestartAndYieldsToTheFile() async throws {
+        let store = try BridgeStore.inMemory()
+        let central = Self.central()
+        let mqtt = FakeMQTT()
+        let first = try Self.bridge(store, mqtt, central: central)
+        try await Self.running(first) {
+            let scan = try await Self.request(first, mqtt, "scan", #"{"seconds":5,"transaction":1}"#)
+            #expect(scan == ["status": "ok", "data": ["scanning": true, "seconds": 5.0], "transaction": 1])
+            let seen = try await mqtt.wait(for: "gatt2mqtt/bridge/scan")
+            #expect(seen[0].text == #"{"address":"C0:FF:EE:00:00:0A","name":"Strap","rssi":-60,"service_uuids":["180D","180F"],"manufacturer_data":{},"service_data":{},"configured":false,"profile_guess":"heart_rate","connected":false,"paired":false}"#)
+            let added = try await Self.request(first, mqtt, "device/add", #"{"id":"strap","address":"C0:FF:EE:00:00:0A"}"#)
+            #expect(added.objectValue?["status"] == "ok", "\(added.jsonText)")
+            #expect(added.objectValue?["data"]?.objectValue?["profile"] == "heart_rate")
+            let topics = added.objectValue?["data"]?.objectValue?["device"]?.objectValue?["characteristics"]?.arrayValue?.compactMap { $0.objectValue?["topic"]?.stringValue }
+            #expect(topics == ["heart_rate", "battery"], "the template, with battery since 180F is advertised")
+            let stop = try await Self.request(first, mqtt, "scan", #"{"seconds":0}"#)
+            #expect(stop.objectValue?["data"] == ["scanning": false])
+            #expect(central.log.calls == ["scan", "stop"])
+        }
+        #expect(try store.runtimeDevices().map(\.id) == ["strap"])
+
+        // A restart: the runtime device is back, after the file's.
+        let mqtt2 = FakeMQTT()
+        let second = try Self.bridge(store, mqtt2, central: Self.central())
+        try await Self.running(second) {
+            let devices = try await mqtt2.wait(for: "gatt2mqtt/bridge/devices")
+            let list = try JSONValue(parsing: devices[0].payload).arrayValue ?? []
+            #expect(list.map { $0.objectValue?["id"] } == ["dev", "strap"])
+            #expect(list.map { $0.objectValue?["source"] } == ["file", "mqtt"])
+            _ = try await mqtt2.wait(for: "gatt2mqtt/strap/availability")
+        }
+
+        // The file now has that address: the runtime device yields.
+        var fileStrap = DeviceConfig(id: "chest", profile: .custom)
+        fileStrap.address = "C0:FF:EE:00:00:0A"
+        fileStrap.characteristics = Self.fileDevice.characteristics
+        let third = try Self.bridge(store, FakeMQTT(), central: Self.central(), devices: [Self.fileDevice, fileStrap])
+        #expect(third.deviceConfigs.map(\.id) == ["dev", "chest"])
+        #expect(try store.runtimeDevices().isEmpty)
+    }
+
+    @Test func aDeviceThatNeverConnectsIsNotAdded() async throws {
+        let store = try BridgeStore.inMemory()
+        let mqtt = FakeMQTT()
+        let bridge = try Self.bridge(store, mqtt, central: Self.central())
+        try await Self.running(bridge) {
+            let r = try await Self.request(bridge, mqtt, "device/add",
+                                           #"{"id":"ghost","address":"C0:FF:EE:00:00:0F","profile":"battery","timeout":0.3}"#)
+            #expect(r.objectValue?["status"] == "error")
+            #expect(r.objectValue?["error"]?.stringValue?.hasPrefix("C0:FF:EE:00:00:0F was not connected within 0.3 s: not_found:") == true, "\(r.jsonText)")
+            #expect(r.objectValue?["error"]?.stringValue?.hasSuffix("; nothing was added") == true)
+            #expect(bridge.session("ghost") == nil)
+            #expect(try store.runtimeDevices().isEmpty && store.devices().map(\.id) == ["dev"])
+            // The bridge goes on: a command to the file's device still works.
+            bridge.handle(InboundMessage(topic: "gatt2mqtt/dev/set", payload: Array(#"{"command":"ping","value":4}"#.utf8)))
+            let ok = try await mqtt.wait(for: "gatt2mqtt/dev/response")
+            #expect(ok.last?.text.contains(#""status":"ok""#) == true)
+        }
+    }
+
+    @Test func fileDevicesAreRefusedAndPairingGoesToTheAdapter() async throws {
+        let store = try BridgeStore.inMemory()
+        let mqtt = FakeMQTT()
+        let central = Self.central()
+        let bridge = try Self.bridge(store, mqtt, central: central)
+        try await Self.running(bridge) {
+            let remove = try await Self.request(bridge, mqtt, "device/remove", #"{"id":"dev"}"#)
+            #expect(remove.objectValue?["error"]?.stringValue == "'dev' is defined in the configuration file: edit it there, then send config/reload (or SIGHUP)")
+            let unknown = try await Self.request(bridge, mqtt, "device/rename", #"{"from":"nobody","to":"x"}"#)
+            #expect(unknown.objectValue?["error"] == "from: no device 'nobody'")
+            let reload = try await Self.request(bridge, mqtt, "config/reload", "")
+            #expect(reload.objectValue?["error"] == "this bridge has no configuration file to reload")
+            let paired = try await Self.request(bridge, mqtt, "pair", #"{"id":"dev"}"#)
+            #expect(paired.objectValue?["data"] == ["id": "dev", "paired": true])
+            #expect(try store.devices().first?.paired == true)
+            let unpaired = try await Self.request(bridge, mqtt, "unpair", #"{"id":"dev"}"#)
+            #expect(unpaired.objectValue?["data"] == ["id": "dev", "paired": false])
+            #expect(central.log.calls == ["pair C0:FF:EE:00:00:09", "forget C0:FF:EE:00:00:09"])
+            let badKey = try await Self.request(bridge, mqtt, "pair", #"{"id":"dev","pin":1234}"#)
+            #expect(badKey.objectValue?["error"] == "unknown key 'pin' (expected id)")
+        }
+    }
+}
