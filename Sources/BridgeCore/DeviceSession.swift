@@ -209,7 +209,9 @@ actor DeviceSession {
             switch event {
             case let .stop(_, done): done.resume()
             case let .waitForLink(_, c): c.resume(returning: .stopped)
-            case let .command(cmd): output.respond(cmd, device: id, .error, error: CommandError(.unknownDevice, "\(id) was removed"))
+            case let .command(cmd):
+                let why = stopped.isEmpty ? "the bridge stopped before it took the command" : "\(id) was stopped (removed or reconfigured)"
+                output.respond(cmd, device: id, .error, error: CommandError(stopped.isEmpty ? .interrupted : .unknownDevice, why))
             default: break
             }
         }
