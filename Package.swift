@@ -124,7 +124,7 @@ let package = Package(
         ),
         .testTarget(
             name: "DeviceSimulatorsTests",
-            dependencies: ["DeviceSimulators", "BlueZSimulator", "GoProCodec", "CapsCodec", "BinaryCoding",
+            dependencies: ["DeviceSimulators", "BlueZSimulator", "GoProCodec", "CapsCodec", "BinaryCoding", "GattLayout",
                            .product(name: "SwiftProtobuf", package: "swift-protobuf")]
         ),
         .testTarget(
