@@ -125,7 +125,7 @@ let package = Package(
         ),
         .testTarget(
             name: "DeviceSimulatorsTests",
-            dependencies: ["DeviceSimulators", "BlueZSimulator", "GoProCodec", "CapsCodec", "BinaryCoding",
+            dependencies: ["DeviceSimulators", "BlueZSimulator", "GoProCodec", "CapsCodec", "BinaryCoding", "GattLayout",
                            .product(name: "SwiftProtobuf", package: "swift-protobuf")]
         ),
         .testTarget(

@@ -23,8 +23,11 @@ extension BLEError {
 /// BridgeCore's `BLECentral` over the BlueZ client, for one adapter (issue 4 §2).
 ///
 /// `connect` adopts a link BlueZ already has; a device BlueZ does not know yet is looked for with
-/// a short discovery (filtered by address) first. The bridge serialises connects per adapter
-/// (its `ConnectGate`), so this scan never overlaps another connect (behaviour 6).
+/// a short discovery (filtered by address) first — or, while a user scan runs (``scan()``), by
+/// waiting for it in that scan: bluetoothd keeps one discovery per D-Bus client, which the
+/// central shares (``SharedDiscovery``, docs/bluez.md "One discovery per client"). The bridge
+/// serialises connects per adapter (its `ConnectGate`), so look-ups never overlap another
+/// connect (behaviour 6).
 ///
 /// Pairing (spec/bluez.md behaviour 9, gopro.md §2): when the profile asks for it (`pair: true`,
 /// GoPro) and BlueZ says the device is not `Paired`, the central pairs right after the link is
@@ -42,6 +45,8 @@ public final class BlueZCentral: BLECentral {
     let halfOpen: Mutex<HalfOpenRecovery>
     /// Told (for the log) when the adapter is power-cycled to clear a half-open link.
     let onRecovery: @Sendable (String) -> Void
+    /// The one discovery this client may run on the adapter, shared by user scans and look-ups.
+    let discovery: SharedDiscovery
 
     public init(client: BlueZClient, adapter: BlueZAdapter, notifyMethod: NotifyMethod = .automatic,
                 halfOpenRecovery: HalfOpenRecovery = HalfOpenRecovery(),
@@ -52,6 +57,7 @@ public final class BlueZCentral: BLECentral {
         self.notifyMethod = notifyMethod
         halfOpen = Mutex(halfOpenRecovery)
         self.onRecovery = onRecovery
+        discovery = SharedDiscovery(client: client, adapter: adapter)
     }
 
     /// `Connect`, and the one recovery for a half-open link: after
@@ -94,18 +100,7 @@ public final class BlueZCentral: BLECentral {
         let start = ContinuousClock.now
         func left() -> Duration { max(.milliseconds(1), timeout - (ContinuousClock.now - start)) }
         do throws(BlueZError) {
-            var device = client.device(address, adapter: adapter)
-            if device == nil {
-                let scan = try await client.scan(adapter, filter: DiscoveryFilter(pattern: address.uppercased()))
-                do {
-                    device = try await client.waitForDevice(address, adapter: adapter, timeout: left())
-                    try await scan.stop()
-                } catch {
-                    try? await scan.stop()
-                    throw error
-                }
-            }
-            guard let device else { throw BlueZError.notFound("device \(address)") }
+            let device = try await discovery.lookUp(address, timeout: left())
             try await connectRecovering(device, timeout: left())
             var pairedNow = false
             if pair, !client.isPaired(device) {

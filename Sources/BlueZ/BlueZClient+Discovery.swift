@@ -117,6 +117,17 @@ public final class ScanSession: Sendable {
         try await client.call(adapter.path, BlueZClient.adapter1, "StopDiscovery")
     }
 
+    /// Ends ``devices`` without `StopDiscovery`, for a session bluetoothd already ended (the
+    /// adapter was powered off or bluetoothd went away: 5.66 `adapter_stop` drops every
+    /// discovery client). Idempotent; ``stop()`` afterwards does nothing.
+    func abandon() {
+        let already = stopped.withLock { s -> Bool in
+            defer { s = true }
+            return s
+        }
+        if !already { removeListener() }
+    }
+
     deinit { removeListener() }
 }
 
@@ -153,7 +164,10 @@ extension BlueZClient {
 
     /// Sets the discovery filter and starts discovery; devices arrive on the session's stream.
     /// Overlapping scans and connects on one adapter cause InProgress (behaviour 6): callers
-    /// serialise them.
+    /// serialise them. bluetoothd keeps **one** discovery session per D-Bus client: a second
+    /// `scan` on this client while one runs fails `in_progress` (5.66 `start_discovery`:
+    /// `InProgress` "Operation already in progress"); `BlueZCentral` shares one between its user
+    /// scans and connects (docs/bluez.md "One discovery per client").
     public func scan(_ adapter: BlueZAdapter, filter: DiscoveryFilter = DiscoveryFilter()) async throws(BlueZError) -> ScanSession {
         try await call(adapter.path, Self.adapter1, "SetDiscoveryFilter", [filter.dbusValue])
         let session = ScanSession(client: self, adapter: adapter)
@@ -164,6 +178,14 @@ extension BlueZClient {
             throw error
         }
         return session
+    }
+
+    /// Replaces this client's discovery filter (`Adapter1.SetDiscoveryFilter`). While this
+    /// client discovers, bluetoothd applies it to the running session at once (5.66
+    /// `set_discovery_filter` → `update_discovery_filter`): it can widen or narrow what the
+    /// client's ``ScanSession`` sees.
+    public func setDiscoveryFilter(_ adapter: BlueZAdapter, _ filter: DiscoveryFilter) async throws(BlueZError) {
+        try await call(adapter.path, Self.adapter1, "SetDiscoveryFilter", [filter.dbusValue])
     }
 
     /// Removes a device from BlueZ (`Adapter1.RemoveDevice`): unpairs and forgets it.

@@ -89,7 +89,11 @@ extension BlueZSimulator {
 
     /// Adapter1.SetDiscoveryFilter: the caller's filter (an empty one removes it, as in bluez
     /// doc/org.bluez.Adapter.rst); RSSI and Pathloss together are invalid (bluetoothd refuses them).
+    /// While the caller discovers, the filter applies to its running session at once (5.66
+    /// `set_discovery_filter` → `update_discovery_filter`): each client has one session and one
+    /// filter. A powered-off adapter answers `NotReady`, as 5.66 does before parsing.
     func setFilter(_ sender: String, _ raw: [String: DBusValue]) throws(DBusError) {
+        guard state.withLock({ $0.powered }) else { throw BlueZErrors.notReady }
         var f = Filter()
         f.isSet = !raw.isEmpty
         for (k, v) in raw {
@@ -119,7 +123,7 @@ extension BlueZSimulator {
             let f = s.filters[sender] ?? Filter()
             s.sessions[sender] = f
             var export: [String] = [], refresh: [String] = []
-            for (a, d) in s.devices where d.inRange && f.matches(d.device) {
+            for (a, d) in s.devices where d.inRange && f.matches(d.device) && s.reports(d.device) {
                 s.devices[a]!.removalGeneration += 1
                 if d.exported {
                     refresh.append(a)
@@ -172,12 +176,16 @@ extension BlueZSimulator {
         }
     }
 
+    /// Adapter1.RemoveDevice, checks in 5.66's order (`remove_device`): an unknown device is
+    /// `DoesNotExist`, then a powered-off adapter `NotReady`; a connected device is disconnected
+    /// first.
     func removeDevice(_ path: DBusObjectPath) throws(DBusError) {
-        let found = state.withLock { s -> (String, Bool)? in
+        let found = state.withLock { s -> (String, Bool, Bool)? in
             guard let a = s.byPath[path], let d = s.devices[a], d.exported else { return nil }
-            return (a, d.connected)
+            return (a, d.connected, s.powered)
         }
-        guard let (address, connected) = found else { throw BlueZErrors.doesNotExist }
+        guard let (address, connected, powered) = found else { throw BlueZErrors.doesNotExist }
+        guard powered else { throw BlueZErrors.notReady }
         if connected { linkDown(address, emit: false) }
         removeNow(address)
     }
@@ -209,7 +217,7 @@ extension BlueZSimulator {
             guard let self, !Task.isCancelled else { return }
             let still = self.state.withLock { s -> Bool in
                 guard let d = s.devices[address] else { return false }
-                let discoverable = d.inRange && s.sessions.values.contains { $0.matches(d.device) }
+                let discoverable = d.inRange && s.reports(d.device)
                 return d.removalGeneration == generation && !d.connected && d.connecting == nil && !d.paired
                     && !discoverable
             }

@@ -48,8 +48,8 @@ extension BlueZSimulator {
     }
 
     /// One advertisement from every device in range and not connected (a connected peripheral
-    /// stops advertising), as bluetoothd reports it: a device whose advertisement passes no
-    /// session's filter (UUIDs, Pattern, RSSI threshold) is ignored; a new one is exported
+    /// stops advertising), as bluetoothd reports it: a device whose advertisement the sessions'
+    /// filters do not let through (``State/reports(_:rssi:)``: Pattern, UUIDs, RSSI) is ignored; a new one is exported
     /// (InterfacesAdded); an exported one gets one `PropertiesChanged(Device1)` with `RSSI` (every
     /// advertisement when some client set a filter, else when it moved ``rssiDeltaThreshold``),
     /// `ManufacturerData` and `ServiceData` when they changed (every time with `DuplicateData`).
@@ -80,7 +80,7 @@ extension BlueZSimulator {
                 let ad = d.device.advertisement
                 let offset = jitter == 0 ? 0 : Int(s.random() % UInt64(2 * jitter + 1)) - jitter
                 let rssi = Int16(max(-127, min(20, Int(ad.rssi) + offset)))
-                guard s.sessions.values.contains(where: { $0.matches(d.device, rssi: rssi) }) else { continue }
+                guard s.reports(d.device, rssi: rssi) else { continue }
                 var u = Update(address: a, path: d.path, rssi: rssi)
                 guard d.exported else {
                     u.export = true

@@ -230,7 +230,7 @@ extension BlueZSimulator {
     func scheduleIfIdle(_ address: String) {
         let idle = state.withLock { s -> Bool in
             guard let d = s.devices[address], d.exported, !d.paired, !d.connected else { return false }
-            return !(d.inRange && s.sessions.values.contains { $0.matches(d.device) })
+            return !(d.inRange && s.reports(d.device))
         }
         if idle { scheduleRemoval(address) }
     }

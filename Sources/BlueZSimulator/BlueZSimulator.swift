@@ -199,6 +199,18 @@ public final class BlueZSimulator: Sendable {
         }
         var discovering: Bool { !sessions.isEmpty }
 
+        /// Whether bluetoothd 5.66 reports an advertisement of `d` (received at `rssi`) with the
+        /// discovery sessions running now. Two separate checks of `src/adapter.c`:
+        /// `device_is_discoverable` — as soon as **any** session has a `Pattern`, only devices
+        /// that some session's pattern matches are reported, to every client (so one client's
+        /// pattern hides the other devices from another client's unfiltered scan); and
+        /// `is_filter_match` — some session's UUIDs and RSSI let it through.
+        func reports(_ d: any SimulatedDevice, rssi: Int16? = nil) -> Bool {
+            let patterns = sessions.values.compactMap(\.pattern)
+            if !patterns.isEmpty, !patterns.contains(where: { Filter.pattern($0, matches: d) }) { return false }
+            return sessions.values.contains { $0.passes(d, rssi: rssi) }
+        }
+
         /// The next value of the jitter generator (SplitMix64).
         mutating func random() -> UInt64 {
             jitter &+= 0x9E37_79B9_7F4A_7C15
@@ -221,20 +233,32 @@ public final class BlueZSimulator: Sendable {
     /// DuplicateData decides whether unchanged advertising data is reported again.
     struct Filter: Sendable {
         var uuids: [String] = []
-        var pattern = ""
+        /// `Pattern`, nil when the client set none. As in bluetoothd 5.66 (`device_is_discoverable`),
+        /// a prefix of the address string (upper case, compared as given) or of the name; an empty
+        /// one matches every device.
+        var pattern: String?
         /// Advertisements weaker than this are not reported.
         var rssi: Int16?
         var duplicateData = false
         /// The client set a filter (bluetoothd then drops its RSSI delta threshold).
         var isSet = false
+
         /// Whether an advertisement of `d` received at `rssi` (default: the advertised RSSI)
-        /// passes this filter.
-        func matches(_ d: any SimulatedDevice, rssi received: Int16? = nil) -> Bool {
+        /// passes this filter's UUIDs and RSSI (5.66 `is_filter_match`, one client).
+        func passes(_ d: any SimulatedDevice, rssi received: Int16? = nil) -> Bool {
             if let rssi, (received ?? d.advertisement.rssi) < rssi { return false }
             if !uuids.isEmpty, Set(uuids).isDisjoint(with: d.advertisement.uuids) { return false }
-            if !pattern.isEmpty, !d.address.hasPrefix(pattern.uppercased()),
-               !(d.advertisement.name ?? "").hasPrefix(pattern) { return false }
             return true
+        }
+
+        /// Whether `d` passes this filter alone: UUIDs, RSSI and its own pattern.
+        func matches(_ d: any SimulatedDevice, rssi received: Int16? = nil) -> Bool {
+            guard passes(d, rssi: received) else { return false }
+            return pattern.map { Self.pattern($0, matches: d) } ?? true
+        }
+
+        static func pattern(_ p: String, matches d: any SimulatedDevice) -> Bool {
+            p.isEmpty || d.address.hasPrefix(p) || (d.advertisement.name.map { $0.hasPrefix(p) } ?? false)
         }
     }
 
@@ -328,7 +352,7 @@ public final class BlueZSimulator: Sendable {
             }
             s.devices[address] = d
             s.byPath[path] = address
-            return alreadyConnected || s.sessions.values.contains { $0.matches(device) }
+            return alreadyConnected || s.reports(device)
         }
         if exportNow { try wrap { () throws(DBusError) in try exportDevice(address, withRSSI: !alreadyConnected) } }
         if alreadyConnected { resolveServices(address, epoch: 1) }
@@ -340,7 +364,7 @@ public final class BlueZSimulator: Sendable {
         let (connected, discoverable) = try state.withLock { (s) throws(BlueZSimulatorError) -> (Bool, Bool) in
             guard let d = s.devices[address.uppercased()] else { throw .unknownDevice(address) }
             s.devices[address.uppercased()]?.inRange = inRange
-            return (d.connected, inRange && !d.exported && s.sessions.values.contains { $0.matches(d.device) })
+            return (d.connected, inRange && !d.exported && s.reports(d.device))
         }
         if !inRange, connected { linkDown(address.uppercased()) }
         if discoverable { try wrap { () throws(DBusError) in try exportDevice(address.uppercased(), withRSSI: true) } }
@@ -369,7 +393,9 @@ public final class BlueZSimulator: Sendable {
         let drop = state.withLock { s -> [String] in
             s.powered = on
             guard !on else { return [] }
+            // 5.66 `adapter_stop` → `remove_discovery_list`: sessions and pre-set filters go.
             s.sessions = [:]
+            s.filters = [:]
             for k in s.devices.keys { s.devices[k]!.reportedRSSI = nil }
             for k in s.devices.keys where s.devices[k]!.connecting != nil { s.devices[k]!.cancelConnect = true }
             return s.devices.values.filter(\.connected).map { $0.device.address.uppercased() }

@@ -65,7 +65,7 @@ public final class SimulatedGoPro: SimulatedDevice {
         self.address = address.uppercased()
         self.sleepAfter = sleepAfter
         self.batteryDrainEvery = batteryDrainEvery
-        advertisement = SimulatedAdvertisement(name: name, rssi: -50, uuids: ["FEA6"], manufacturerData: [0x02F2: [0x02, 0x01]])
+        advertisement = Self.advertisement(address: self.address, name: name)
         let write = encrypted ? ["write", "encrypt-write"] : ["write"]
         let notify = encrypted ? ["notify", "encrypt-notify"] : ["notify"]
         services = [
@@ -94,6 +94,25 @@ public final class SimulatedGoPro: SimulatedDevice {
                 }
             }
         }
+    }
+
+    /// Model ID of the simulated camera in its advertisement (62: HERO12 Black, spec gopro.md §10).
+    public static let modelID: UInt8 = 62
+
+    /// What a camera advertises (spec gopro.md §10, Open GoPro "BLE Setup", schema version 2):
+    /// service 0xFEA6; manufacturer data for company 0x02F2 (the bytes `F2 02` on the air) —
+    /// schema version 2, camera status 0x01 (processor awake; Wi-Fi AP off, not pairing, no
+    /// central role, no new media), model ID ``modelID``, camera capabilities `01 00` (command
+    /// and control), a 6-byte ID hash (the simulator takes the address bytes) and media-offload
+    /// status 0; in the scan response the name `GoPro NNNN` and service data for 0xFEA6: 4 bytes
+    /// of the AP MAC address (the simulator takes the address' last 4) and the last 4 serial
+    /// digits (the name's last 4 characters).
+    static func advertisement(address: String, name: String) -> SimulatedAdvertisement {
+        let mac = address.split(separator: ":").compactMap { UInt8($0, radix: 16) }
+        let manufacturer: [UInt8] = [0x02, 0x01, modelID, 0x01, 0x00] + mac + [0x00]
+        let service = Array(mac.suffix(4)) + Array(name.suffix(4).utf8)
+        return SimulatedAdvertisement(name: name, rssi: -50, uuids: ["FEA6"], manufacturerData: [0x02F2: manufacturer],
+                                      serviceData: ["FEA6": service])
     }
 
     /// Puts the camera in range of `simulator` and lets it drop its link there when it sleeps.

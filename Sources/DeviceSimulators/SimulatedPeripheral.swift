@@ -10,6 +10,8 @@ public struct SimulatedDeviceSpec: Sendable, Equatable, CustomStringConvertible 
         case rokid
         /// `GenericDevice.batteryHeartRate`.
         case hr
+        /// ``SimulatedThermometer``: temperature, humidity and battery.
+        case thermo
     }
 
     public var kind: Kind
@@ -47,14 +49,19 @@ public struct SimulatedDeviceTimings: Sendable, Equatable {
     public var rokidBatteryInterval: Duration?
     /// How often a heart-rate sensor notifies a measurement (``SimulatedPeripheral/heartbeats(_:every:)``).
     public var heartRateInterval: Duration?
+    /// How often a thermometer takes a reading and notifies what changed
+    /// (``SimulatedPeripheral/readings(_:every:)``).
+    public var thermoInterval: Duration?
 
     public init(goproSleepAfter: Duration? = .seconds(10), goproBatteryDrain: Duration? = .seconds(30),
-                rokidBatteryInterval: Duration? = .seconds(30), heartRateInterval: Duration? = .seconds(1))
+                rokidBatteryInterval: Duration? = .seconds(30), heartRateInterval: Duration? = .seconds(1),
+                thermoInterval: Duration? = .seconds(5))
     {
         self.goproSleepAfter = goproSleepAfter
         self.goproBatteryDrain = goproBatteryDrain
         self.rokidBatteryInterval = rokidBatteryInterval
         self.heartRateInterval = heartRateInterval
+        self.thermoInterval = thermoInterval
     }
 }
 
@@ -65,6 +72,7 @@ public enum SimulatedPeripheral: Sendable {
     case gopro(SimulatedGoPro)
     case rokid(SimulatedRokid)
     case heartRate(GenericDevice)
+    case thermometer(SimulatedThermometer)
 
     /// Makes the device; its timer tasks (GoPro sleep and battery drain, Rokid battery) run on
     /// `executor` (nil: the global pool). `rokidAuth`: how Rokid glasses answer AUTH_REQ.
@@ -79,6 +87,8 @@ public enum SimulatedPeripheral: Sendable {
                                          executor: executor))
         case .hr:
             self = .heartRate(GenericDevice.batteryHeartRate(address: spec.address))
+        case .thermo:
+            self = .thermometer(SimulatedThermometer(address: spec.address))
         }
     }
 
@@ -87,6 +97,7 @@ public enum SimulatedPeripheral: Sendable {
         case .gopro: .gopro
         case .rokid: .rokid
         case .heartRate: .hr
+        case .thermometer: .thermo
         }
     }
 
@@ -96,6 +107,7 @@ public enum SimulatedPeripheral: Sendable {
         case let .gopro(camera): camera
         case let .rokid(glasses): glasses
         case let .heartRate(sensor): sensor
+        case let .thermometer(sensor): sensor
         }
     }
 
@@ -118,6 +130,21 @@ public enum SimulatedPeripheral: Sendable {
             try? await Task.sleep(for: every)
             bpm = bpm >= 90 ? 60 : bpm + 1
             for sensor in sensors { sensor.notify("2A37", [0x00, bpm]) }
+        }
+    }
+
+    /// Steps every thermometer among `peripherals` (``SimulatedThermometer/step()``: a slowly
+    /// drifting reading, notified while linked) once per `every`, until the task is cancelled.
+    public static func readings(_ peripherals: [SimulatedPeripheral], every: Duration) async {
+        let sensors = peripherals.compactMap { p -> SimulatedThermometer? in
+            if case let .thermometer(sensor) = p { return sensor }
+            return nil
+        }
+        guard !sensors.isEmpty else { return }
+        while !Task.isCancelled {
+            try? await Task.sleep(for: every)
+            guard !Task.isCancelled else { return }
+            for sensor in sensors { sensor.step() }
         }
     }
 }

@@ -16,6 +16,12 @@ public enum BuiltinLayout: String, CaseIterable, Sendable {
     /// GSS Date Time (year uint16, month, day, hours, minutes, seconds), and the temperature type
     /// (GSS "Temperature Type" 0x2A1D: 1 armpit … 9 tympanum).
     case temperatureMeasurement = "temperature_measurement"
+    /// GSS "Temperature" (0x2A6E, Environmental Sensing): one sint16 in 0.01 °C, −273.15…327.67
+    /// (0x8000, "value is not known", is below the minimum: malformed).
+    case temperature
+    /// GSS "Humidity" (0x2A6F, Environmental Sensing): one uint16 in 0.01 %, 0…100 (0xFFFF,
+    /// "value is not known", and everything above 100 % are malformed).
+    case humidity
 
     /// The characteristic's 16-bit UUID (Bluetooth Assigned Numbers).
     public var uuid16: UInt16 {
@@ -23,6 +29,8 @@ public enum BuiltinLayout: String, CaseIterable, Sendable {
         case .batteryLevel: return 0x2A19
         case .heartRateMeasurement: return 0x2A37
         case .temperatureMeasurement: return 0x2A1C
+        case .temperature: return 0x2A6E
+        case .humidity: return 0x2A6F
         }
     }
 
@@ -89,6 +97,16 @@ public enum BuiltinLayout: String, CaseIterable, Sendable {
                         ],
                     ],
                 ],
+            ]
+        case .temperature:
+            return [
+                "name": "temperature", "uuid": "2A6E",
+                "fields": [["name": "temperature", "type": "i16", "scale": 0.01, "min": -273.15, "unit": "°C"]],
+            ]
+        case .humidity:
+            return [
+                "name": "humidity", "uuid": "2A6F",
+                "fields": [["name": "humidity", "type": "u16", "scale": 0.01, "min": 0, "max": 100, "unit": "%"]],
             ]
         }
     }

@@ -10,13 +10,13 @@ import Reactor
 struct PeripheralsCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "peripherals",
-        abstract: "Serve simulated devices (GoPro, Rokid glasses, heart-rate sensor) to a radio front-end over a Unix socket."
+        abstract: "Serve simulated devices (GoPro, Rokid glasses, heart-rate sensor, thermometer) to a radio front-end over a Unix socket."
     )
 
     @Option(help: "The Unix socket to listen on (a stale socket there is replaced).")
     var socket: String
 
-    @Option(name: .customLong("device"), help: "A simulated device KIND@ADDRESS, KIND = gopro, rokid or hr (repeatable; default hr@C0:FF:EE:00:00:01).")
+    @Option(name: .customLong("device"), help: "A simulated device KIND@ADDRESS, KIND = gopro, rokid, hr or thermo (repeatable; default hr@C0:FF:EE:00:00:01).")
     var devices: [String] = []
 
     @OptionGroup var deviceTimings: DeviceTimingOptions
@@ -59,8 +59,14 @@ struct PeripheralsCommand: AsyncParsableCommand {
             guard let beat else { return }
             await SimulatedPeripheral.heartbeats(peripherals, every: beat)
         }
+        let thermo = timings.thermoInterval
+        let readings = Task(executorPreference: loop) {
+            guard let thermo else { return }
+            await SimulatedPeripheral.readings(peripherals, every: thermo)
+        }
         await untilStopped(after: seconds)
         beats.cancel()
+        readings.cancel()
         await server.stop()
     }
 }

@@ -6,19 +6,19 @@ import Foundation
 import Reactor
 
 /// `gatt2mqtt simulate`: a private dbus-daemon with the emulated BlueZ and a battery + heart-rate
-/// device, for demos and end-to-end tests (docs/bluez.md). Prints the bus address as
+/// device (or the `--device` ones: GoPro, Rokid glasses, heart-rate sensor, thermometer), for demos and end-to-end tests (docs/bluez.md). Prints the bus address as
 /// `DBUS_SYSTEM_BUS_ADDRESS=…` and runs until SIGINT/SIGTERM or `--seconds`; the daemon is
 /// stopped by its pid.
 struct SimulateCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "simulate",
-        abstract: "Run an emulated BlueZ on a private D-Bus with simulated devices (GoPro, Rokid glasses, heart-rate sensor)."
+        abstract: "Run an emulated BlueZ on a private D-Bus with simulated devices (GoPro, Rokid glasses, heart-rate sensor, thermometer)."
     )
 
     @Option(help: "Address of the heart-rate sensor when no --device is given.")
     var address: String = "C0:FF:EE:00:00:01"
 
-    @Option(name: .customLong("device"), help: "A simulated device KIND@ADDRESS, KIND = gopro, rokid or hr (repeatable), e.g. gopro@C0:FF:EE:00:00:01.")
+    @Option(name: .customLong("device"), help: "A simulated device KIND@ADDRESS, KIND = gopro, rokid, hr (heart-rate sensor) or thermo (temperature, humidity, battery) (repeatable), e.g. gopro@C0:FF:EE:00:00:01.")
     var devices: [String] = []
 
     @OptionGroup var deviceTimings: DeviceTimingOptions
@@ -74,7 +74,7 @@ struct SimulateCommand: AsyncParsableCommand {
         guard !devices.isEmpty else { return [SimulatedDeviceSpec(kind: .hr, address: address)] }
         return try devices.map { d in
             guard let spec = SimulatedDeviceSpec(parsing: d) else {
-                throw CLIError("--device \(d): expected gopro@ADDRESS, rokid@ADDRESS or hr@ADDRESS")
+                throw CLIError("--device \(d): expected gopro@ADDRESS, rokid@ADDRESS, hr@ADDRESS or thermo@ADDRESS")
             }
             return spec
         }
@@ -192,6 +192,12 @@ struct SimulateCommand: AsyncParsableCommand {
             await SimulatedPeripheral.heartbeats(peripherals, every: beat)
         }
         defer { beats.cancel() }
+        let thermo = timings.thermoInterval
+        let readings = Task(executorPreference: loop) {
+            guard let thermo else { return }
+            await SimulatedPeripheral.readings(peripherals, every: thermo)
+        }
+        defer { readings.cancel() }
         await untilStopped(after: seconds)
     }
 }

@@ -51,7 +51,8 @@ import Glibc
         let serverLog = dir.path + "/peripherals.log", radioLog = dir.path + "/radio.log"
         let server = try spawn(CLI.executable.path, ["peripherals", "--socket", socket, "--seconds", "110",
                                                      "--device", "gopro@C0:FF:EE:00:00:01", "--device", "rokid@C0:FF:EE:00:00:02",
-                                                     "--device", "hr@C0:FF:EE:00:00:03"], log: serverLog)
+                                                     "--device", "hr@C0:FF:EE:00:00:03", "--device", "thermo@C0:FF:EE:00:00:04",
+                                                     "--thermo-interval", "0.5"], log: serverLog)
         var serverPID = server
         defer { if serverPID != 0 { killAndReap(serverPID, SIGKILL) } }
         let listening = ContinuousClock.now + .seconds(10)
@@ -73,9 +74,9 @@ import Glibc
         #expect(status == 0, "radio.py --selftest exited \(status.map(String.init) ?? "(still running after 90 s)"):\n\(log)")
         #expect(log.contains("radio: ready\n"))
         let lines = log.split(separator: "\n").filter { $0.hasPrefix("selftest: ") }
-        #expect(lines.count >= 15, "\(log)")
+        #expect(lines.count >= 20, "\(log)")
         #expect(lines.allSatisfy { $0.hasPrefix("selftest: ok") }, "\(log)")
-        for device in ["gopro C0:FF:EE:00:00:01", "rokid C0:FF:EE:00:00:02", "hr C0:FF:EE:00:00:03"] {
+        for device in ["gopro C0:FF:EE:00:00:01", "rokid C0:FF:EE:00:00:02", "hr C0:FF:EE:00:00:03", "thermo C0:FF:EE:00:00:04"] {
             #expect(lines.contains { $0.contains(device) }, "no check of \(device)")
         }
 

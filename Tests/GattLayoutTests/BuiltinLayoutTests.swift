@@ -8,6 +8,9 @@ import Testing
         #expect(BuiltinLayout.batteryLevel.uuid16 == 0x2A19)
         #expect(BuiltinLayout.heartRateMeasurement.uuid16 == 0x2A37)
         #expect(BuiltinLayout.temperatureMeasurement.uuid16 == 0x2A1C)
+        #expect(BuiltinLayout.temperature.uuid16 == 0x2A6E)
+        #expect(BuiltinLayout.humidity.uuid16 == 0x2A6F)
+        #expect(BuiltinLayout(uuid16: 0x2A6F) == .humidity)
         #expect(BuiltinLayout(uuid16: 0x2A37) == .heartRateMeasurement)
         #expect(BuiltinLayout(uuid16: 0x2A00) == nil)
         for b in BuiltinLayout.allCases {
@@ -17,7 +20,8 @@ import Testing
             #expect(l.uuid == "0000\(String(b.uuid16, radix: 16))-0000-1000-8000-00805f9b34fb")
         }
         #expect(layoutError { _ = try GattLayout.builtin(named: "heart_rate") }
-            == .unknownBuiltin(name: "heart_rate", known: ["battery_level", "heart_rate_measurement", "temperature_measurement"]))
+            == .unknownBuiltin(name: "heart_rate", known: ["battery_level", "heart_rate_measurement", "temperature_measurement",
+                                                                       "temperature", "humidity"]))
     }
 
     @Test func batteryLevel() throws {
@@ -135,5 +139,40 @@ import Testing
             == .needMoreData(field: "temperature_type", offset: 12, needed: 1, available: 0))
         #expect(layoutError { _ = try l.decode(bytes("026c0100ffe807")) }
             == .needMoreData(field: "time_stamp.month", offset: 7, needed: 1, available: 0))
+    }
+
+    /// GSS Temperature (0x2A6E): sint16, 0.01 °C, as an Environmental Sensing sensor notifies it.
+    @Test func temperature() throws {
+        let l = try builtin(.temperature)
+        #expect(try l.decode(bytes("6608")) == json(#"{"temperature":21.5}"#))  // 0x0866 = 2150
+        #expect(try l.decode(bytes("6b08")) == json(#"{"temperature":21.55}"#))
+        #expect(try l.decode(bytes("18fc")) == json(#"{"temperature":-10}"#))  // −1000
+        #expect(try l.decode(bytes("4d95")) == json(#"{"temperature":-273.15}"#))  // the minimum
+        #expect(try l.decode(bytes("ff7f")) == json(#"{"temperature":327.67}"#))
+        // 0x8000 is "value is not known": below the minimum, so not a temperature.
+        #expect(layoutError { _ = try l.decode(bytes("0080")) }
+            == .malformed(field: "temperature", offset: 0, reason: "value -327.68 is below the minimum -273.15"))
+        #expect(layoutError { _ = try l.decode(bytes("66")) } == .needMoreData(field: "temperature", offset: 0, needed: 2, available: 1))
+        #expect(try l.encode(json(#"{"temperature":21.55}"#)) == bytes("6b08"))
+        #expect(try l.encode(json(#"{"temperature":-0.01}"#)) == bytes("ffff"))
+        #expect(layoutError { _ = try l.encode(json(#"{"temperature":-300}"#)) }
+            == .invalidValue(path: "temperature", reason: "-300 is below the minimum -273.15"))
+    }
+
+    /// GSS Humidity (0x2A6F): uint16, 0.01 %, 0…100.
+    @Test func humidity() throws {
+        let l = try builtin(.humidity)
+        #expect(try l.decode(bytes("9411")) == json(#"{"humidity":45}"#))  // 0x1194 = 4500
+        #expect(try l.decode(bytes("ad11")) == json(#"{"humidity":45.25}"#))
+        #expect(try l.decode(bytes("0000")) == json(#"{"humidity":0}"#))
+        #expect(try l.decode(bytes("1027")) == json(#"{"humidity":100}"#))
+        #expect(layoutError { _ = try l.decode(bytes("1127")) }
+            == .malformed(field: "humidity", offset: 0, reason: "value 100.01 is above the maximum 100"))
+        // 0xFFFF is "value is not known".
+        #expect(layoutError { _ = try l.decode(bytes("ffff")) }
+            == .malformed(field: "humidity", offset: 0, reason: "value 655.35 is above the maximum 100"))
+        #expect(try l.encode(json(#"{"humidity":45.25}"#)) == bytes("ad11"))
+        #expect(layoutError { _ = try l.encode(json(#"{"humidity":-1}"#)) }
+            == .invalidValue(path: "humidity", reason: "-1 is below the minimum 0"))
     }
 }

@@ -86,7 +86,7 @@ struct TestFailure: Error, CustomStringConvertible {
     init(_ description: String) { self.description = description }
 }
 
-/// A server on a fresh socket path with a GoPro, Rokid glasses and a heart-rate sensor.
+/// A server on a fresh socket path with a GoPro, Rokid glasses, a heart-rate sensor and a thermometer.
 final class ServerFixture {
     let loop = EventLoop(name: "peripherals-test")
     let directory: String
@@ -100,11 +100,12 @@ final class ServerFixture {
         directory = String(cString: made)
         path = directory + "/models.sock"
         let timings = SimulatedDeviceTimings(goproSleepAfter: nil, goproBatteryDrain: nil, rokidBatteryInterval: nil,
-                                             heartRateInterval: nil)
+                                             heartRateInterval: nil, thermoInterval: nil)
         peripherals = [
             SimulatedPeripheral(SimulatedDeviceSpec(kind: .gopro, address: "C0:FF:EE:00:00:01"), timings: timings, executor: loop),
             SimulatedPeripheral(SimulatedDeviceSpec(kind: .rokid, address: "C0:FF:EE:00:00:02"), timings: timings, executor: loop),
             SimulatedPeripheral(SimulatedDeviceSpec(kind: .hr, address: "C0:FF:EE:00:00:03"), timings: timings, executor: loop),
+            SimulatedPeripheral(SimulatedDeviceSpec(kind: .thermo, address: "C0:FF:EE:00:00:04"), timings: timings, executor: loop),
         ]
         server = try PeripheralServer(peripherals: peripherals, socketPath: path, loop: loop)
         try server.start()
@@ -129,13 +130,17 @@ final class ServerFixture {
         #expect(answer["op"] == "devices")
         #expect(answer["id"] == 1)
         let devices = try #require(answer["devices"]?.arrayValue)
-        #expect(devices.compactMap { $0["address"]?.stringValue } == ["C0:FF:EE:00:00:01", "C0:FF:EE:00:00:02", "C0:FF:EE:00:00:03"])
-        #expect(devices.compactMap { $0["kind"]?.stringValue } == ["gopro", "rokid", "hr"])
+        #expect(devices.compactMap { $0["address"]?.stringValue }
+            == ["C0:FF:EE:00:00:01", "C0:FF:EE:00:00:02", "C0:FF:EE:00:00:03", "C0:FF:EE:00:00:04"])
+        #expect(devices.compactMap { $0["kind"]?.stringValue } == ["gopro", "rokid", "hr", "thermo"])
         let gopro = devices[0]
         #expect(gopro["mtu"] == 23)
         #expect(gopro["advertisement"]?["name"] == "GoPro 1234")
         #expect(gopro["advertisement"]?["uuids"] == ["0000fea6-0000-1000-8000-00805f9b34fb"])
-        #expect(gopro["advertisement"]?["manufacturer_data"] == ["754": "0201"])
+        // Schema 2, awake, model 62, command and control, ID hash, media offload (gopro.md §10).
+        #expect(gopro["advertisement"]?["manufacturer_data"] == ["754": "02013e0100c0ffee00000100"])
+        // AP MAC (4 bytes) and the last 4 serial digits, "1234".
+        #expect(gopro["advertisement"]?["service_data"] == ["0000fea6-0000-1000-8000-00805f9b34fb": "ee00000131323334"])
         let command = gopro["services"]?.arrayValue?.first?["characteristics"]?.arrayValue?.first
         #expect(command?["uuid"]?.stringValue == Self.gp72)
         #expect(command?["flags"] == ["write", "encrypt-write"])
@@ -143,6 +148,35 @@ final class ServerFixture {
         #expect(hr["advertisement"]?["service_data"] == ["0000180f-0000-1000-8000-00805f9b34fb": "55"])
         let battery = hr["services"]?.arrayValue?.first?["characteristics"]?.arrayValue?.first
         #expect(battery?["value"] == "55")
+        let thermo = devices[3]
+        #expect(thermo["advertisement"]?["name"] == "Thermometer")
+        #expect(thermo["advertisement"]?["uuids"] == ["0000181a-0000-1000-8000-00805f9b34fb"])
+        let ess = thermo["services"]?.arrayValue?.first
+        #expect(ess?["uuid"] == "0000181a-0000-1000-8000-00805f9b34fb")
+        // 21.50 °C (0x0866) and 45.00 % (0x1194), little-endian.
+        #expect(ess?["characteristics"]?.arrayValue?.compactMap { $0["value"]?.stringValue } == ["6608", "9411"])
+        #expect(ess?["characteristics"]?.arrayValue?.first?["flags"] == ["read", "notify"])
+        await f.stop()
+    }
+
+    @Test func thermometerAnswersReadsWithItsReadingAndNotifiesSteps() async throws {
+        let f = try ServerFixture()
+        let client = try LineClient(path: f.path)
+        guard case let .thermometer(sensor) = f.peripherals[3] else { throw TestFailure("not a thermometer") }
+        client.send(#"{"op":"link","id":1,"address":"C0:FF:EE:00:00:04","up":true}"#)
+        #expect(client.next() == ["op": "result", "id": 1])
+        client.send(#"{"op":"subscribe","id":2,"address":"C0:FF:EE:00:00:04","uuid":"2A6E","on":true}"#)
+        #expect(client.next() == ["op": "result", "id": 2])
+        // One reading: 21.55 °C is notified (subscribed); the humidity changes too, but nobody subscribed it.
+        sensor.step()
+        #expect(client.next() == ["op": "notify", "address": "C0:FF:EE:00:00:04",
+                                  "uuid": "00002a6e-0000-1000-8000-00805f9b34fb", "value": "6b08"])
+        client.send(#"{"op":"read","id":3,"address":"C0:FF:EE:00:00:04","uuid":"2A6F"}"#)
+        #expect(client.next() == ["op": "result", "id": 3, "value": "ad11"])  // 45.25 %
+        client.send(#"{"op":"read","id":4,"address":"C0:FF:EE:00:00:04","uuid":"2A19"}"#)
+        #expect(client.next() == ["op": "result", "id": 4, "value": "5c"])  // 92 %
+        client.send(#"{"op":"write","id":5,"address":"C0:FF:EE:00:00:04","uuid":"2A6E","value":"0000"}"#)
+        #expect(client.next() == ["op": "result", "id": 5, "att_error": 3])
         await f.stop()
     }
 

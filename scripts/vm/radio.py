@@ -97,8 +97,10 @@ def ad_structure(ad_type, data):
 
 def advertising_payloads(ad):
     """(advertising data, scan response) for a model's advertisement: flags first, then the
-    UUID lists, the name, manufacturer and service data, each in the advertisement when it fits
-    in 31 bytes, else in the scan response; a name that fits nowhere is shortened."""
+    UUID lists, manufacturer data, the name and service data, each in the advertisement when it
+    fits in 31 bytes, else in the scan response; a name that fits nowhere is shortened. (A GoPro
+    so puts flags, FEA6 and its manufacturer data in the advertisement and its name and FEA6
+    service data in the scan response, as a camera does: gopro.md §10.)"""
     items = []
     short = [u for u in ad.get("uuids", []) if short_uuid(u)]
     long = [u for u in ad.get("uuids", []) if not short_uuid(u)]
@@ -106,11 +108,11 @@ def advertising_payloads(ad):
         items.append(ad_structure(AD_UUIDS_16, b"".join(uuid_bytes(u) for u in short)))
     if long:
         items.append(ad_structure(AD_UUIDS_128, b"".join(uuid_bytes(u) for u in long)))
+    for company, value in ad.get("manufacturer_data", {}).items():
+        items.append(ad_structure(AD_MANUFACTURER, int(company).to_bytes(2, "little") + bytes.fromhex(value)))
     name = ad.get("name")
     if name:
         items.append(ad_structure(AD_NAME, name.encode()))
-    for company, value in ad.get("manufacturer_data", {}).items():
-        items.append(ad_structure(AD_MANUFACTURER, int(company).to_bytes(2, "little") + bytes.fromhex(value)))
     for uuid, value in ad.get("service_data", {}).items():
         kind = AD_SERVICE_DATA_16 if short_uuid(uuid) else AD_SERVICE_DATA_128
         items.append(ad_structure(kind, uuid_bytes(uuid) + bytes.fromhex(value)))
@@ -696,7 +698,7 @@ async def selftest(radio):
 
     for address, p in radio.peripherals.items():
         try:
-            await {"gopro": gopro_checks, "hr": hr_checks, "rokid": rokid_checks}[p.kind](central, p, checks)
+            await {"gopro": gopro_checks, "hr": hr_checks, "rokid": rokid_checks, "thermo": thermo_checks}[p.kind](central, p, checks)
         except Exception as error:
             checks.check(False, f"{p.kind} {address}: {type(error).__name__}: {error}")
             log.exception("selftest %s", address)
@@ -838,6 +840,35 @@ async def rokid_checks(central, p, checks):
     info = await peer.read_value(characteristic(peer, "9301"))
     want = model_value(p, "9301")
     checks.check(bytes(info).hex() == want, f"{tag} 0x9301 reads the model's {len(info)}-byte Caps record")
+    await disconnect(connection, p)
+
+
+async def thermo_checks(central, p, checks):
+    tag = f"thermo {p.address}"
+    connection, peer = await connect(central, p)
+    # Reads answer the model's current reading: the initial value (21.50 °C, 45.00 %, 92 %) or
+    # where its drift has taken it since.
+    temperature = bytes(await peer.read_value(characteristic(peer, "2A6E")))
+    centi = int.from_bytes(temperature, "little", signed=True)
+    checks.check(len(temperature) == 2 and 1900 <= centi <= 2400, f"{tag} Temperature 2A6E reads {temperature.hex()} ({centi / 100} °C)")
+    humidity = bytes(await peer.read_value(characteristic(peer, "2A6F")))
+    centi = int.from_bytes(humidity, "little")
+    checks.check(len(humidity) == 2 and 4000 <= centi <= 5500, f"{tag} Humidity 2A6F reads {humidity.hex()} ({centi / 100} %)")
+    battery = bytes(await peer.read_value(characteristic(peer, "2A19")))
+    checks.check(
+        len(battery) == 1 and 5 <= battery[0] <= int(model_value(p, "2a19"), 16),
+        f"{tag} Battery Level 2A19 reads {battery.hex()} (model {model_value(p, '2a19')})",
+    )
+    # The model takes a reading every --thermo-interval seconds and notifies the new temperature
+    # (sint16, 0.01 °C, drifting 0.05 °C a step within 19–24 °C).
+    notes = asyncio.Queue()
+    await peer.subscribe(characteristic(peer, "2A6E"), lambda value: notes.put_nowait(bytes(value)))
+    note = await asyncio.wait_for(notes.get(), 15)
+    centi = int.from_bytes(note, "little", signed=True) if len(note) == 2 else None
+    checks.check(
+        centi is not None and 1900 <= centi <= 2400,
+        f"{tag} notifies a new temperature on 2A6E: {note.hex()} ({centi / 100 if centi is not None else '?'} °C)",
+    )
     await disconnect(connection, p)
 
 

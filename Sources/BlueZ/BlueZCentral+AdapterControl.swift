@@ -1,0 +1,69 @@
+import BridgeCore
+import DBus
+
+/// The adapter's management side for the bridge's requests (BridgeCore `BLEAdapterControl`:
+/// scan, pair, unpair/forget), over the same client and discovery as the links.
+extension BlueZCentral: BLEAdapterControl {
+    /// Discovery on the adapter (LE, DuplicateData, no filter), shared with `connect`'s look-ups
+    /// (``SharedDiscovery``): a connect to a device BlueZ does not know yet while this runs waits
+    /// for the device in it, and `stop` during such a look-up narrows the discovery to the
+    /// looked-up address instead of ending it. Each sighting (a new device, or a `Device1` change
+    /// of RSSI, name, UUIDs, manufacturer or service data) is one ``Advertisement``.
+    public func scan() async throws(BLEError) -> BLEScan {
+        do throws(BlueZError) {
+            return try await discovery.scan()
+        } catch {
+            throw BLEError(error)
+        }
+    }
+
+    /// Pairs with `address` (Just Works, through the headless agent, spec/bluez.md behaviour 9).
+    /// A device BlueZ does not know is looked up first, as `connect` does; `Device1.Pair`
+    /// connects it when needed (bluez doc/org.bluez.Device.rst) and the link is left to BlueZ.
+    /// Already paired (as cached, or `AlreadyExists` from BlueZ) is success. Returns once the
+    /// cache shows `Paired`.
+    public func pair(address: String, timeout: Duration) async throws(BLEError) {
+        let start = ContinuousClock.now
+        func left() -> Duration { max(.milliseconds(1), timeout - (ContinuousClock.now - start)) }
+        do throws(BlueZError) {
+            let device = try await discovery.lookUp(address, timeout: left())
+            if client.isPaired(device) { return }
+            await ensureAgent()
+            do {
+                try await client.pair(device, timeout: left())
+            } catch {
+                guard case .alreadyExists = error else { throw error }
+                return
+            }
+            let path = device.path
+            // bluetoothd sets Paired before it answers Pair; the signal may reach the cache just after.
+            _ = try await client.waitFor("Paired on \(device.address)", timeout: left()) { objs in
+                let props = objs[path]?[BlueZClient.device1]
+                return props?["Paired"]?.boolValue == true || props?["Bonded"]?.boolValue == true ? true : nil
+            }
+        } catch {
+            throw BLEError(error)
+        }
+    }
+
+    /// `Adapter1.RemoveDevice`: bluetoothd disconnects the device if needed, forgets its bond and
+    /// removes its object. A device BlueZ does not know (or no longer knows) is success. Returns
+    /// once the cache no longer has it.
+    public func forget(address: String) async throws(BLEError) {
+        guard let device = client.device(address, adapter: adapter) else { return }
+        do throws(BlueZError) {
+            do {
+                try await client.remove(device)
+            } catch {
+                guard case .doesNotExist = error else { throw error }
+                return
+            }
+            let path = device.path
+            _ = try await client.waitFor("\(device.address) removed", timeout: client.callTimeout) { objs in
+                objs[path]?[BlueZClient.device1] == nil ? true : nil
+            }
+        } catch {
+            throw BLEError(error)
+        }
+    }
+}
