@@ -55,11 +55,19 @@ public final class Bridge: Sendable {
         discovery = configuration.homeAssistant.enabled
             ? HomeAssistantDiscovery(prefix: configuration.homeAssistant.discoveryPrefix, topics: topics, version: version) : nil
         let states = (try? store.states()) ?? [:]
-        let output = SessionOutput(topics: topics, gate: ConnectGate(),
+        var output = SessionOutput(topics: topics, gate: ConnectGate(),
                                    history: (configuration.database.historyMaxEvents, configuration.database.historyMaxAge),
                                    mqtt: mqtt, store: store, stateQoS: configuration.mqtt.qos,
                                    retainState: configuration.mqtt.retainState, logger: logger, counters: counters,
                                    sleep: sleep)
+        if let discovery {
+            // A device's `device` block follows what its state learnt (a GoPro's model, firmware, serial).
+            let devices = Dictionary(configuration.devices.map { ($0.id, $0) }, uniquingKeysWith: { a, _ in a })
+            output.deviceInfoChanged = { [mqtt] id, state in
+                guard let device = devices[id] else { return }
+                for m in discovery.messages(for: device, state: state) { mqtt.send(m) }
+            }
+        }
         var sessions: [String: DeviceSession] = [:]
         for device in configuration.devices {
             let driver = try drivers(device)
@@ -145,7 +153,14 @@ public final class Bridge: Sendable {
 
     func publishDiscovery() {
         guard let discovery else { return }
-        for m in discovery.messages(for: configuration.devices) { mqtt.send(m) }
+        for m in discovery.messages(for: configuration.devices, states: (try? store.states()) ?? [:]) { mqtt.send(m) }
+    }
+
+    /// The Home Assistant config messages of one device, its `device` block from the stored
+    /// state (empty when discovery is off).
+    public func discoveryMessages(for device: DeviceConfig) -> [OutboundMessage] {
+        guard let discovery else { return [] }
+        return discovery.messages(for: device, state: ((try? store.states()) ?? [:])[device.id] ?? [:])
     }
 
     /// `<base>/bridge/health` (QoS 0, not retained): uptime, memory, counters, per-device link

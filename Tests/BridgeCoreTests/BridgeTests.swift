@@ -343,6 +343,31 @@ import Testing
         }
     }
 
+    /// When the state's `hardware` first appears or changes, the device's Home Assistant
+    /// configs go out again with it in their `device` block; the same value again does not.
+    @Test func hardwareInfoRepublishesTheDevicesDiscovery() async throws {
+        let h = try Harness()
+        let topic = "homeassistant/sensor/gatt2mqtt_dev/reading/config"
+        try await h.running {
+            _ = try await h.mqtt.wait(for: "gatt2mqtt/dev/availability")
+            let initial = try await h.mqtt.wait(for: topic)
+            #expect(try JSONValue(parsing: initial[0].payload)["device"]?["serial_number"] == nil)
+            h.device.notify([4, 1])
+            let again = try await h.mqtt.wait(for: topic, count: 2)
+            #expect(try JSONValue(parsing: again[1].payload)["device"]?["serial_number"] == "S1")
+            h.device.notify([4, 1])
+            h.device.notify([2, 50])
+            _ = try await h.mqtt.wait(for: "gatt2mqtt/dev", count: 3)
+            #expect(h.mqtt.messages(topic).count == 2, "unchanged hardware: no republish")
+            h.device.notify([4, 2])
+            let third = try await h.mqtt.wait(for: topic, count: 3)
+            #expect(try JSONValue(parsing: third[2].payload)["device"]?["serial_number"] == "S2")
+            // The bridge's own view, from the stored state, says the same.
+            let stored = try #require(h.bridge.discoveryMessages(for: h.bridge.configuration.devices[0]).first { $0.topic == topic })
+            #expect(try JSONValue(parsing: stored.payload)["device"]?["serial_number"] == "S2")
+        }
+    }
+
     @Test func outboxSurvivesRestartAtMostOnce() async throws {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("gatt2mqtt-core-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: dir) }
@@ -371,12 +396,13 @@ import Testing
         try await h.running {
             let config = try await h.mqtt.wait(for: "homeassistant/sensor/gatt2mqtt_dev/reading/config")
             #expect(config[0].retain && config[0].qos == 1)
-            // The device's one entity and the bridge device's two, sent again on "online" only.
+            // The device's three entities (its reading, RSSI, last seen) and the bridge device's
+            // four, sent again on "online" only.
             let before = h.mqtt.sent.withLock { $0.filter { $0.topic.hasPrefix("homeassistant/") }.count }
             h.bridge.handle(InboundMessage(topic: "homeassistant/status", payload: Array("offline".utf8)))
             h.bridge.handle(InboundMessage(topic: "homeassistant/status", payload: Array("online".utf8)))
             let after = h.mqtt.sent.withLock { $0.filter { $0.topic.hasPrefix("homeassistant/") }.count }
-            #expect(before == 3 && after == 6)
+            #expect(before == 7 && after == 14)
         }
     }
 
@@ -398,8 +424,12 @@ import Testing
             #expect(kept.allSatisfy { !$0.payload.isEmpty })
         }
         #expect(try store.discoveryTopics() == ["homeassistant/sensor/gatt2mqtt_dev/reading/config",
+                                                 "homeassistant/sensor/gatt2mqtt_dev/rssi/config",
+                                                 "homeassistant/sensor/gatt2mqtt_dev/last_seen/config",
                                                  "homeassistant/binary_sensor/gatt2mqtt_bridge/connection_state/config",
-                                                 "homeassistant/sensor/gatt2mqtt_bridge/version/config"])
+                                                 "homeassistant/sensor/gatt2mqtt_bridge/version/config",
+                                                 "homeassistant/select/gatt2mqtt_bridge/log_level/config",
+                                                 "homeassistant/button/gatt2mqtt_bridge/restart/config"])
     }
 
     /// A device that is away holds the adapter's connect gate for one bounded attempt only: the
