@@ -2,7 +2,7 @@
 import PackageDescription
 
 // Layering (see docs/architecture.md and ../shared/STYLE.md):
-//   pure codecs (no I/O):   BinaryCoding ← CapsCodec, GoProCodec, GattLayout
+//   pure codecs (no I/O):   BinaryCoding ← CapsCodec, GoProCodec, GattLayout (BridgeCore reads the latter two's tables for HA discovery)
 //   one wrapper per C lib:  CMosquitto ← Mosquitto,  CDBus ← DBus
 //   thin executable:        gatt2mqtt
 let package = Package(
