@@ -2,7 +2,7 @@
 import PackageDescription
 
 // Layering (see docs/architecture.md and ../shared/STYLE.md):
-//   pure codecs (no I/O):   BinaryCoding ← CapsCodec, GoProCodec, GattLayout
+//   pure codecs (no I/O):   BinaryCoding ← CapsCodec, GoProCodec, GattLayout (BridgeCore reads the latter two's tables for HA discovery)
 //   one wrapper per C lib:  CMosquitto ← Mosquitto,  CDBus ← DBus
 //   thin executable:        gatt2mqtt
 let package = Package(
@@ -66,7 +66,8 @@ let package = Package(
         .target(name: "BridgeConfig", dependencies: ["BinaryCoding", .product(name: "Yams", package: "Yams")]),
         .target(
             name: "BridgeCore",
-            dependencies: ["BinaryCoding", "BridgeConfig", "BridgeStore", .product(name: "Logging", package: "swift-log")]
+            // GattLayout and GoProCodec (pure) for Home Assistant discovery: a layout's keys and units, the GoPro setting and status tables.
+            dependencies: ["BinaryCoding", "BridgeConfig", "BridgeStore", "GattLayout", "GoProCodec", .product(name: "Logging", package: "swift-log")]
         ),
         .target(name: "DeviceProfiles", dependencies: ["BridgeCore", "BridgeConfig", "BinaryCoding", "CapsCodec", "GoProCodec", "GattLayout"]),
         .target(
@@ -112,7 +113,7 @@ let package = Package(
             exclude: ["Fixtures"]
         ),
         .testTarget(name: "BridgeConfigTests", dependencies: ["BridgeConfig", "BinaryCoding"]),
-        .testTarget(name: "BridgeCoreTests", dependencies: ["BridgeCore", "BridgeConfig", "BridgeStore", "BinaryCoding"]),
+        .testTarget(name: "BridgeCoreTests", dependencies: ["BridgeCore", "BridgeConfig", "BridgeStore", "BinaryCoding", "GattLayout", "GoProCodec"]),
         .testTarget(name: "DeviceProfilesTests", dependencies: ["DeviceProfiles", "BridgeCore", "BridgeConfig", "CapsCodec", "GoProCodec", "BinaryCoding"]),
         .testTarget(
             name: "BridgeRuntimeTests",

@@ -213,6 +213,10 @@ extension Bridge {
                 return true
             }
             if publish { mqtt.send(OutboundMessage(topic: topics.bridgeScan, json: payload, qos: 0, retain: false)) }
+            // A configured device's signal strength (its RSSI diagnostic entity).
+            if let rssi = ad.rssi, let session = registry.withLock({ r in r.values.first { $0.config.address == ad.address }?.session }) {
+                session.observed(rssi: rssi)
+            }
         }
     }
 
@@ -535,8 +539,8 @@ extension Bridge {
     // MARK: Retained topics and discovery of one device
 
     func publishDiscovery(of device: DeviceConfig) {
-        guard let discovery else { return }
-        for m in discovery.messages(for: [device]) { mqtt.send(m) }
+        guard discovery != nil else { return }
+        for m in discoveryMessages(for: device) { mqtt.send(m) }
         recordDiscoveryTopics()
     }
 

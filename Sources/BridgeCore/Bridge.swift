@@ -121,11 +121,18 @@ public final class Bridge: Sendable {
         logLevel = Mutex(control.logLevel ?? configuration.logLevel)
         discovery = configuration.homeAssistant.enabled
             ? HomeAssistantDiscovery(prefix: configuration.homeAssistant.discoveryPrefix, topics: topics, version: version) : nil
-        output = SessionOutput(topics: topics, gate: ConnectGate(),
-                               history: (configuration.database.historyMaxEvents, configuration.database.historyMaxAge),
-                               mqtt: mqtt, store: store, stateQoS: configuration.mqtt.qos,
-                               retainState: configuration.mqtt.retainState, logger: logger, counters: counters,
-                               sleep: sleep)
+        var output = SessionOutput(topics: topics, gate: ConnectGate(),
+                                   history: (configuration.database.historyMaxEvents, configuration.database.historyMaxAge),
+                                   mqtt: mqtt, store: store, stateQoS: configuration.mqtt.qos,
+                                   retainState: configuration.mqtt.retainState, logger: logger, counters: counters,
+                                   sleep: sleep)
+        if let discovery {
+            // A device's `device` block follows what its state learnt (a GoPro's model, firmware, serial).
+            output.deviceInfoChanged = { [mqtt] device, state in
+                for m in discovery.messages(for: device, state: state) { mqtt.send(m) }
+            }
+        }
+        self.output = output
         (spawns, spawnSink) = AsyncStream.makeStream(of: Spawn.self)
         (changes, changeSink) = AsyncStream.makeStream(of: (@Sendable () async -> Void).self)
         let states = (try? store.states()) ?? [:]
@@ -307,7 +314,14 @@ public final class Bridge: Sendable {
 
     func publishDiscovery() {
         guard let discovery else { return }
-        for m in discovery.messages(for: deviceConfigs) { mqtt.send(m) }
+        for m in discovery.messages(for: deviceConfigs, states: (try? store.states()) ?? [:]) { mqtt.send(m) }
+    }
+
+    /// The Home Assistant config messages of one device, its `device` block from the stored
+    /// state (empty when discovery is off).
+    public func discoveryMessages(for device: DeviceConfig) -> [OutboundMessage] {
+        guard let discovery else { return [] }
+        return discovery.messages(for: device, state: ((try? store.states()) ?? [:])[device.id] ?? [:])
     }
 
     /// `<base>/bridge/health` (QoS 0, not retained): uptime, memory, counters, per-device link

@@ -44,6 +44,9 @@ struct SessionOutput: Sendable {
     let counters: BridgeCounters
     /// How the bridge's tasks wait (`Task.sleep`, or the event loop's own timers).
     let sleep: Sleep
+    /// The device's `hardware` in its state changed (first known, or other): the bridge
+    /// republishes its Home Assistant `device` block. Given the device id and its new state.
+    var deviceInfoChanged: @Sendable (DeviceConfig, JSONObject) -> Void = { _, _ in }
 
     /// Publishes a bridge event and keeps it in the bounded history.
     func event(_ kind: String, device: String, _ extra: JSONObject = [:]) {
@@ -72,6 +75,8 @@ actor DeviceSession {
         case linkDown(String)
         case connectFailed(BLEError)
         case notification(GATTNotification)
+        /// A sighting of the device (a scan's advertisement) at this RSSI.
+        case observed(rssi: Int)
         case tick
         /// The writes (and the read) of the GATT operation `sequence` finished.
         case written(sequence: UInt64, Result<[UInt8]?, BLEError>)
@@ -145,6 +150,8 @@ actor DeviceSession {
     var lastConnectError: BLEError?
     /// Resumed once the session has stopped (its link closed).
     var stopped: [CheckedContinuation<Void, Never>] = []
+    /// The RSSI of the last sighting (``observed(rssi:)``), published or not.
+    var lastRSSI: Int?
 
     init(config: DeviceConfig, driver: any DeviceDriver, central: any BLECentral, output: SessionOutput,
          initialState: JSONObject, reconnect: (min: Duration, max: Duration),
@@ -181,6 +188,15 @@ actor DeviceSession {
     nonisolated func waitForLink(timeout: Duration) async -> LinkWait {
         await withCheckedContinuation { sink.yield(.waitForLink(deadline: .now + timeout, $0)) }
     }
+
+    /// Records a sighting of the device (any thread): its RSSI goes into the state (`rssi`,
+    /// published with `last_seen`) the first time and whenever it moved by at least
+    /// ``rssiStep`` dBm since the published value, so a stream of adverts costs no publish or
+    /// store write while the signal holds steady.
+    nonisolated func observed(rssi: Int) { sink.yield(.observed(rssi: rssi)) }
+
+    /// How far the RSSI must move (dBm) before the state's `rssi` follows.
+    static let rssiStep = 5
 
     /// Runs until cancelled or stopped: keeps the link, processes commands and notifications.
     /// Ticks come from the bridge's one ticker (``tick()``), not from a timer per session.
@@ -292,6 +308,7 @@ actor DeviceSession {
             if link != nil { c.resume(returning: .up) } else { linkWaiters.append((deadline, c)) }
         case .stop: break  // taken by run()
         case let .notification(n): process(driver.receive(n), from: n)
+        case let .observed(rssi): observe(rssi: rssi)
         case .tick: tick()
         case let .written(sequence, result): written(sequence, result)
         }
@@ -368,11 +385,39 @@ actor DeviceSession {
         if let k = driver.keepAlive { nextKeepAlive = .now + k.interval }
         nextPolls = driver.polls.map { _ in ContinuousClock.now }  // re-read on every connect
         setAvailable(true)
-        try? output.store.markSeen(id, at: Date())
+        let now = Date()
+        try? output.store.markSeen(id, at: now)
+        commitState([:], at: now)  // last_seen
         output.event("device_connected", device: id)
         for w in linkWaiters { w.continuation.resume(returning: .up) }
         linkWaiters = []
     }
+
+    /// A sighting's RSSI (``observed(rssi:)``).
+    func observe(rssi: Int) {
+        lastRSSI = rssi
+        if let published = state["rssi"]?.intValue, abs(published - rssi) < Self.rssiStep { return }
+        commitState(["rssi": .int(Int64(rssi))], at: Date())
+    }
+
+    /// Merges `changed` and `last_seen` into the state, stores it and publishes it.
+    func commitState(_ changed: JSONObject, at date: Date) {
+        var newState = state
+        newState.merge(changed)
+        newState["last_seen"] = .string(Self.timestamp(date))
+        state = newState
+        let json = JSONValue.object(state).jsonText
+        do throws(StoreError) {
+            try output.store.apply([.saveState(deviceID: id, json: json, at: date.timeIntervalSince1970)])
+        } catch {
+            output.logger.error("state write failed", metadata: ["device": "\(id)", "error": "\(error)"])
+        }
+        publishState(json: json)
+    }
+
+    /// `last_seen`'s form: ISO 8601 in UTC (`2025-06-01T12:00:00Z`), as Home Assistant's
+    /// timestamp sensors take it.
+    static func timestamp(_ date: Date) -> String { date.formatted(Date.ISO8601FormatStyle()) }
 
     func linkDown(_ reason: String) {
         link = nil
@@ -564,10 +609,14 @@ actor DeviceSession {
         // Next handshake steps run before anything queued, in the order given.
         startupQueue.insert(contentsOf: outputs.compactMap { if case let .request(r) = $0 { r } else { nil } }, at: 0)
         var newStateJSON: String?
+        var hardwareChanged = false
         if !changed.isEmpty {
             var newState = state
             newState.merge(changed)
             if newState != state {
+                // Whenever the state is published anyway, it says when the device was last heard.
+                hardwareChanged = newState["hardware"] != state["hardware"]
+                newState["last_seen"] = .string(Self.timestamp(Date()))
                 state = newState
                 let json = JSONValue.object(state).jsonText
                 newStateJSON = json
@@ -606,6 +655,7 @@ actor DeviceSession {
             }
         }
         if let newStateJSON { publishState(json: newStateJSON) }
+        if hardwareChanged { output.deviceInfoChanged(config, state) }
     }
 
     func outboxEntry(_ cmd: PendingCommand, _ status: OutboxEntry.Status) -> OutboxEntry {

@@ -2,65 +2,152 @@ import BinaryCoding
 import BridgeConfig
 import Foundation
 
-/// Home Assistant MQTT discovery (`shared/spec/bridge.md`, "Home Assistant discovery"):
-/// `<prefix>/<component>/<node>/<object>/config`, retained, with `device`, `origin`, `unique_id`,
-/// an availability list of the bridge state and the device availability (`availability_mode:
-/// all`) and a `value_template` on `value_json`.
+/// Home Assistant MQTT discovery (`shared/spec/bridge.md`, "Home Assistant discovery";
+/// docs/homeassistant.md lists every entity): `<prefix>/<component>/<node>/<object>/config`,
+/// retained, with `device`, `origin`, `unique_id`, `default_entity_id`, an availability list of
+/// the bridge state and the device availability (`availability_mode: all`) and a
+/// `value_template` on `value_json` that reads the device state (`<base>/<device>`).
+///
+/// Which entities a device has depends only on its configuration, so the config topics are
+/// stable; the `device` block also carries what the state knows about the device (a GoPro's
+/// model, firmware and serial number from Get Hardware Info).
 public struct HomeAssistantDiscovery: Sendable {
     public let prefix: String
     public let topics: Topics
     public let version: String
+    /// `origin.support_url`, when the deployment has one to offer.
+    public let supportURL: String?
 
-    public init(prefix: String, topics: Topics, version: String) {
+    public init(prefix: String, topics: Topics, version: String, supportURL: String? = nil) {
         self.prefix = prefix
         self.topics = topics
         self.version = version
+        self.supportURL = supportURL
+    }
+
+    /// The MQTT integration's platforms the bridge publishes.
+    enum Component: String, CaseIterable {
+        case sensor
+        case binarySensor = "binary_sensor"
+        case button
+        case select
+        case number
+        case `switch`
+    }
+
+    /// The topics whose `online` an entity needs.
+    enum Availability {
+        /// The bridge state and the device availability (`availability_mode: all`).
+        case bridgeAndDevice
+        /// The bridge state only: what the bridge observed of a device stays true while it is
+        /// away (its last sighting), and the bridge's own entities.
+        case bridge
+        /// None: the bridge's connection state, which is the bridge state itself.
+        case none
+    }
+
+    /// How an entity's `value_template` reads a value at `path` in the state JSON, and what it
+    /// hands Home Assistant: a value of the wrong kind, or no value, renders `None`, which HA
+    /// shows as unknown (sensor, binary_sensor, select and number all take `None` so).
+    enum StateValue: Equatable {
+        /// A number; anything else (an IEEE-11073 `"NaN"`) is `None`.
+        case number([String])
+        /// The value as text.
+        case text([String])
+        /// The value when it is one of `options`.
+        case choice([String], options: [String])
+        /// The label of the value (`1000` → `video`).
+        case mapped([String], [Label])
+        /// A boolean as `ON`/`OFF`.
+        case flag([String])
+        /// `ON` when the value equals `value` (`internal_battery_bars` == `Charging`), else `OFF`.
+        case equals([String], String)
+        /// The value as JSON text (a Caps mapping's decoded object).
+        case json([String])
+
+        struct Label: Equatable {
+            var value: Int64
+            var label: String
+        }
+
+        var path: [String] {
+            switch self {
+            case let .number(p), let .text(p), let .choice(p, _), let .mapped(p, _), let .flag(p), let .equals(p, _), let .json(p): return p
+            }
+        }
+
+        /// The Jinja template (HA's `value_template`).
+        var template: String {
+            let v = Self.expression(path)
+            switch self {
+            case .number: return "{% set v = \(v) %}{{ v if v is number else None }}"
+            case .text: return "{{ \(v) }}"
+            case let .choice(_, options):
+                return "{% set v = \(v) %}{{ v if v in [\(options.map(Self.literal).joined(separator: ", "))] else None }}"
+            case let .mapped(_, labels):
+                let dict = labels.map { "\($0.value): \(Self.literal($0.label))" }.joined(separator: ", ")
+                return "{{ {\(dict)}.get(\(v)) }}"
+            case .flag: return "{% set v = \(v) %}{{ None if v is none else ('ON' if v else 'OFF') }}"
+            case let .equals(_, value):
+                return "{% set v = \(v) %}{{ None if v is none else ('ON' if v == \(Self.literal(value)) else 'OFF') }}"
+            case .json: return "{% set v = \(v) %}{{ None if v is none else (v | tojson) }}"
+            }
+        }
+
+        /// `value_json.get('a', {}).get('b')`: a missing member is `None`, never an error.
+        static func expression(_ path: [String]) -> String {
+            var e = "value_json"
+            for (i, key) in path.enumerated() { e += ".get(\(literal(key))\(i < path.count - 1 ? ", {}" : ""))" }
+            return e
+        }
+
+        /// A single-quoted Jinja string literal.
+        static func literal(_ s: String) -> String {
+            "'" + s.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "'", with: "\\'") + "'"
+        }
     }
 
     /// One entity of a device.
     struct Entity {
-        var component: String
+        var component: Component
+        /// The `<object>` of the config topic, unique within the device.
         var object: String
         var name: String
-        var template: String
+        /// How the value template reads the state; nil for buttons.
+        var state: StateValue?
+        /// The state topic; nil: the device state `<base>/<device>`.
+        var stateTopic: String?
+        var availability = Availability.bridgeAndDevice
+        /// The component's own options (`device_class`, `unit_of_measurement`, `command_topic`…).
         var extra: JSONObject = [:]
+
+        init(_ component: Component, _ object: String, _ name: String, _ state: StateValue?, stateTopic: String? = nil,
+             availability: Availability = .bridgeAndDevice, _ extra: JSONObject = [:]) {
+            self.component = component
+            self.object = object
+            self.name = name
+            self.state = state
+            self.stateTopic = stateTopic
+            self.availability = availability
+            self.extra = extra
+        }
     }
 
     /// The discovery topic HA listens to for its own restarts.
     public var statusTopic: String { "\(prefix)/status" }
 
-    /// Every retained config message: the bridge's own device, then the configured devices.
-    public func messages(for devices: [DeviceConfig]) -> [OutboundMessage] {
-        bridgeMessages() + devices.flatMap { d in entities(for: d).map { message(for: $0, device: d) } }
+    /// Every retained config message: the bridge's own device, then the configured devices;
+    /// `states` (the devices' last known state, by id) fills in their `device` blocks.
+    public func messages(for devices: [DeviceConfig], states: [String: JSONObject] = [:]) -> [OutboundMessage] {
+        bridgeMessages() + devices.flatMap { messages(for: $0, state: states[$0.id] ?? [:]) }
     }
 
-    /// The identifier every device's `via_device` names.
-    static let bridgeIdentifier = "gatt2mqtt_bridge"
-
-    /// The bridge as a Home Assistant device (every device's `via_device`), with its diagnostic
-    /// entities: the connection state (from `bridge/state`, the MQTT Will included, so it has no
-    /// availability of its own) and the version (from `bridge/info`).
-    func bridgeMessages() -> [OutboundMessage] {
-        let device: JSONValue = ["identifiers": [.string(Self.bridgeIdentifier)], "name": "gatt2mqtt bridge",
-                                 "manufacturer": "gatt2mqtt", "model": "MQTT ↔ Bluetooth LE bridge", "sw_version": .string(version)]
-        let origin: JSONValue = ["name": "gatt2mqtt", "sw_version": .string(version)]
-        let state: JSONObject = [
-            "name": "Connection state", "unique_id": "gatt2mqtt_bridge_connection_state",
-            "default_entity_id": "binary_sensor.gatt2mqtt_bridge_connection_state",
-            "state_topic": .string(topics.bridgeState), "value_template": "{{ value_json.state }}",
-            "payload_on": "online", "payload_off": "offline", "device_class": "connectivity",
-            "entity_category": "diagnostic", "device": device, "origin": origin,
-        ]
-        let version: JSONObject = [
-            "name": "Version", "unique_id": "gatt2mqtt_bridge_version", "default_entity_id": "sensor.gatt2mqtt_bridge_version",
-            "state_topic": .string(topics.bridgeInfo), "value_template": "{{ value_json.version }}",
-            "availability_topic": .string(topics.bridgeState), "availability_template": "{{ value_json.state }}",
-            "entity_category": "diagnostic", "icon": "mdi:information-outline", "device": device, "origin": origin,
-        ]
-        return [
-            OutboundMessage(topic: "\(prefix)/binary_sensor/gatt2mqtt_bridge/connection_state/config", json: .object(state), qos: 1, retain: true),
-            OutboundMessage(topic: "\(prefix)/sensor/gatt2mqtt_bridge/version/config", json: .object(version), qos: 1, retain: true),
-        ]
+    /// The config messages of one device, its `device` block from `state`.
+    public func messages(for d: DeviceConfig, state: JSONObject = [:]) -> [OutboundMessage] {
+        let device = deviceBlock(d, state: state)
+        return entities(for: d).map { e in
+            message(e, node: nodeID(d), uniqueBase: uniqueBase(d), entityBase: d.id, device: device, deviceAvailability: topics.availability(d.id))
+        }
     }
 
     /// Empty retained payloads that withdraw the entities published before (`previous`, the config
@@ -71,75 +158,144 @@ public struct HomeAssistantDiscovery: Sendable {
         return previous.subtracting(kept).sorted().map { OutboundMessage(topic: $0, payload: [], qos: 1, retain: true) }
     }
 
+    // MARK: Devices
+
     func nodeID(_ d: DeviceConfig) -> String { "gatt2mqtt_\(d.id)" }
 
+    /// The stable base of a device's unique ids: from its MAC when configured (so renaming the
+    /// device id keeps HA's entities), else from its id.
     func uniqueBase(_ d: DeviceConfig) -> String {
         if let a = d.address { return "gatt2mqtt_" + a.replacingOccurrences(of: ":", with: "").lowercased() }
         return "gatt2mqtt_\(d.id)"
     }
 
     func entities(for d: DeviceConfig) -> [Entity] {
-        let set = "\(topics.base)/\(d.id)/set"
+        let own: [Entity]
         switch d.profile {
-        case .gopro:
-            return [
-                Entity(component: "sensor", object: "battery", name: "Battery", template: "{{ value_json.internal_battery_percentage }}",
-                       extra: ["device_class": "battery", "unit_of_measurement": "%", "state_class": "measurement"]),
-                Entity(component: "binary_sensor", object: "encoding", name: "Recording", template: "{{ 'ON' if value_json.encoding else 'OFF' }}",
-                       extra: ["device_class": "running"]),
-                Entity(component: "binary_sensor", object: "busy", name: "Busy", template: "{{ 'ON' if value_json.busy else 'OFF' }}"),
-                Entity(component: "sensor", object: "video_resolution", name: "Video resolution", template: "{{ value_json.video_resolution }}"),
-                Entity(component: "switch", object: "shutter", name: "Shutter", template: "{{ 'ON' if value_json.encoding else 'OFF' }}",
-                       extra: ["command_topic": .string("\(set)/shutter"), "payload_on": "ON", "payload_off": "OFF", "icon": "mdi:record-rec"]),
-                Entity(component: "button", object: "hilight", name: "HiLight moment", template: "",
-                       extra: ["command_topic": .string(set), "payload_press": #"{"command":"hilight_moment"}"#]),
-            ]
-        case .rokid:
-            return [
-                Entity(component: "sensor", object: "battery", name: "Battery", template: "{{ value_json.battery }}",
-                       extra: ["device_class": "battery", "unit_of_measurement": "%", "state_class": "measurement"]),
-                Entity(component: "number", object: "brightness", name: "Brightness", template: "{{ value_json.brightness }}",
-                       extra: ["command_topic": .string("\(set)/brightness"), "min": 0, "max": 15, "step": 1, "mode": "slider"]),
-                Entity(component: "number", object: "volume", name: "Volume", template: "{{ value_json.volume }}",
-                       extra: ["command_topic": .string("\(set)/volume"), "min": 0, "max": 15, "step": 1, "mode": "slider"]),
-            ]
-        case .custom:
-            return d.characteristics.filter { $0.directions.contains(.notify) || $0.directions.contains(.read) }.map { c in
-                Entity(component: "sensor", object: c.topic, name: c.topic.replacingOccurrences(of: "_", with: " ").capitalizedFirst,
-                       template: "{{ value_json.\(c.topic) | tojson }}",
-                       extra: ["json_attributes_topic": .string(topics.characteristic(d.id, c.topic))])
-            }
+        case .gopro: own = goproEntities(d)
+        case .rokid: own = rokidEntities(d)
+        case .custom: own = layoutEntities(d)
         }
+        return own + diagnosticEntities()
     }
 
-    func message(for e: Entity, device d: DeviceConfig) -> OutboundMessage {
-        var o = JSONObject()
-        o["name"] = .string(e.name)
-        o["unique_id"] = .string("\(uniqueBase(d))_\(e.object)")
-        // HA 2025.10 replaced `object_id` (dropped in 2026.4) with `default_entity_id`, "<domain>.<slug>".
-        o["default_entity_id"] = .string("\(e.component).\(d.id)_\(e.object)")
-        if e.component != "button" {
-            o["state_topic"] = .string(topics.state(d.id))
-            o["value_template"] = .string(e.template)
-        }
-        o["availability"] = [
-            ["topic": .string(topics.bridgeState), "value_template": "{{ value_json.state }}"],
-            ["topic": .string(topics.availability(d.id)), "value_template": "{{ value_json.state }}"],
+    /// Every device's sighting: the RSSI and when it was last seen (both kept in the state by
+    /// its session), diagnostic, available whenever the bridge is.
+    func diagnosticEntities() -> [Entity] {
+        [
+            Entity(.sensor, "rssi", "RSSI", .number(["rssi"]), availability: .bridge,
+                   ["device_class": "signal_strength", "unit_of_measurement": "dBm", "state_class": "measurement",
+                    "entity_category": "diagnostic"]),
+            Entity(.sensor, "last_seen", "Last seen", .text(["last_seen"]), availability: .bridge,
+                   ["device_class": "timestamp", "entity_category": "diagnostic"]),
         ]
-        o["availability_mode"] = "all"
+    }
+
+    /// The HA device: identifiers, the Bluetooth connection, the bridge as `via_device`, and
+    /// the model, firmware and serial number the state knows (a GoPro's `hardware`).
+    func deviceBlock(_ d: DeviceConfig, state: JSONObject) -> JSONObject {
         var device = JSONObject()
         device["identifiers"] = [.string(uniqueBase(d))]
-        device["name"] = .string(d.name ?? d.id)
-        device["manufacturer"] = .string(d.profile == .gopro ? "GoPro" : d.profile == .rokid ? "Rokid" : "Bluetooth LE")
-        device["via_device"] = .string(Self.bridgeIdentifier)
         if let a = d.address { device["connections"] = [["bluetooth", .string(a.lowercased())]] }
-        o["device"] = .object(device)
-        o["origin"] = ["name": "gatt2mqtt", "sw_version": .string(version)]
-        o.merge(e.extra)
-        return OutboundMessage(topic: "\(prefix)/\(e.component)/\(nodeID(d))/\(e.object)/config", json: .object(o), qos: 1, retain: true)
+        device["name"] = .string(d.name ?? d.id)
+        let hardware = state["hardware"]?.objectValue ?? [:]
+        switch d.profile {
+        case .gopro:
+            device["manufacturer"] = "GoPro"
+            device["model"] = .string(hardware["model_name"]?.stringValue ?? "Open GoPro camera")
+            if let n = hardware["model_number"], !n.isNull { device["model_id"] = .string(n.stringValue ?? n.jsonText) }
+        case .rokid:
+            device["manufacturer"] = "Rokid"
+            device["model"] = "Rokid glasses"
+        case .custom:
+            device["manufacturer"] = "Bluetooth LE"
+            device["model"] = "GATT device (layouts)"
+        }
+        if let fw = hardware["firmware_version"]?.stringValue { device["sw_version"] = .string(fw) }
+        if let serial = hardware["serial_number"]?.stringValue { device["serial_number"] = .string(serial) }
+        device["via_device"] = .string(Self.bridgeIdentifier)
+        return device
     }
-}
 
-extension String {
-    var capitalizedFirst: String { prefix(1).uppercased() + dropFirst() }
+    var origin: JSONValue {
+        var o: JSONObject = ["name": "gatt2mqtt", "sw_version": .string(version)]
+        if let supportURL { o["support_url"] = .string(supportURL) }
+        return .object(o)
+    }
+
+    // MARK: The bridge
+
+    /// The identifier every device's `via_device` names.
+    static let bridgeIdentifier = "gatt2mqtt_bridge"
+
+    /// The bridge as a Home Assistant device (every device's `via_device`): its connection state
+    /// (from `bridge/state`, the MQTT Will included, so it has no availability of its own), its
+    /// version and log level (from `bridge/info`), a restart button and the log level select
+    /// (requests on `bridge/request/restart` and `bridge/request/options`).
+    func bridgeMessages() -> [OutboundMessage] {
+        let device: JSONObject = ["identifiers": [.string(Self.bridgeIdentifier)], "name": "gatt2mqtt bridge",
+                                  "manufacturer": "gatt2mqtt", "model": "MQTT ↔ Bluetooth LE bridge", "sw_version": .string(version)]
+        let levels = LogLevel.allCases.map(\.rawValue)
+        let entities = [
+            Entity(.binarySensor, "connection_state", "Connection state", .text(["state"]), stateTopic: topics.bridgeState, availability: .none,
+                   ["payload_on": "online", "payload_off": "offline", "device_class": "connectivity", "entity_category": "diagnostic"]),
+            Entity(.sensor, "version", "Version", .text(["version"]), stateTopic: topics.bridgeInfo, availability: .bridge,
+                   ["entity_category": "diagnostic", "icon": "mdi:information-outline"]),
+            Entity(.select, "log_level", "Log level", .choice(["log_level"], options: levels), stateTopic: topics.bridgeInfo,
+                   availability: .bridge,
+                   ["command_topic": .string("\(topics.base)/bridge/request/options"),
+                    "command_template": #"{"log_level":"{{ value }}"}"#, "options": .array(levels.map { .string($0) }),
+                    "entity_category": "config", "icon": "mdi:text-box-search-outline"]),
+            Entity(.button, "restart", "Restart", nil, availability: .bridge,
+                   ["command_topic": .string("\(topics.base)/bridge/request/restart"), "payload_press": "{}",
+                    "device_class": "restart", "entity_category": "config"]),
+        ]
+        return entities.map {
+            message($0, node: Self.bridgeIdentifier, uniqueBase: Self.bridgeIdentifier, entityBase: Self.bridgeIdentifier,
+                    device: device, deviceAvailability: nil)
+        }
+    }
+
+    // MARK: Payloads
+
+    func message(_ e: Entity, node: String, uniqueBase: String, entityBase: String, device: JSONObject,
+                 deviceAvailability: String?) -> OutboundMessage {
+        var o = JSONObject()
+        o["name"] = .string(e.name)
+        o["unique_id"] = .string("\(uniqueBase)_\(e.object)")
+        // HA 2025.10 replaced `object_id` (dropped in 2026.4) with `default_entity_id`, "<domain>.<slug>".
+        o["default_entity_id"] = .string("\(e.component.rawValue).\(entityBase)_\(e.object)")
+        if let state = e.state {
+            o["state_topic"] = .string(e.stateTopic ?? topics.state(entityBase))
+            o["value_template"] = .string(state.template)
+        }
+        var availability: [JSONValue] = []
+        if e.availability != .none {
+            availability.append(["topic": .string(topics.bridgeState), "value_template": "{{ value_json.state }}"])
+        }
+        if e.availability == .bridgeAndDevice, let deviceAvailability {
+            availability.append(["topic": .string(deviceAvailability), "value_template": "{{ value_json.state }}"])
+        }
+        if !availability.isEmpty {
+            o["availability"] = .array(availability)
+            o["availability_mode"] = "all"
+        }
+        o["device"] = .object(device)
+        o["origin"] = origin
+        o.merge(e.extra)
+        return OutboundMessage(topic: "\(prefix)/\(e.component.rawValue)/\(node)/\(e.object)/config", json: .object(o), qos: 1, retain: true)
+    }
+
+    /// `heart_rate` → `Heart rate`.
+    static func title(_ name: String) -> String {
+        let words = name.replacingOccurrences(of: "_", with: " ")
+        return words.prefix(1).uppercased() + words.dropFirst()
+    }
+
+    /// A config topic's `<object>` (HA takes `[a-zA-Z0-9_-]+`).
+    static func objectID(_ s: String) -> String {
+        String(s.unicodeScalars.map { c in
+            (c.isASCII && (c.properties.isAlphabetic || ("0"..."9").contains(c) || c == "_" || c == "-")) ? Character(c) : "_"
+        })
+    }
 }

@@ -10,7 +10,9 @@ import GoProCodec
 /// while the camera is busy or encoding, only queries and shutter-off pass (§9 readiness).
 /// The characteristics are encryption-protected (§2), so the camera must be paired: after the
 /// connect that first paired it, Pairing Finish (03 01, `RequestPairingFinish{SUCCESS, phone
-/// name}`) goes out before the registrations (§2 step 5).
+/// name}`) goes out before the registrations (§2 step 5). After them, Get Hardware Info (§5,
+/// 0x3C; §2 step 4 names it the readiness probe) fills the state's `hardware` — model, firmware,
+/// serial number — which Home Assistant shows on the device.
 public struct GoProDriver: DeviceDriver {
     static func id(_ c: GoProCharacteristic) -> CharacteristicID { CharacteristicID(c.uuid) }
 
@@ -55,7 +57,22 @@ public struct GoProDriver: DeviceDriver {
         for name in ["register_status_value_updates", "register_setting_value_updates"] {
             out.append(try encode(["query": .string(name)], mtu: 23))
         }
+        var hardwareInfo = try encode(["command": "get_hardware_info"], mtu: 23)
+        hardwareInfo.bypassesBusyGate = true  // a query in all but name: it changes nothing
+        out.append(hardwareInfo)
         return out
+    }
+
+    /// The state's `hardware` from a Get Hardware Info answer (§5, 0x3C): the codec's fields
+    /// that describe the camera (not its Wi-Fi access point).
+    static func hardware(_ r: GoProTLVResponse) -> JSONObject? {
+        guard r.id == GoProCommandID.getHardwareInfo.rawValue, r.status == 0,
+              let fields = GoProResponse.command(r).json.objectValue, fields["model_name"] != nil else { return nil }
+        var o = JSONObject()
+        for key in ["model_number", "model_name", "firmware_version", "serial_number"] {
+            if let v = fields[key] { o[key] = v }
+        }
+        return o
     }
 
     /// Set Pairing State (§7 03 01 on GP-0091): `RequestPairingFinish{result SUCCESS, phoneName}`,
@@ -151,6 +168,7 @@ public struct GoProDriver: DeviceDriver {
             if let e = state["encoding"]?.boolValue { encoding = e }
             if !state.isEmpty { out.append(.state(state)) }
         }
+        if case let .command(r) = response, let hardware = Self.hardware(r) { out.append(.state(["hardware": .object(hardware)])) }
         if response.isAsynchronous {
             if case .protobuf = response { out.append(.event(response.json)) }
             return out

@@ -11,13 +11,47 @@ import Synchronization
 /// Protobuf requests (§4.3, §7) get typed answers for Set Camera Control (F1 69, status 114),
 /// Set Turbo Active (F1 6B, status 113), Get Preset Status (F5 72, F5 F3 pushes when registered),
 /// Get Last Captured Media (F5 6D) and Pairing Finish (03 01 on GP-0091); any other protobuf
-/// request gets the `[feature][status]` unsupported form.
+/// request gets the `[feature][status]` unsupported form. Get Hardware Info (0x3C) answers
+/// ``hardware``; Load Preset Group (0x3E) sets status 96 (Preset Group).
 public final class SimulatedGoPro: SimulatedDevice {
+    /// What Get Hardware Info (§5, 0x3C) reports.
+    public struct HardwareInfo: Sendable, Equatable {
+        /// The model number (4 bytes big-endian on the wire; 62 is a HERO12 Black).
+        public var modelNumber: UInt32
+        public var modelName: String
+        public var firmware: String
+        public var serialNumber: String
+        public var apSSID: String
+        /// The access point's MAC as 12 lowercase hex digits (ASCII on the wire).
+        public var apMAC: String
+
+        public init(modelNumber: UInt32 = 62, modelName: String = "HERO12 Black", firmware: String = "H23.01.01.99.56",
+                    serialNumber: String = "C3501324501234", apSSID: String = "GP25011234", apMAC: String = "c0ffee000001") {
+            self.modelNumber = modelNumber
+            self.modelName = modelName
+            self.firmware = firmware
+            self.serialNumber = serialNumber
+            self.apSSID = apSSID
+            self.apMAC = apMAC
+        }
+
+        /// The answer's bytes after `3C 00` (§5): length-prefixed model number, model name, the
+        /// deprecated field (4 ASCII bytes), firmware, serial number, AP SSID, AP MAC, then 11
+        /// reserved bytes.
+        var payload: [UInt8] {
+            func field(_ bytes: [UInt8]) -> [UInt8] { [UInt8(bytes.count)] + bytes }
+            let number = (0..<4).map { UInt8(truncatingIfNeeded: modelNumber >> (24 - 8 * $0)) }
+            return field(number) + field(Array(modelName.utf8)) + field(Array("0x05".utf8)) + field(Array(firmware.utf8))
+                + field(Array(serialNumber.utf8)) + field(Array(apSSID.utf8)) + field(Array(apMAC.utf8))
+                + [UInt8](repeating: 0, count: 11)
+        }
+    }
+
     struct State {
         var link: SimulatedLink?
         var assemblers: [String: GoProAssembler] = [:]
         /// Status id → value bytes (§11).
-        var statuses: [UInt8: [UInt8]] = [8: [0], 10: [0], 13: [0, 0, 0, 0], 70: [84], 113: [0], 114: [0]]
+        var statuses: [UInt8: [UInt8]] = [8: [0], 10: [0], 13: [0, 0, 0, 0], 70: [84], 96: [0, 0, 0x03, 0xE8], 113: [0], 114: [0]]
         /// Setting id → value bytes (§8).
         var settings: [UInt8: [UInt8]] = [2: [1], 3: [8], 121: [4]]
         var statusRegistrations: Set<UInt8> = []
@@ -45,6 +79,8 @@ public final class SimulatedGoPro: SimulatedDevice {
     public let sleepAfter: Duration?
     /// While encoding, the battery (status 70) drops 1 % this often; nil: never.
     public let batteryDrainEvery: Duration?
+    /// What Get Hardware Info (0x3C) answers.
+    public let hardware: HardwareInfo
 
     static func gp(_ short: UInt16) -> String { GoProCharacteristic(rawValue: short)!.uuid }
 
@@ -60,9 +96,12 @@ public final class SimulatedGoPro: SimulatedDevice {
     ///     pushed to registered clients.
     ///   - executor: where the camera's timer task runs — the emulator's event loop
     ///     (`BlueZSimulator.loop`) keeps the simulated camera on the loop thread; nil: the global pool.
+    ///   - hardware: what Get Hardware Info (0x3C) reports.
     public init(address: String = "C0:FF:EE:00:00:01", name: String = "GoPro 1234", encrypted: Bool = true,
-                sleepAfter: Duration? = nil, batteryDrainEvery: Duration? = nil, executor: (any TaskExecutor)? = nil) {
+                sleepAfter: Duration? = nil, batteryDrainEvery: Duration? = nil, hardware: HardwareInfo = HardwareInfo(),
+                executor: (any TaskExecutor)? = nil) {
         self.address = address.uppercased()
+        self.hardware = hardware
         self.sleepAfter = sleepAfter
         self.batteryDrainEvery = batteryDrainEvery
         advertisement = Self.advertisement(address: self.address, name: name)
@@ -215,6 +254,13 @@ public final class SimulatedGoPro: SimulatedDevice {
             if on { setStatus(13, [0, 0, 0, 1]) }
             setStatus(8, [0])
             return
+        }
+        if id == 0x3C { return send([id, 0x00] + hardware.payload, on: 0x73) }  // Get Hardware Info (§5)
+        if id == 0x3E, m.count == 4, m[1] == 2 {  // Load Preset Group [3E][02][group u16] (§5)
+            let group = UInt16(m[2]) << 8 | UInt16(m[3])
+            guard (1000...1002).contains(group) else { return send([id, 0x02], on: 0x73) }
+            send([id, 0x00], on: 0x73)
+            return setStatus(96, [0, 0, m[2], m[3]])
         }
         send([id, 0x00], on: 0x73)
     }

@@ -55,7 +55,7 @@ extension GattLayout {
         public let repetition: Repetition
         /// The flag bit that makes the field present or absent (`present_if` / `present_unless`).
         public let condition: Condition?
-        /// The unit the decoded value is expressed in (documentation only, e.g. for Home Assistant).
+        /// The unit the decoded value is expressed in (the bridge gives it to Home Assistant).
         public let unit: String?
     }
 

@@ -85,6 +85,13 @@ func withBridge(_ env: Emulator, device: DeviceConfig, store: BridgeStore, drive
                 #expect(camera.sleepCount == 0)
                 #expect(camera.receivedMessages.filter { $0 == [0x5B, 0x01, 0x42] }.count >= 10)
                 #expect(mqtt.events("device_connected") == 1)
+                // Get Hardware Info (0x3C) after the registrations: the state's `hardware`, and the
+                // camera's Home Assistant device republished with its model and serial number.
+                #expect(camera.receivedMessages.contains([0x3C]))
+                #expect((try? store.states()["camera"]?["hardware"]?["serial_number"]) == "C3501324501234")
+                let battery = mqtt.messages("homeassistant/sensor/gatt2mqtt_camera/battery/config")
+                #expect(battery.count == 2 && battery.last?.text.contains(#""model":"HERO12 Black""#) == true
+                    && battery.last?.text.contains(#""serial_number":"C3501324501234""#) == true, "\(battery.map(\.text))")
             }
         }
     }

@@ -57,8 +57,8 @@ import Testing
     @Test(arguments: [NotifyMethod.automatic, .startNotify])
     func goProStatusResponseWithALostOrRepeatedPacket(method: NotifyMethod) async throws {
         let camera = SimulatedGoPro(address: "C0:FF:EE:00:00:0A", encrypted: false)  // pairing is covered elsewhere
-        // An 89-byte answer (statuses 8, 10, 13, 20…30, 70, 113, 114) is 5 packets: extended-13 start (18 bytes) + 4 continuations 0x80…0x83 (19 each).
-        for id: UInt8 in 20...30 { camera.setStatus(id, [id, 0, 0, 1]) }
+        // An 89-byte answer (statuses 8, 10, 13, 20…29, 70, 96, 113, 114) is 5 packets: extended-13 start (18 bytes) + 4 continuations 0x80…0x83 (19 each).
+        for id: UInt8 in 20...29 { camera.setStatus(id, [id, 0, 0, 1]) }
         try await withEmulator(devices: [camera]) { env in
             let device = try await discover(env, camera.address)
             try await env.client.connect(device)

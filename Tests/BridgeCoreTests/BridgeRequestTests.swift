@@ -62,7 +62,8 @@ final class CallLog: Sendable {
     }
 
     static func central() -> FakeAdapterCentral {
-        FakeAdapterCentral(FakeCentral(["C0:FF:EE:00:00:09": FakeDevice(), "C0:FF:EE:00:00:0A": FakeDevice()]), advertisements: [strap])
+        FakeAdapterCentral(FakeCentral(["C0:FF:EE:00:00:09": FakeDevice(), "C0:FF:EE:00:00:0A": FakeDevice()]),
+                           advertisements: [strap, Advertisement(address: "C0:FF:EE:00:00:09", rssi: -70)])
     }
 
     static func request(_ bridge: Bridge, _ mqtt: FakeMQTT, _ action: String, _ body: String) async throws -> JSONValue {
@@ -88,7 +89,11 @@ final class CallLog: Sendable {
         try await Self.running(first) {
             let scan = try await Self.request(first, mqtt, "scan", #"{"seconds":5,"transaction":1}"#)
             #expect(scan == ["status": "ok", "data": ["scanning": true, "seconds": 5.0], "transaction": 1])
-            let seen = try await mqtt.wait(for: "gatt2mqtt/bridge/scan")
+            let seen = try await mqtt.wait(for: "gatt2mqtt/bridge/scan", count: 2)
+            #expect(seen[1].text == #"{"address":"C0:FF:EE:00:00:09","name":null,"rssi":-70,"service_uuids":[],"manufacturer_data":{},"service_data":{},"configured":true,"device":"dev","profile_guess":null,"connected":false,"paired":false}"#)
+            // The configured device's RSSI reaches its state (its diagnostic entity).
+            let state = try await mqtt.wait(for: "gatt2mqtt/dev")
+            #expect(try JSONValue(parsing: state.last!.payload).objectValue?["rssi"] == -70)
             #expect(seen[0].text == #"{"address":"C0:FF:EE:00:00:0A","name":"Strap","rssi":-60,"service_uuids":["180D","180F"],"manufacturer_data":{},"service_data":{},"configured":false,"profile_guess":"heart_rate","connected":false,"paired":false}"#)
             let added = try await Self.request(first, mqtt, "device/add", #"{"id":"strap","address":"C0:FF:EE:00:00:0A"}"#)
             #expect(added.objectValue?["status"] == "ok", "\(added.jsonText)")

@@ -82,11 +82,13 @@ import Testing
             h.set(#"{"command":"ping","value":7,"transaction":"t1"}"#)
             let r = try await h.responses(1)
             #expect(r == [["transaction": "t1", "status": "ok", "command": ["command": "ping", "value": 7], "data": ["echo": 7]]])
-            let state = try await h.mqtt.wait(for: "gatt2mqtt/dev")
-            #expect(state[0].text == #"{"last_ping":7}"# && state[0].retain && state[0].qos == 1)
+            // The state at link up (when it was last seen), then with the answer.
+            let state = try await h.mqtt.wait(for: "gatt2mqtt/dev", count: 2)
+            #expect(state.allSatisfy { $0.retain && $0.qos == 1 })
+            #expect(try withoutLastSeen(state[1]) == ["last_ping": 7])
             #expect(h.device.writes == [[1, 7]])
             #expect(try h.store.pendingCommands().isEmpty)
-            #expect(try h.store.states()["dev"] == ["last_ping": 7])
+            #expect(try h.store.states()["dev"].map(JSONValue.object) == JSONValue(parsing: state[1].payload))
         }
     }
 
@@ -135,19 +137,21 @@ import Testing
             _ = try await h.mqtt.wait(for: "gatt2mqtt/dev/availability")
             h.set(#"{"command":"ping","value":7,"transaction":"t1"}"#)
             _ = try await h.responses(1)
-            _ = try await h.mqtt.wait(for: "gatt2mqtt/dev")
+            _ = try await h.mqtt.wait(for: "gatt2mqtt/dev", count: 2)
             h.bridge.handle(InboundMessage(topic: "gatt2mqtt/dev/get", payload: Array(#"{"battery":"","transaction":"g1"}"#.utf8)))
             let got = try await h.responses(2)
             #expect(got.last?["transaction"] == "g1", "a /get echoes its transaction (and does not read an attribute \"transaction\")")
-            _ = try await h.mqtt.wait(for: "gatt2mqtt/dev", count: 2)
+            _ = try await h.mqtt.wait(for: "gatt2mqtt/dev", count: 3)
         }
         let all = seen.withLock { $0 }
         let oks = all.filter { $0.topic == "gatt2mqtt/dev/response" && $0.payload?["status"] == "ok" }
         let states = all.filter { $0.topic == "gatt2mqtt/dev" }
         #expect(oks.count == 2 && oks.allSatisfy { $0.pending == 0 })
-        #expect(states.count == 2)
+        #expect(states.count == 3)  // link up (last_seen), the ping's answer, the read
         for s in states { #expect(s.stored.map(JSONValue.object) == s.payload) }
-        #expect(states.last?.stored == ["last_ping": 7, "battery": 42])
+        var last = states.last?.stored
+        last?["last_seen"] = nil
+        #expect(last == ["last_ping": 7, "battery": 42])
     }
 
     @Test func offlineCommandIsQueuedThenDelivered() async throws {
@@ -288,14 +292,79 @@ import Testing
         let h = try Harness()
         try await h.running {
             _ = try await h.mqtt.wait(for: "gatt2mqtt/dev/availability")
+            _ = try await h.mqtt.wait(for: "gatt2mqtt/dev")  // link up: last_seen
             h.device.notify([2, 84])
-            let s = try await h.mqtt.wait(for: "gatt2mqtt/dev")
-            #expect(s[0].text == #"{"battery":84}"#)
+            let s = try await h.mqtt.wait(for: "gatt2mqtt/dev", count: 2)
+            #expect(try withoutLastSeen(s[1]) == ["battery": 84])
             h.bridge.handle(InboundMessage(topic: "gatt2mqtt/dev/get", payload: Array(#"{"battery":""}"#.utf8)))
             let r = try await h.responses(1)
             #expect(r[0]["status"] == "ok" && r[0]["data"] == ["battery": 42])
-            let s2 = try await h.mqtt.wait(for: "gatt2mqtt/dev", count: 2)
-            #expect(s2[1].text == #"{"battery":42}"#)
+            let s2 = try await h.mqtt.wait(for: "gatt2mqtt/dev", count: 3)
+            #expect(try withoutLastSeen(s2[2]) == ["battery": 42])
+        }
+    }
+
+    /// Every state the session publishes says when the device was last heard (`last_seen`,
+    /// ISO 8601 UTC); so does the state published at link up.
+    @Test func publishedStatesCarryLastSeen() async throws {
+        let h = try Harness()
+        let start = Date()
+        try await h.running {
+            let up = try await h.mqtt.wait(for: "gatt2mqtt/dev")
+            let upState = try JSONValue(parsing: up[0].payload)
+            #expect(upState.objectValue?.keys == ["last_seen"] && up[0].retain)
+            h.device.notify([2, 84])
+            let s = try await h.mqtt.wait(for: "gatt2mqtt/dev", count: 2)
+            let text = try #require(try JSONValue(parsing: s[1].payload)["last_seen"]?.stringValue)
+            #expect(text.hasSuffix("Z") && text.count == 20, "\(text)")
+            let seen = try Date(text, strategy: Date.ISO8601FormatStyle())
+            #expect(seen >= start.addingTimeInterval(-1) && seen <= Date().addingTimeInterval(1))
+            #expect(try h.store.states()["dev"]?["last_seen"]?.stringValue == text)
+        }
+    }
+
+    /// A sighting's RSSI reaches the state the first time and when it moved by 5 dBm or more
+    /// since the published value; smaller moves cost no publish.
+    @Test func observedRSSIIsPublishedOnFirstSightingAndOnChange() async throws {
+        let h = try Harness(present: false)
+        let session = try #require(h.bridge.session("dev"))
+        try await h.running {
+            session.observed(rssi: -70)
+            let first = try await h.mqtt.wait(for: "gatt2mqtt/dev")
+            #expect(try JSONValue(parsing: first[0].payload)["rssi"] == -70)
+            session.observed(rssi: -73)
+            session.observed(rssi: -66)
+            session.observed(rssi: -65)
+            let second = try await h.mqtt.wait(for: "gatt2mqtt/dev", count: 2)
+            #expect(try JSONValue(parsing: second[1].payload)["rssi"] == -65)
+            try await Task.sleep(for: .milliseconds(50))
+            #expect(h.mqtt.messages("gatt2mqtt/dev").count == 2)
+            #expect(try h.store.states()["dev"]?["rssi"] == -65)
+        }
+    }
+
+    /// When the state's `hardware` first appears or changes, the device's Home Assistant
+    /// configs go out again with it in their `device` block; the same value again does not.
+    @Test func hardwareInfoRepublishesTheDevicesDiscovery() async throws {
+        let h = try Harness()
+        let topic = "homeassistant/sensor/gatt2mqtt_dev/reading/config"
+        try await h.running {
+            _ = try await h.mqtt.wait(for: "gatt2mqtt/dev/availability")
+            let initial = try await h.mqtt.wait(for: topic)
+            #expect(try JSONValue(parsing: initial[0].payload)["device"]?["serial_number"] == nil)
+            h.device.notify([4, 1])
+            let again = try await h.mqtt.wait(for: topic, count: 2)
+            #expect(try JSONValue(parsing: again[1].payload)["device"]?["serial_number"] == "S1")
+            h.device.notify([4, 1])
+            h.device.notify([2, 50])
+            _ = try await h.mqtt.wait(for: "gatt2mqtt/dev", count: 3)
+            #expect(h.mqtt.messages(topic).count == 2, "unchanged hardware: no republish")
+            h.device.notify([4, 2])
+            let third = try await h.mqtt.wait(for: topic, count: 3)
+            #expect(try JSONValue(parsing: third[2].payload)["device"]?["serial_number"] == "S2")
+            // The bridge's own view, from the stored state, says the same.
+            let stored = try #require(h.bridge.discoveryMessages(for: h.bridge.configuration.devices[0]).first { $0.topic == topic })
+            #expect(try JSONValue(parsing: stored.payload)["device"]?["serial_number"] == "S2")
         }
     }
 
@@ -327,12 +396,13 @@ import Testing
         try await h.running {
             let config = try await h.mqtt.wait(for: "homeassistant/sensor/gatt2mqtt_dev/reading/config")
             #expect(config[0].retain && config[0].qos == 1)
-            // The device's one entity and the bridge device's two, sent again on "online" only.
+            // The device's three entities (its reading, RSSI, last seen) and the bridge device's
+            // four, sent again on "online" only.
             let before = h.mqtt.sent.withLock { $0.filter { $0.topic.hasPrefix("homeassistant/") }.count }
             h.bridge.handle(InboundMessage(topic: "homeassistant/status", payload: Array("offline".utf8)))
             h.bridge.handle(InboundMessage(topic: "homeassistant/status", payload: Array("online".utf8)))
             let after = h.mqtt.sent.withLock { $0.filter { $0.topic.hasPrefix("homeassistant/") }.count }
-            #expect(before == 3 && after == 6)
+            #expect(before == 7 && after == 14)
         }
     }
 
@@ -354,8 +424,12 @@ import Testing
             #expect(kept.allSatisfy { !$0.payload.isEmpty })
         }
         #expect(try store.discoveryTopics() == ["homeassistant/sensor/gatt2mqtt_dev/reading/config",
+                                                 "homeassistant/sensor/gatt2mqtt_dev/rssi/config",
+                                                 "homeassistant/sensor/gatt2mqtt_dev/last_seen/config",
                                                  "homeassistant/binary_sensor/gatt2mqtt_bridge/connection_state/config",
-                                                 "homeassistant/sensor/gatt2mqtt_bridge/version/config"])
+                                                 "homeassistant/sensor/gatt2mqtt_bridge/version/config",
+                                                 "homeassistant/select/gatt2mqtt_bridge/log_level/config",
+                                                 "homeassistant/button/gatt2mqtt_bridge/restart/config"])
     }
 
     /// A device that is away holds the adapter's connect gate for one bounded attempt only: the
@@ -426,14 +500,14 @@ import Testing
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { await bridge.run() }
             defer { group.cancelAll() }
-            let state = try await mqtt.wait(for: "gatt2mqtt/dev")
-            #expect(state[0].text == #"{"battery":42}"#)
+            let state = try await mqtt.wait(for: "gatt2mqtt/dev", count: 2)  // link up, then the first read
+            #expect(try withoutLastSeen(state[1]) == ["battery": 42])
             let deadline = ContinuousClock.now + .seconds(3)
             while device.state.withLock({ $0.reads }) < 3, ContinuousClock.now < deadline {
                 try await Task.sleep(for: .milliseconds(10))
             }
             #expect(device.state.withLock { $0.reads } >= 3)
-            #expect(mqtt.messages("gatt2mqtt/dev").count == 1, "unchanged values are not republished")
+            #expect(mqtt.messages("gatt2mqtt/dev").count == 2, "unchanged values are not republished")
             #expect(mqtt.messages("gatt2mqtt/dev/response").isEmpty, "polls are internal: no lifecycle messages")
         }
     }
@@ -467,4 +541,12 @@ import Testing
             #expect(j["uptime_s"]?.int64Value != nil && (j["rss_bytes"]?.int64Value ?? 0) > 0)
         }
     }
+}
+
+/// A published state without its `last_seen` (checked to be there).
+func withoutLastSeen(_ m: OutboundMessage) throws -> JSONObject {
+    var o = try #require(try JSONValue(parsing: m.payload).objectValue)
+    #expect(o["last_seen"]?.stringValue != nil, "\(m.text)")
+    o["last_seen"] = nil
+    return o
 }

@@ -1,5 +1,7 @@
 import BinaryCoding
 import BridgeConfig
+import GattLayout
+import GoProCodec
 import Testing
 @testable import BridgeCore
 
@@ -12,54 +14,425 @@ import Testing
         return d
     }
 
+    /// The demo's heart-rate sensor (config/demo.yaml): heart rate and battery built-ins, and a
+    /// write-only raw control point.
+    var heartRate: DeviceConfig {
+        var d = device("heart_rate", .custom, "C0:FF:EE:00:00:03")
+        d.characteristics = [
+            mapping("2A37", "heart_rate", layout: "builtin:heart_rate_measurement", [.notify]),
+            mapping("2A19", "battery", layout: "builtin:battery_level", [.read, .notify]),
+            CharacteristicMapping(uuid: "2A39", codec: .raw, directions: [.write], topic: "control"),
+        ]
+        return d
+    }
+
+    /// docs/layouts.md's complete example, inline, on a vendor characteristic.
+    static let envSensorLayout: JSONValue = [
+        "name": "env_sensor", "uuid": "12345678-1234-5678-1234-56789abcdef0",
+        "fields": [
+            ["type": "flags", "bits": [
+                ["name": "has_humidity", "bit": 0], ["name": "has_label", "bit": 1], ["name": "low_battery", "bit": 2],
+                ["name": "mode", "bit": 4, "width": 2, "enum": ["0": "idle", "1": "measuring", "2": "calibrating"]],
+            ]],
+            ["name": "temperature", "type": "i16", "scale": 0.01, "unit": "°C"],
+            ["name": "humidity", "type": "u16", "scale": "1/10", "max": 100, "unit": "%", "present_if": "has_humidity"],
+            ["name": "pressure", "type": "sfloat", "unit": "hPa"],
+            ["name": "state", "type": "u8", "enum": ["0": "ok", "1": "warming_up", "0x10": "fault"]],
+            ["name": "label", "type": "utf8", "present_if": "has_label"],
+        ],
+    ]
+
+    var envSensor: DeviceConfig {
+        var d = device("env", .custom, "A4:C1:38:00:00:01")
+        d.characteristics = [
+            mapping("12345678-1234-5678-1234-56789abcdef0", "climate", layout: Self.envSensorLayout, [.notify]),
+            mapping("2A1C", "temperature", layout: "builtin:temperature_measurement", [.notify]),
+            CharacteristicMapping(uuid: "FFF1", codec: .raw, directions: [.read], topic: "raw_value"),
+            CharacteristicMapping(uuid: "FFF2", codec: .caps, directions: [.notify], topic: "caps_value"),
+        ]
+        return d
+    }
+
+    func mapping(_ uuid: String, _ topic: String, layout: JSONValue, _ directions: Set<CharacteristicMapping.Direction>) -> CharacteristicMapping {
+        var c = CharacteristicMapping(uuid: uuid, codec: .layout, directions: directions, topic: topic)
+        c.layout = layout
+        return c
+    }
+
+    var camera: DeviceConfig { device("camera", .gopro, "C0:FF:EE:00:00:01") }
+    var glasses: DeviceConfig { device("glasses", .rokid, "C0:FF:EE:00:00:02") }
+
+    func payloads(_ msgs: [OutboundMessage]) throws -> [String: JSONValue] {
+        Dictionary(uniqueKeysWithValues: try msgs.map { ($0.topic, try JSONValue(parsing: $0.payload)) })
+    }
+
+    /// The entity of `device` whose config topic ends `<component>/<node>/<object>/config`.
+    func entity(_ d: DeviceConfig, _ component: String, _ object: String) throws -> HomeAssistantDiscovery.Entity {
+        try #require(ha.entities(for: d).first { $0.component.rawValue == component && $0.object == object }, "\(component)/\(object)")
+    }
+
+    // MARK: Payloads, exactly
+
     @Test func goproBatteryEntityIsExact() throws {
-        let msgs = ha.messages(for: [device("camera", .gopro, "C0:FF:EE:00:00:01")])
+        let msgs = ha.messages(for: [camera])
         let battery = try #require(msgs.first { $0.topic == "homeassistant/sensor/gatt2mqtt_camera/battery/config" })
         #expect(battery.qos == 1 && battery.retain)
         let j = try JSONValue(parsing: battery.payload)
         #expect(j["unique_id"] == "gatt2mqtt_c0ffee000001_battery")
         #expect(j["default_entity_id"] == "sensor.camera_battery" && j["object_id"] == nil, "object_id is gone from HA (2026.4)")
         #expect(j["state_topic"] == "gatt2mqtt/camera")
-        #expect(j["value_template"] == "{{ value_json.internal_battery_percentage }}")
+        #expect(j["value_template"] == "{% set v = value_json.get('internal_battery_percentage') %}{{ v if v is number else None }}")
+        #expect(j["device_class"] == "battery" && j["unit_of_measurement"] == "%" && j["state_class"] == "measurement")
         #expect(j["availability_mode"] == "all")
         #expect(j["availability"] == [["topic": "gatt2mqtt/bridge/state", "value_template": "{{ value_json.state }}"],
                                       ["topic": "gatt2mqtt/camera/availability", "value_template": "{{ value_json.state }}"]])
-        #expect(j["device"]?["identifiers"] == ["gatt2mqtt_c0ffee000001"])
-        #expect(j["origin"]?["name"] == "gatt2mqtt")
+        #expect(j["device"] == ["identifiers": ["gatt2mqtt_c0ffee000001"], "connections": [["bluetooth", "c0:ff:ee:00:00:01"]],
+                                "name": "camera", "manufacturer": "GoPro", "model": "Open GoPro camera", "via_device": "gatt2mqtt_bridge"])
+        #expect(j["origin"] == ["name": "gatt2mqtt", "sw_version": "0.1.0"])
         let shutter = try #require(msgs.first { $0.topic == "homeassistant/switch/gatt2mqtt_camera/shutter/config" })
         #expect(try JSONValue(parsing: shutter.payload)["command_topic"] == "gatt2mqtt/camera/set/shutter")
     }
 
     /// Every device names `via_device: gatt2mqtt_bridge`, so the bridge is published as a device:
-    /// its connection state (no availability of its own: it *is* the bridge's availability) and
-    /// its version, both diagnostic.
-    @Test func theBridgeIsADeviceWithConnectionStateAndVersion() throws {
-        let msgs = ha.messages(for: [device("camera", .gopro, "C0:FF:EE:00:00:01")])
-        let state = try #require(msgs.first { $0.topic == "homeassistant/binary_sensor/gatt2mqtt_bridge/connection_state/config" })
-        let s = try JSONValue(parsing: state.payload)
-        #expect(state.retain && s["state_topic"] == "gatt2mqtt/bridge/state" && s["payload_on"] == "online" && s["payload_off"] == "offline")
+    /// its connection state (no availability of its own: it *is* the bridge's availability), its
+    /// version, a restart button and the log level select.
+    @Test func theBridgeIsADeviceWithStateVersionRestartAndLogLevel() throws {
+        let p = try payloads(ha.messages(for: [camera]))
+        let s = try #require(p["homeassistant/binary_sensor/gatt2mqtt_bridge/connection_state/config"])
+        #expect(s["state_topic"] == "gatt2mqtt/bridge/state" && s["payload_on"] == "online" && s["payload_off"] == "offline")
         #expect(s["device_class"] == "connectivity" && s["entity_category"] == "diagnostic" && s["availability"] == nil)
-        #expect(s["device"]?["identifiers"] == ["gatt2mqtt_bridge"])
-        let version = try #require(msgs.first { $0.topic == "homeassistant/sensor/gatt2mqtt_bridge/version/config" })
-        let v = try JSONValue(parsing: version.payload)
-        #expect(v["state_topic"] == "gatt2mqtt/bridge/info" && v["value_template"] == "{{ value_json.version }}")
-        let battery = try #require(msgs.first { $0.topic == "homeassistant/sensor/gatt2mqtt_camera/battery/config" })
-        #expect(try JSONValue(parsing: battery.payload)["device"]?["via_device"] == "gatt2mqtt_bridge")
+        #expect(s["device"]?["identifiers"] == ["gatt2mqtt_bridge"] && s["device"]?["sw_version"] == "0.1.0")
+        let v = try #require(p["homeassistant/sensor/gatt2mqtt_bridge/version/config"])
+        #expect(v["state_topic"] == "gatt2mqtt/bridge/info" && v["value_template"] == "{{ value_json.get('version') }}")
+        #expect(v["availability"] == [["topic": "gatt2mqtt/bridge/state", "value_template": "{{ value_json.state }}"]])
+        let restart = try #require(p["homeassistant/button/gatt2mqtt_bridge/restart/config"])
+        #expect(restart["command_topic"] == "gatt2mqtt/bridge/request/restart" && restart["payload_press"] == "{}")
+        #expect(restart["device_class"] == "restart" && restart["entity_category"] == "config")
+        #expect(restart["unique_id"] == "gatt2mqtt_bridge_restart" && restart["default_entity_id"] == "button.gatt2mqtt_bridge_restart")
+        let level = try #require(p["homeassistant/select/gatt2mqtt_bridge/log_level/config"])
+        #expect(level["command_topic"] == "gatt2mqtt/bridge/request/options")
+        #expect(level["command_template"] == #"{"log_level":"{{ value }}"}"#)
+        #expect(level["options"] == ["trace", "debug", "info", "notice", "warning", "error", "critical"])
+        #expect(level["state_topic"] == "gatt2mqtt/bridge/info" && level["entity_category"] == "config")
+        let battery = try #require(p["homeassistant/sensor/gatt2mqtt_camera/battery/config"])
+        #expect(battery["device"]?["via_device"] == "gatt2mqtt_bridge")
     }
 
-    @Test func rokidNumbersHaveRanges() throws {
-        let msgs = ha.messages(for: [device("glasses", .rokid, "C0:FF:EE:00:00:02")])
-        let b = try #require(msgs.first { $0.topic == "homeassistant/number/gatt2mqtt_glasses/brightness/config" })
-        let j = try JSONValue(parsing: b.payload)
-        #expect(j["min"] == 0 && j["max"] == 15 && j["command_topic"] == "gatt2mqtt/glasses/set/brightness")
+    @Test func supportURLGoesIntoOrigin() throws {
+        let withURL = HomeAssistantDiscovery(prefix: "homeassistant", topics: Topics(base: "gatt2mqtt"), version: "1.2.3",
+                                             supportURL: "https://example.org/gatt2mqtt")
+        for m in withURL.messages(for: [glasses]) {
+            #expect(try JSONValue(parsing: m.payload)["origin"] == ["name": "gatt2mqtt", "sw_version": "1.2.3",
+                                                                     "support_url": "https://example.org/gatt2mqtt"])
+        }
     }
+
+    @Test func deviceWithoutAddressHasIDBasedIdentityAndNoConnections() throws {
+        let d = DeviceConfig(id: "cam2", profile: .gopro)
+        let j = try JSONValue(parsing: try #require(ha.messages(for: d).first).payload)
+        #expect(j["unique_id"]?.stringValue?.hasPrefix("gatt2mqtt_cam2_") == true)
+        #expect(j["device"]?["identifiers"] == ["gatt2mqtt_cam2"] && j["device"]?["connections"] == nil)
+    }
+
+    // MARK: Layout devices
+
+    /// The heart-rate sensor: one entity per decoded key (not the whole object), with the SIG
+    /// characteristic's units and classes; the RR intervals are attributes, not an entity; the
+    /// write-only control point has no entity.
+    @Test func heartRateSensorHasOneEntityPerField() throws {
+        let p = try payloads(ha.messages(for: heartRate))
+        #expect(Set(p.keys) == [
+            "homeassistant/binary_sensor/gatt2mqtt_heart_rate/heart_rate_sensor_contact_detected/config",
+            "homeassistant/binary_sensor/gatt2mqtt_heart_rate/heart_rate_sensor_contact_supported/config",
+            "homeassistant/sensor/gatt2mqtt_heart_rate/heart_rate/config",
+            "homeassistant/sensor/gatt2mqtt_heart_rate/heart_rate_energy_expended/config",
+            "homeassistant/sensor/gatt2mqtt_heart_rate/battery/config",
+            "homeassistant/sensor/gatt2mqtt_heart_rate/rssi/config",
+            "homeassistant/sensor/gatt2mqtt_heart_rate/last_seen/config",
+        ])
+        let hr = try #require(p["homeassistant/sensor/gatt2mqtt_heart_rate/heart_rate/config"])
+        #expect(hr["name"] == "Heart rate" && hr["unique_id"] == "gatt2mqtt_c0ffee000003_heart_rate")
+        #expect(hr["value_template"] == "{% set v = value_json.get('heart_rate', {}).get('heart_rate') %}{{ v if v is number else None }}")
+        #expect(hr["unit_of_measurement"] == "bpm" && hr["state_class"] == "measurement" && hr["device_class"] == nil)
+        #expect(hr["json_attributes_topic"] == "gatt2mqtt/heart_rate/heart_rate")
+        let energy = try #require(p["homeassistant/sensor/gatt2mqtt_heart_rate/heart_rate_energy_expended/config"])
+        #expect(energy["device_class"] == "energy" && energy["unit_of_measurement"] == "kJ" && energy["state_class"] == "total_increasing")
+        #expect(energy["json_attributes_topic"] == nil)
+        let contact = try #require(p["homeassistant/binary_sensor/gatt2mqtt_heart_rate/heart_rate_sensor_contact_detected/config"])
+        #expect(contact["value_template"]
+            == "{% set v = value_json.get('heart_rate', {}).get('sensor_contact_detected') %}{{ None if v is none else ('ON' if v else 'OFF') }}")
+        #expect(p["homeassistant/binary_sensor/gatt2mqtt_heart_rate/heart_rate_sensor_contact_supported/config"]?["entity_category"] == "diagnostic")
+        let battery = try #require(p["homeassistant/sensor/gatt2mqtt_heart_rate/battery/config"])
+        #expect(battery["name"] == "Battery" && battery["device_class"] == "battery" && battery["unit_of_measurement"] == "%")
+        #expect(battery["json_attributes_topic"] == "gatt2mqtt/heart_rate/battery")
+        #expect(battery["device"]?["model"] == "GATT device (layouts)")
+    }
+
+    /// The templates read the state as the `LayoutDriver` builds it (each mapping's decoded
+    /// object under its topic): a notification decoded by the built-in gives HA 88 bpm, not the
+    /// whole object; absent keys and missing mappings are unknown.
+    @Test func heartRateTemplatesReadTheDecodedState() throws {
+        let hrm = try GattLayout.builtin(named: "heart_rate_measurement")
+        // Flags 0x1C: u8 rate, contact supported but not detected, energy and one RR interval.
+        var state: JSONObject = ["heart_rate": try hrm.decode(try Hex.decode("1c5878052003"))]
+        var seen = render(heartRate, state)
+        #expect(seen["sensor/heart_rate"] == "88" && seen["sensor/heart_rate_energy_expended"] == "1400")
+        #expect(seen["binary_sensor/heart_rate_sensor_contact_detected"] == "OFF")
+        #expect(seen["binary_sensor/heart_rate_sensor_contact_supported"] == "ON")
+        #expect(seen["sensor/battery"] == .some(nil) && seen["sensor/rssi"] == .some(nil) && seen["sensor/last_seen"] == .some(nil))
+        state["heart_rate"] = try hrm.decode(try Hex.decode("0648"))  // 72 bpm, no energy field
+        state["battery"] = try GattLayout.builtin(named: "battery_level").decode([90])
+        state["rssi"] = -61
+        state["last_seen"] = "2025-06-01T12:00:00Z"
+        seen = render(heartRate, state)
+        #expect(seen["sensor/heart_rate"] == "72" && seen["sensor/heart_rate_energy_expended"] == .some(nil))
+        #expect(seen["binary_sensor/heart_rate_sensor_contact_detected"] == "ON" && seen["sensor/battery"] == "90")
+        #expect(seen["sensor/rssi"] == "-61" && seen["sensor/last_seen"] == "2025-06-01T12:00:00Z")
+    }
+
+    /// A user's layout: the `unit` of docs/layouts.md reaches HA with the device class it implies;
+    /// flags become binary sensors, `enum` fields enum sensors with their names as options.
+    @Test func inlineLayoutUnitsReachHomeAssistant() throws {
+        let p = try payloads(ha.messages(for: envSensor))
+        func config(_ component: String, _ object: String) throws -> JSONValue {
+            try #require(p["homeassistant/\(component)/gatt2mqtt_env/\(object)/config"], "\(component)/\(object)")
+        }
+        let t = try config("sensor", "climate_temperature")
+        #expect(t["name"] == "Temperature" && t["device_class"] == "temperature" && t["unit_of_measurement"] == "°C")
+        #expect(t["state_class"] == "measurement" && t["json_attributes_topic"] == "gatt2mqtt/env/climate")
+        let h = try config("sensor", "climate_humidity")
+        #expect(h["device_class"] == "humidity" && h["unit_of_measurement"] == "%")
+        let pressure = try config("sensor", "climate_pressure")
+        #expect(pressure["device_class"] == "pressure" && pressure["unit_of_measurement"] == "hPa")
+        let state = try config("sensor", "climate_state")
+        #expect(state["device_class"] == "enum" && state["options"] == ["ok", "warming_up", "fault"] && state["unit_of_measurement"] == nil)
+        #expect(try config("sensor", "climate_mode")["options"] == ["idle", "measuring", "calibrating"])
+        #expect(try config("binary_sensor", "climate_low_battery")["device_class"] == "battery")
+        let label = try config("sensor", "climate_label")
+        #expect(label["device_class"] == nil && label["unit_of_measurement"] == nil && label["state_class"] == nil)
+        #expect(p["homeassistant/binary_sensor/gatt2mqtt_env/climate_has_humidity/config"] == nil, "presence bits are no keys")
+        // The temperature measurement built-in: °C or °F by its flags, the type an enum, no time stamp entity.
+        let c = try config("sensor", "temperature_temperature_celsius")
+        #expect(c["device_class"] == "temperature" && c["unit_of_measurement"] == "°C")
+        #expect(try config("sensor", "temperature_temperature_fahrenheit")["unit_of_measurement"] == "°F")
+        #expect(try config("sensor", "temperature_temperature_type")["options"]?.arrayValue?.count == 9)
+        #expect(!p.keys.contains { $0.contains("time_stamp") })
+        // Raw and Caps mappings: the whole value, as text and as JSON.
+        #expect(try config("sensor", "raw_value")["value_template"] == "{{ value_json.get('raw_value') }}")
+        #expect(try config("sensor", "caps_value")["value_template"]
+            == "{% set v = value_json.get('caps_value') %}{{ None if v is none else (v | tojson) }}")
+    }
+
+    @Test func inlineLayoutTemplatesReadTheDecodedState() throws {
+        let layout = try GattLayout(json: Self.envSensorLayout)
+        var state: JSONObject = ["climate": try layout.decode(try Hex.decode("176608c701f503106869"))]
+        var seen = render(envSensor, state)
+        #expect(seen["sensor/climate_temperature"] == "21.5" && seen["sensor/climate_humidity"] == "45.5")
+        #expect(seen["sensor/climate_pressure"] == "1013" && seen["sensor/climate_state"] == "fault")
+        #expect(seen["sensor/climate_mode"] == "measuring" && seen["sensor/climate_label"] == "hi")
+        #expect(seen["binary_sensor/climate_low_battery"] == "ON")
+        // SFLOAT NaN and an unnamed enum value (7) are unknown, not a bogus state.
+        state["climate"] = try layout.decode(try Hex.decode("00ceffff0707"))
+        seen = render(envSensor, state)
+        #expect(seen["sensor/climate_temperature"] == "-0.5" && seen["sensor/climate_pressure"] == .some(nil))
+        #expect(seen["sensor/climate_state"] == .some(nil) && seen["sensor/climate_humidity"] == .some(nil))
+        #expect(seen["binary_sensor/climate_low_battery"] == "OFF" && seen["sensor/climate_mode"] == "idle")
+    }
+
+    // MARK: GoPro
+
+    /// The camera's state as the `GoProDriver` merges it: a register-status answer's and a
+    /// register-setting answer's named values (`GoProQueryResponse.namedValues`).
+    func goproState() throws -> JSONObject {
+        func query(_ id: UInt8, _ elements: [(UInt8, [UInt8])]) throws -> JSONObject {
+            var message: [UInt8] = [id, 0]
+            for (element, value) in elements { message += [element, UInt8(value.count)] + value }
+            guard case let .query(q) = try GoProResponse(decoding: message, on: .queryResponse) else { throw Unexpected() }
+            return q.namedValues
+        }
+        var s = try query(0x53, [(70, [84]), (2, [4]), (10, [1]), (8, [0]), (6, [0]), (85, [0]), (113, [1]), (45, [0]),
+                                 (54, [0, 0, 0, 0, 0x01, 0x95, 0x82, 0x60]), (35, [0, 0, 0x1C, 0x20]), (34, [0, 0, 0x03, 0xE8]),
+                                 (13, [0, 0, 0, 12]), (33, [0]), (96, [0, 0, 0x03, 0xE8])])
+        s.merge(try query(0x52, [(2, [1]), (3, [8]), (121, [4])]))
+        return s
+    }
+
+    struct Unexpected: Error {}
+
+    @Test func goproTemplatesReadTheDriversState() throws {
+        var state = try goproState()
+        var seen = render(camera, state)
+        #expect(seen["sensor/battery"] == "84" && seen["binary_sensor/charging"] == "ON")
+        #expect(seen["sensor/sd_card_remaining"] == "26575456" && seen["sensor/remaining_video_time"] == "7200")
+        #expect(seen["sensor/remaining_photos"] == "1000" && seen["sensor/video_encoding_duration"] == "12")
+        #expect(seen["sensor/sd_card"] == "OK")
+        #expect(seen["binary_sensor/encoding"] == "ON" && seen["binary_sensor/busy"] == "OFF")
+        #expect(seen["binary_sensor/overheating"] == "OFF" && seen["binary_sensor/cold"] == "OFF")
+        #expect(seen["binary_sensor/turbo_transfer"] == "ON")
+        #expect(seen["switch/shutter"] == "ON" && seen["switch/locate"] == "OFF")
+        #expect(seen["select/preset_group"] == "video" && seen["select/video_resolution"] == "4K")
+        #expect(seen["select/frames_per_second"] == "30.0" && seen["select/video_lens"] == "Linear")
+        // An option the table does not name stays a number in the state: the select shows unknown.
+        state["video_resolution"] = 250
+        state["preset_group"] = 2000
+        state["internal_battery_bars"] = "Three"
+        seen = render(camera, state)
+        #expect(seen["select/video_resolution"] == .some(nil) && seen["select/preset_group"] == .some(nil))
+        #expect(seen["binary_sensor/charging"] == "OFF")
+    }
+
+    @Test func goproSelectsOfferTheSettingTablesOptions() throws {
+        let p = try payloads(ha.messages(for: camera))
+        for name in ["video_resolution", "frames_per_second", "video_lens"] {
+            let s = try #require(p["homeassistant/select/gatt2mqtt_camera/\(name)/config"])
+            let setting = try #require(GoProSetting.setting(named: name))
+            #expect(s["options"] == .array(setting.options.map { .string($0.name) }))
+            #expect(s["command_topic"] == "gatt2mqtt/camera/set")
+            #expect(s["command_template"] == .string(#"{"setting":"\#(name)","value":"{{ value }}"}"#))
+        }
+        let group = try #require(p["homeassistant/select/gatt2mqtt_camera/preset_group/config"])
+        #expect(group["options"] == ["video", "photo", "timelapse"])
+        #expect(group["value_template"] == "{{ {1000: 'video', 1001: 'photo', 1002: 'timelapse'}.get(value_json.get('preset_group')) }}")
+        #expect(group["command_template"] == #"{"command":"load_preset_group","group":"{{ value }}"}"#)
+        let buttons = p.filter { $0.key.hasPrefix("homeassistant/button/gatt2mqtt_camera/") }.mapValues { $0["payload_press"] }
+        #expect(buttons == [
+            "homeassistant/button/gatt2mqtt_camera/shutter_start/config": #"{"command":"set_shutter","value":true}"#,
+            "homeassistant/button/gatt2mqtt_camera/shutter_stop/config": #"{"command":"set_shutter","value":false}"#,
+            "homeassistant/button/gatt2mqtt_camera/hilight/config": #"{"command":"hilight_moment"}"#,
+            "homeassistant/button/gatt2mqtt_camera/sleep/config": #"{"command":"sleep"}"#,
+            "homeassistant/button/gatt2mqtt_camera/power_down/config": #"{"command":"power_down"}"#,
+        ])
+        let locate = try #require(p["homeassistant/switch/gatt2mqtt_camera/locate/config"])
+        #expect(locate["payload_on"] == #"{"command":"locate_camera","value":true}"# && locate["state_on"] == "ON")
+    }
+
+    /// Get Hardware Info's answer, kept in the state as `hardware`, is the HA device's model,
+    /// model id, firmware and serial number.
+    @Test func goproDeviceCarriesTheHardwareInfo() throws {
+        let state: JSONObject = ["hardware": ["model_number": 62, "model_name": "HERO12 Black", "firmware_version": "H23.01.01.99.56",
+                                              "serial_number": "C3501324500702"]]
+        for m in ha.messages(for: camera, state: state) {
+            let device = try JSONValue(parsing: m.payload)["device"]
+            #expect(device?["model"] == "HERO12 Black" && device?["model_id"] == "62")
+            #expect(device?["sw_version"] == "H23.01.01.99.56" && device?["serial_number"] == "C3501324500702")
+        }
+        // The config topics do not depend on the state: nothing to withdraw when it changes.
+        #expect(ha.messages(for: camera, state: state).map(\.topic) == ha.messages(for: camera).map(\.topic))
+        let stored = try payloads(ha.messages(for: [camera], states: ["camera": state]))
+        #expect(stored["homeassistant/sensor/gatt2mqtt_camera/battery/config"]?["device"]?["serial_number"] == "C3501324500702")
+    }
+
+    // MARK: Rokid
+
+    @Test func rokidNumbersHaveRangesAndTheCustomViewIsAnEnum() throws {
+        let p = try payloads(ha.messages(for: glasses))
+        let b = try #require(p["homeassistant/number/gatt2mqtt_glasses/brightness/config"])
+        #expect(b["min"] == 0 && b["max"] == 15 && b["step"] == 1 && b["command_topic"] == "gatt2mqtt/glasses/set/brightness")
+        #expect(p["homeassistant/number/gatt2mqtt_glasses/volume/config"]?["command_topic"] == "gatt2mqtt/glasses/set/volume")
+        let view = try #require(p["homeassistant/sensor/gatt2mqtt_glasses/custom_view/config"])
+        #expect(view["device_class"] == "enum" && view["options"] == ["open", "closed", "failed"])
+        #expect(p["homeassistant/button/gatt2mqtt_glasses/close_custom_view/config"]?["payload_press"] == #"{"command":"close_custom_view"}"#)
+        let seen = render(glasses, ["battery": 77, "brightness": 8, "volume": 3, "custom_view": "open"])
+        #expect(seen["sensor/battery"] == "77" && seen["number/brightness"] == "8" && seen["number/volume"] == "3")
+        #expect(seen["sensor/custom_view"] == "open")
+    }
+
+    // MARK: Diagnostics
+
+    /// RSSI and last seen: diagnostic, and available whenever the bridge is (they describe the
+    /// last sighting, which stays true while the device is away).
+    @Test func everyDeviceHasRSSIAndLastSeen() throws {
+        for d in [camera, glasses, heartRate] {
+            let p = try payloads(ha.messages(for: d))
+            let rssi = try #require(p["homeassistant/sensor/gatt2mqtt_\(d.id)/rssi/config"])
+            #expect(rssi["device_class"] == "signal_strength" && rssi["unit_of_measurement"] == "dBm")
+            #expect(rssi["state_class"] == "measurement" && rssi["entity_category"] == "diagnostic")
+            #expect(rssi["availability"] == [["topic": "gatt2mqtt/bridge/state", "value_template": "{{ value_json.state }}"]])
+            let seen = try #require(p["homeassistant/sensor/gatt2mqtt_\(d.id)/last_seen/config"])
+            #expect(seen["device_class"] == "timestamp" && seen["entity_category"] == "diagnostic" && seen["unit_of_measurement"] == nil)
+            #expect(seen["value_template"] == "{{ value_json.get('last_seen') }}")
+        }
+    }
+
+    // MARK: Removal
 
     @Test func removedDevicesAreClearedWithEmptyRetained() {
-        let old = [device("camera", .gopro, "C0:FF:EE:00:00:01"), device("glasses", .rokid, "C0:FF:EE:00:00:02")]
+        let old = [camera, glasses]
         let published = Set(ha.messages(for: old).map(\.topic))
         let removals = ha.removals(previous: published, current: [old[0]])
-        #expect(removals.count == 3)
-        #expect(removals.allSatisfy { $0.payload.isEmpty && $0.retain && $0.topic.contains("gatt2mqtt_glasses") })
+        #expect(removals.count == ha.messages(for: glasses).count && removals.count == 7)
+        #expect(removals.allSatisfy { $0.payload.isEmpty && $0.retain && $0.qos == 1 && $0.topic.contains("gatt2mqtt_glasses") })
         #expect(ha.removals(previous: published, current: old).isEmpty)
+    }
+
+    /// A mapping removed from a device that stays withdraws exactly its own entities; so does
+    /// an entity whose component changed (the GoPro's resolution was a sensor, now a select).
+    @Test func removedMappingAndChangedComponentAreWithdrawn() {
+        var smaller = heartRate
+        smaller.characteristics.removeAll { $0.topic == "heart_rate" }
+        let published = Set(ha.messages(for: [heartRate]).map(\.topic))
+        #expect(ha.removals(previous: published, current: [smaller]).map(\.topic) == [
+            "homeassistant/binary_sensor/gatt2mqtt_heart_rate/heart_rate_sensor_contact_detected/config",
+            "homeassistant/binary_sensor/gatt2mqtt_heart_rate/heart_rate_sensor_contact_supported/config",
+            "homeassistant/sensor/gatt2mqtt_heart_rate/heart_rate/config",
+            "homeassistant/sensor/gatt2mqtt_heart_rate/heart_rate_energy_expended/config",
+        ])
+        let old = published.union(["homeassistant/sensor/gatt2mqtt_camera/video_resolution/config"])
+        #expect(ha.removals(previous: old, current: [heartRate, camera]).map(\.topic)
+            == ["homeassistant/sensor/gatt2mqtt_camera/video_resolution/config"])
+    }
+
+    // MARK: Helpers
+
+    /// What HA shows for each entity of `d` (`component/object` → state, nil: unknown) given
+    /// the device state, by the templates' semantics (``HomeAssistantDiscovery/StateValue``).
+    func render(_ d: DeviceConfig, _ state: JSONObject) -> [String: String?] {
+        var out: [String: String?] = [:]
+        for e in ha.entities(for: d) {
+            guard let value = e.state else { continue }
+            out["\(e.component.rawValue)/\(e.object)"] = .some(value.rendered(in: state))
+        }
+        return out
+    }
+}
+
+extension HomeAssistantDiscovery.StateValue {
+    /// What the template renders from `state`, in Swift: `value_json.get(a, {}).get(b)` is
+    /// the value at the path or `None`; nil here is `None`, which HA shows as unknown.
+    func rendered(in state: JSONObject) -> String? {
+        var value: JSONValue? = .object(state)
+        for key in path { value = value?.objectValue?[key] }
+        if value?.isNull == true { value = nil }
+        switch self {
+        case .number:
+            guard let v = value else { return nil }
+            switch v {
+            case .int, .uint, .double: return v.jsonText
+            default: return nil
+            }
+        case .text:
+            guard let v = value else { return nil }
+            if let b = v.boolValue { return b ? "True" : "False" }
+            return v.stringValue ?? v.jsonText
+        case let .choice(_, options):
+            return value?.stringValue.flatMap { options.contains($0) ? $0 : nil }
+        case let .mapped(_, labels):
+            return value?.int64Value.flatMap { n in labels.first { $0.value == n }?.label }
+        case .flag:
+            guard let v = value else { return nil }
+            let truthy: Bool
+            switch v {
+            case let .bool(b): truthy = b
+            case let .int(n): truthy = n != 0
+            case let .string(s): truthy = !s.isEmpty
+            default: truthy = true
+            }
+            return truthy ? "ON" : "OFF"
+        case let .equals(_, expected):
+            guard let v = value else { return nil }
+            return v.stringValue == expected ? "ON" : "OFF"
+        case .json:
+            return value?.jsonText
+        }
     }
 }

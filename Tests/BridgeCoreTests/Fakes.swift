@@ -147,6 +147,7 @@ struct TestDriver: DeviceDriver {
         case (1, 2): return [.response(key: "ping:\(n.value[1])", result: .success(["echo": .int(Int64(n.value[1]))])),
                              .state(["last_ping": .int(Int64(n.value[1]))])]
         case (2, 2): return [.state(["battery": .int(Int64(n.value[1]))])]
+        case (4, 2): return [.state(["hardware": ["serial_number": .string("S\(n.value[1])")]])]
         default: return [.malformed("garbage from the device: \(Hex.encode(n.value))")]
         }
     }

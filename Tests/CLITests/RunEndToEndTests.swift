@@ -104,6 +104,10 @@ final class EndToEnd {
 
         let online = await collect(availability, count: 1)
         #expect(online.first?.payloadString == #"{"state":"online"}"#)
+        // Home Assistant gets the heart rate itself, in bpm, not the whole decoded object.
+        let hrConfig = await collect(try await hub.subscribe("homeassistant/sensor/gatt2mqtt_heart/heart_rate/config"), count: 1)
+        #expect(hrConfig.first?.retain == true && hrConfig.first?.payloadString.contains(#""unit_of_measurement":"bpm""#) == true,
+                "\(hrConfig.map(\.payloadString))")
         // Notifications of the simulated sensor arrive decoded.
         let hr = await collect(heartRate, count: 2)
         #expect(hr.count == 2 && hr.allSatisfy { $0.payloadString.contains(#""heart_rate":"#) })
@@ -157,6 +161,10 @@ extension RunEndToEndTests {
         #expect(states.contains { $0.payloadString.contains(#""encoding":true"#) }, "\(states.map(\.payloadString))")
         let glassesState = await collect(try await hub.subscribe("gatt2mqtt/glasses"), count: 1)
         #expect(glassesState.first?.payloadString.contains(#""brightness":8"#) == true)
+        // The camera's hardware info (Get Hardware Info at connect) is its Home Assistant device's model.
+        let battery = try await hub.subscribe("homeassistant/sensor/gatt2mqtt_camera/battery/config")
+        let configs = await Self.collectUntil(battery, { $0.payloadString.contains(#""model":"HERO12 Black""#) })
+        #expect(configs.last?.payloadString.contains(#""serial_number":"C3501324501234""#) == true, "\(configs.map(\.payloadString))")
         kill(bridge.processIdentifier, SIGTERM)
         bridge.waitUntilExit()
         await hub.disconnect()
@@ -433,9 +441,10 @@ extension RunEndToEndTests {
         // Both states as they are before the garbage (the camera's after its registration answers).
         try await hub.publish(topic: "gatt2mqtt/glasses/set", payload: Array(#"{"command":"set_brightness","value":5,"transaction":"b5"}"#.utf8), qos: .atLeastOnce)
         #expect(await collect(glasses, count: 1).first?.payloadString.hasPrefix(#"{"transaction":"b5","status":"ok""#) == true)
-        // The camera's start-up registers statuses, then settings: wait for the settings too.
+        // The camera's start-up registers statuses, then settings, then reads its hardware
+        // info: wait for the last of them.
         let cameraState = try await hub.subscribe("gatt2mqtt/camera")
-        let settled = await Self.collectUntil(cameraState, { $0.payloadString.contains(#""video_lens""#) })
+        let settled = await Self.collectUntil(cameraState, { $0.payloadString.contains(#""serial_number""#) })
         #expect(settled.last?.payloadString.contains(#""video_lens""#) == true, "\(settled.map(\.payloadString))")
         let before = await collect(try await hub.subscribe("gatt2mqtt/+"), count: 2, timeout: .seconds(5))
         #expect(before.count == 2)

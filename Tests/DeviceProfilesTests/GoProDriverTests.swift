@@ -65,7 +65,9 @@ import Testing
     @Test func startupRegistersAndKeepAliveIsEvery3s() throws {
         var d = GoProDriver()
         let s = try d.startupRequests()
-        #expect(s.map { $0.writes.first?.value } == [[0x20, 0x01, 0x53], [0x20, 0x01, 0x52]])
+        // Register for statuses (0x53) and settings (0x52), then Get Hardware Info (0x3C on GP-0072).
+        #expect(s.map { $0.writes.first?.value } == [[0x20, 0x01, 0x53], [0x20, 0x01, 0x52], [0x20, 0x01, 0x3C]])
+        #expect(s[2].writes.first?.characteristic == CharacteristicID(GoProCharacteristic.command.uuid) && s[2].bypassesBusyGate)
         let k = try #require(d.keepAlive)
         #expect(k.interval == .seconds(3) && k.request.writes[0].value == [0x20, 0x03, 0x5B, 0x01, 0x42])
     }
@@ -75,7 +77,7 @@ import Testing
         #expect(d.requiresPairing)
         d.didPair()
         let s = try d.startupRequests()
-        #expect(s.count == 3)
+        #expect(s.count == 4)
         // 03 01 RequestPairingFinish{result SUCCESS (0), phoneName "gatt2mqtt"} on GP-0091 (§2, §7),
         // extended-13 header as the SDK writes.
         let finish = try #require(s.first?.writes.first)
@@ -88,19 +90,19 @@ import Testing
         #expect(k == key(s[0]))
         // Only once: the next connect (already paired) just registers.
         d.linkLost()
-        #expect(try d.startupRequests().count == 2)
+        #expect(try d.startupRequests().count == 3)
     }
 
     @Test func pairingFinishLostWithTheLinkIsSentAgainOnTheNextConnect() throws {
         var d = GoProDriver()
         d.didPair()
-        #expect(try d.startupRequests().count == 3)
+        #expect(try d.startupRequests().count == 4)
         d.linkLost()  // dropped before the camera answered
         let s = try d.startupRequests()
-        #expect(s.count == 3 && s[0].writes[0].value.prefix(4) == [0x20, 0x0F, 0x03, 0x01])
+        #expect(s.count == 4 && s[0].writes[0].value.prefix(4) == [0x20, 0x0F, 0x03, 0x01])
         _ = try notify(&d, [0x03, 0x81, 0x08, 0x01], on: .networkManagementResponse)
         d.linkLost()
-        #expect(try d.startupRequests().count == 2)
+        #expect(try d.startupRequests().count == 3)
     }
 
     @Test func pairingFinishFailureIsReported() throws {
@@ -111,6 +113,26 @@ import Testing
         let out = try notify(&d, [0x03, 0x81, 0x08, 0x03], on: .networkManagementResponse)  // NOT_SUPPORTED
         guard case let .response(k, .failure(e))? = out.first else { Issue.record("\(out)"); return }
         #expect(k == key(s[0]) && e.code == .deviceError)
+    }
+
+    /// Get Hardware Info's answer (a HERO12 Black's, captured: shared/vectors/gopro
+    /// `get_hardware_info_camera_capture_a`) becomes the state's `hardware`, without the Wi-Fi
+    /// access point's name and MAC; an error answer leaves the state alone.
+    @Test func hardwareInfoAnswerFillsTheStatesHardware() throws {
+        var d = GoProDriver()
+        let s = try d.startupRequests()
+        let message = try Hex.decode("3c00040000003e0c4845524f313220426c61636b04307830350f4832332e30312e30312e39392e35360e"
+            + "4333353031333234353030373032114845524f313220426c61636b64656275670c323637346637663636313034010001010100025b5d0101")
+        let packets = try GoProPacketizer.packetize(message, startHeader: .extended13, continuation: .counting)
+        let out = packets.flatMap { d.receive(GATTNotification(characteristic: CharacteristicID(GoProCharacteristic.commandResponse.uuid), value: Array($0))) }
+        #expect(out.first == .state(["hardware": ["model_number": 62, "model_name": "HERO12 Black", "firmware_version": "H23.01.01.99.56",
+                                                  "serial_number": "C3501324500702"]]), "\(out)")
+        guard case let .response(k, .success)? = out.last else { Issue.record("\(out)"); return }
+        #expect(k == key(s[2]))
+        var e = GoProDriver()
+        _ = try e.encode(["command": "get_hardware_info"], mtu: 23)
+        let refused = try notify(&e, [0x3C, 0x01], on: .commandResponse)
+        #expect(refused.count == 1, "only the error answer, no state: \(refused)")
     }
 
     @Test func keepAliveIntervalIsConfigurable() throws {

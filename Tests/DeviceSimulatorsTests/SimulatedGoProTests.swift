@@ -121,6 +121,38 @@ final class GoProHarness: Sendable {
         #expect(h.camera.pairingFinishedBy == "gatt2mqtt")
     }
 
+    /// Get Hardware Info (§5, 0x3C): `3C 00`, then the length-prefixed model number (4 bytes),
+    /// model name, the deprecated field, firmware, serial number, AP SSID and AP MAC, then 11
+    /// reserved bytes — which the codec decodes field by field.
+    @Test func hardwareInfoAnswersTheSpecLayout() throws {
+        let h = GoProHarness(SimulatedGoPro(hardware: .init(modelNumber: 65, modelName: "HERO13 Black", firmware: "H24.01.02.02.00",
+                                                            serialNumber: "C3531350001234", apSSID: "GP50001234", apMAC: "0657abcdef01")))
+        try h.write([0x3C], to: .command)
+        let answers = try h.take(on: .commandResponse)
+        try #require(answers.count == 1)
+        #expect(Array(answers[0].prefix(8)) == [0x3C, 0x00, 0x04, 0x00, 0x00, 0x00, 0x41, 0x0C])
+        #expect(Array(answers[0].dropLast(11).suffix(13)) == [0x0C] + Array("0657abcdef01".utf8))
+        #expect(Array(answers[0].suffix(11)) == [UInt8](repeating: 0, count: 11))
+        let json = try GoProResponse(decoding: answers[0], on: .commandResponse).json
+        #expect(json["name"] == "get_hardware_info" && json["status"] == 0)
+        #expect(json["model_number"] == 65 && json["model_name"] == "HERO13 Black" && json["firmware_version"] == "H24.01.02.02.00")
+        #expect(json["serial_number"] == "C3531350001234" && json["ap_ssid"] == "GP50001234" && json["ap_mac_addr"] == "0657abcdef01")
+    }
+
+    /// Load Preset Group (§5, 0x3E, u16 group) answers `3E 00` and sets status 96 (pushed when
+    /// registered); a group that is not 1000–1002 is an invalid parameter.
+    @Test func loadPresetGroupSetsStatus96() throws {
+        let h = GoProHarness()
+        try h.write([0x53, 96], to: .query)
+        #expect(try h.take(on: .queryResponse) == [[0x53, 0x00, 96, 0x04, 0x00, 0x00, 0x03, 0xE8]])  // video
+        try h.write([0x3E, 0x02, 0x03, 0xE9], to: .command)  // photo
+        #expect(try h.take(on: .commandResponse) == [[0x3E, 0x00]])
+        #expect(try h.take(on: .queryResponse) == [[0x93, 0x00, 96, 0x04, 0x00, 0x00, 0x03, 0xE9]])
+        try h.write([0x3E, 0x02, 0x07, 0xD0], to: .command)  // 2000: not a group to load
+        #expect(try h.take(on: .commandResponse) == [[0x3E, 0x02]])
+        #expect(try h.take(on: .queryResponse).isEmpty)
+    }
+
     @Test func unparseableAndUnknownProtobufRequests() throws {
         let h = GoProHarness()
         try h.write([0x03, 0x01, 0x08, 0x00], to: .networkManagement)  // phone name (required) missing

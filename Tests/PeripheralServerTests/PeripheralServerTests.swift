@@ -195,10 +195,15 @@ final class ServerFixture {
         client.send(#"{"op":"subscribe","id":3,"address":"C0:FF:EE:00:00:01","uuid":"\#(Self.gp73)","on":true}"#)
         #expect(client.next()?["id"] == 3)
         client.send(#"{"op":"write","id":4,"address":"C0:FF:EE:00:00:01","uuid":"\#(Self.gp72)","value":"013c"}"#)
-        // The model answers inside the write: the notification comes before the result.
-        let notify = try #require(client.next())
-        #expect(notify == ["op": "notify", "address": "C0:FF:EE:00:00:01", "uuid": .string(Self.gp73), "value": "023c00"])
-        #expect(client.next() == ["op": "result", "id": 4])
+        // The model answers inside the write: the notifications (the answer's packets) come
+        // before the result.
+        let (result, notified) = client.next(op: "result")
+        #expect(result == ["op": "result", "id": 4])
+        #expect(notified.count == 5 && notified.allSatisfy { $0["op"] == "notify" && $0["uuid"] == .string(Self.gp73) })
+        var assembler = GoProAssembler()
+        let message = try notified.compactMap { try assembler.append(Hex.decode($0["value"]?.stringValue ?? "")) }.first
+        let answer = try GoProResponse(decoding: try #require(message), on: .commandResponse).json
+        #expect(answer["name"] == "get_hardware_info" && answer["status"] == 0 && answer["model_name"] == "HERO12 Black")
         guard case let .gopro(camera) = f.peripherals[0] else { throw TestFailure("not a GoPro") }
         #expect(camera.receivedMessages == [[0x3C], [0x3C]])
         await f.stop()
