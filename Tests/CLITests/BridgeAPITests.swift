@@ -254,4 +254,36 @@ import Testing
         #expect(await Self.first(availability) { $0.topic == "gatt2mqtt/heart/availability" && $0.payloadString.contains("online") } != nil)
         await hub.disconnect()
     }
+
+    /// The demo as `scripts/run` starts it: config/demo.yaml and the four simulated devices, of
+    /// which the thermometer is not in the file. Scan → add → use, as the demo's "Try" lists.
+    @Test func theDemoAddsItsFourthDeviceOverMQTT() async throws {
+        let env = try EndToEnd(simulate: ["--device", "gopro@C0:FF:EE:00:00:01", "--device", "rokid@C0:FF:EE:00:00:02",
+                                          "--device", "hr@C0:FF:EE:00:00:03", "--device", "thermo@C0:FF:EE:00:00:04"])
+        defer { env.stop() }
+        let demo = try String(contentsOfFile: CheckConfigCLITests.configDir + "/demo.yaml", encoding: .utf8)
+        #expect(!demo.contains("address: C0:FF:EE:00:00:04"), "the thermometer is left out of the demo's file")
+        let hub = try await env.broker.client()
+        let responses = try await hub.subscribe("gatt2mqtt/bridge/response/#")
+        let scan = try await hub.subscribe("gatt2mqtt/bridge/scan")
+        let availability = try await hub.subscribe("gatt2mqtt/+/availability")
+        let bridge = try launchBridge(config: CheckConfigCLITests.configDir + "/demo.yaml", logLevel: "warning", log: env.log,
+                                      environment: ["GATT2MQTT_MQTT_URL": "mqtt://127.0.0.1:\(env.broker.port)",
+                                                    "GATT2MQTT_BLUETOOTH_BUS_ADDRESS": env.bus,
+                                                    "GATT2MQTT_DATABASE_PATH": env.directory.path + "/demo.sqlite"])
+        env.bridge = bridge
+        #expect(await Self.first(availability) { $0.topic == "gatt2mqtt/heart_rate/availability" && $0.payloadString.contains("online") } != nil)
+        _ = try await Self.request(hub, responses, "scan", #"{"seconds":10}"#)
+        let seen = await Self.first(scan) { $0.payloadString.contains("C0:FF:EE:00:00:04") }
+        #expect(seen?.payloadString.contains(#""name":"Thermometer""#) == true && seen?.payloadString.contains(#""profile_guess":"environmental_sensing""#) == true,
+                "\(seen?.payloadString ?? "none")")
+        let added = try await Self.request(hub, responses, "device/add", #"{"id":"porch","address":"C0:FF:EE:00:00:04"}"#)
+        #expect(added["status"] as? String == "ok", "\(added)")
+        let porch = try await hub.subscribe("gatt2mqtt/porch/response")
+        try await hub.publish(topic: "gatt2mqtt/porch/get", payload: Array(#"{"temperature":""}"#.utf8), qos: .atLeastOnce)
+        let read = await collect(porch, count: 1).first
+        #expect(read?.payloadString.contains(#""status":"ok""#) == true && read?.payloadString.contains(#""temperature":"#) == true,
+                "\(read?.payloadString ?? "none")")
+        await hub.disconnect()
+    }
 }
