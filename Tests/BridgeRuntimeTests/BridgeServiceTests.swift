@@ -68,8 +68,10 @@ import Testing
             #expect(device.writes == [[0x01]])
             // A notification becomes retained state on the broker.
             device.notify([0xAB], on: "FFF2")
-            let s = await collect(state, count: 1)
-            #expect(s.first?.payloadString == #"{"reading":"ab"}"#)
+            // The retained state (its `last_seen` set at link up) gains the reading.
+            let s = await collectUntil(state) { $0.payloadString.contains(#""reading":"ab""#) }
+            let reading = try JSONSerialization.jsonObject(with: Data(s.last?.payload ?? [])) as? [String: Any]
+            #expect(reading?["reading"] as? String == "ab" && (reading?["last_seen"] as? String)?.hasSuffix("Z") == true, "\(s.map(\.payloadString))")
             await group.triggerGracefulShutdown()
             try await tasks.next()
             // After a graceful stop the retained bridge state says offline.

@@ -319,14 +319,7 @@ extension RunEndToEndTests {
     /// everything collected.
     static func collectUntil(_ subscription: MQTTSubscription, _ predicate: @escaping @Sendable (MQTTMessage) -> Bool,
                         timeout: Duration = .seconds(10)) async -> [MQTTMessage] {
-        var all: [MQTTMessage] = []
-        let end = ContinuousClock.now + timeout
-        while ContinuousClock.now < end {
-            let next = await collect(subscription, count: 1, timeout: end - ContinuousClock.now)
-            all += next
-            if next.isEmpty || next.contains(where: predicate) { break }
-        }
-        return all
+        await CLITests.collectUntil(subscription, timeout: timeout, predicate)
     }
 
     /// The emulator's record of the writes a device received on `uuid` (`Received`, docs/bluez.md),
@@ -439,8 +432,11 @@ extension RunEndToEndTests {
             """)
         #expect(await collect(availability, count: 2).map(\.payloadString) == [#"{"state":"online"}"#, #"{"state":"online"}"#])
         // Both states as they are before the garbage (the camera's after its registration answers).
+        let glassesState = try await hub.subscribe("gatt2mqtt/glasses")
         try await hub.publish(topic: "gatt2mqtt/glasses/set", payload: Array(#"{"command":"set_brightness","value":5,"transaction":"b5"}"#.utf8), qos: .atLeastOnce)
         #expect(await collect(glasses, count: 1).first?.payloadString.hasPrefix(#"{"transaction":"b5","status":"ok""#) == true)
+        // The retained state follows the response: wait for it, not only for the answer.
+        #expect(await Self.collectUntil(glassesState, { $0.payloadString.contains(#""brightness":5"#) }).last?.payloadString.contains(#""brightness":5"#) == true)
         // The camera's start-up registers statuses, then settings, then reads its hardware
         // info: wait for the last of them.
         let cameraState = try await hub.subscribe("gatt2mqtt/camera")

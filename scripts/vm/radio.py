@@ -788,10 +788,11 @@ async def gopro_checks(central, p, checks):
     checks.check(p.pairings == 1 and connection.is_encrypted, f"{tag} pairs with Just Works, LE secure connections, bonding")
     notes = asyncio.Queue()
     await peer.subscribe(response, lambda value: notes.put_nowait(bytes(value)))
-    # Get Hardware Info (0x3C): one general packet 01 3C; the simulated camera answers 3C 00 (§5).
+    # Get Hardware Info (0x3C): one general packet 01 3C; the simulated camera answers 3C 00 and
+    # the hardware info, in several packets: the first is a start packet (13-bit length, 0x20).
     await peer.write_value(command, bytes([0x01, 0x3C]), with_response=True)
     answer = await asyncio.wait_for(notes.get(), 5)
-    checks.check(answer == bytes([0x02, 0x3C, 0x00]), f"{tag} Get Hardware Info (01 3c on GP-0072) → {answer.hex(' ')} on GP-0073")
+    checks.check(hardware_info_start(answer), f"{tag} Get Hardware Info (01 3c on GP-0072) → {answer.hex(' ')} on GP-0073")
     await disconnect(connection, p)
 
     # Bonded: reconnect, encrypt with the stored keys, no second pairing.
@@ -804,10 +805,16 @@ async def gopro_checks(central, p, checks):
     await peer.write_value(command, bytes([0x01, 0x3C]), with_response=True)
     answer = await asyncio.wait_for(notes.get(), 5)
     checks.check(
-        answer == bytes([0x02, 0x3C, 0x00]) and p.pairings == 1 and connection.is_encrypted,
+        hardware_info_start(answer) and p.pairings == 1 and connection.is_encrypted,
         f"{tag} reconnects encrypted with the bond (no second pairing) and answers again",
     )
     await disconnect(connection, p)
+
+
+def hardware_info_start(packet):
+    """The first packet of a successful Get Hardware Info answer: a 13-bit-length start packet
+    (header 001xxxxx) whose message begins with command 3C, status 00."""
+    return len(packet) >= 4 and packet[0] & 0xE0 == 0x20 and packet[2:4] == bytes([0x3C, 0x00])
 
 
 def model_value(p, short):

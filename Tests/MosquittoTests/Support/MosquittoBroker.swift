@@ -254,6 +254,20 @@ func collect(_ subscription: MQTTSubscription, count: Int, timeout: Duration = .
     return box.messages
 }
 
+/// Collects from `subscription` until a message satisfies `predicate` (or `timeout`); returns
+/// everything collected, the matching message last.
+func collectUntil(_ subscription: MQTTSubscription, timeout: Duration = .seconds(10),
+                  _ predicate: @escaping @Sendable (MQTTMessage) -> Bool) async -> [MQTTMessage] {
+    var all: [MQTTMessage] = []
+    let end = ContinuousClock.now + timeout
+    while ContinuousClock.now < end {
+        let next = await collect(subscription, count: 1, timeout: end - ContinuousClock.now)
+        all += next
+        if next.isEmpty || next.contains(where: predicate) { break }
+    }
+    return all
+}
+
 /// Thread-safe message accumulator for `collect`.
 final class MessageBox: Sendable {
     private let storage = Mutex<[MQTTMessage]>([])
