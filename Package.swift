@@ -132,6 +132,7 @@ let package = Package(
                 "BridgeRuntime", "BridgeCore", "BridgeConfig", "BridgeStore", "Mosquitto", "BinaryCoding", "BlueZ", "DBus",
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
             ],
             exclude: ["Fixtures"]
         ),
