@@ -297,8 +297,8 @@ actor DeviceSession {
 
     func linkUp(_ l: any BLELink) {
         link = l
-        metrics.linkUp(pairing: l.pairDuration)
         lastGoodExchange = .now
+        metrics.linkUp(pairing: l.pairDuration)
         if l.pairedOnConnect {
             // A first pairing: the registry remembers it, the driver finishes it (GoPro §2).
             driver.didPair()
