@@ -1,7 +1,6 @@
 import BridgeConfig
 import BridgeCore
 import CoreMetrics
-import FlyingFox
 import FlyingSocks
 import Foundation
 import Logging
@@ -11,50 +10,133 @@ import Synchronization
 
 /// The Prometheus endpoint (`metrics.listen`, docs/metrics.md; `shared/spec/bridge.md` point 7):
 /// `GET /metrics` answers the text exposition format of every metric of the process, any other
-/// path 404. A `Service` of its own, so a listen address already in use stops the start with a
-/// clear error, and a graceful shutdown stops it after the bridge (list it before the bridge).
+/// path 404. A `Service` of its own, listed before the bridge in the service group: it is made
+/// first (it bootstraps swift-metrics, whose handles the bridge takes when it is made) and stops
+/// after the bridge.
 ///
-/// Its sockets are served by FlyingFox on threads of its own (an `epoll_wait` thread and Swift's
-/// global executor), not on the bridge's event loop (docs/architecture.md "Threads").
+/// HTTP/1.1 over FlyingSocks (FlyingFox's socket layer): one request per connection, answered
+/// and closed. Not FlyingFox's HTTP server itself: it imports FoundationNetworking, which with the
+/// static Swift runtime of the release build links libcurl and its 27 libraries into the bridge
+/// (+4 MiB resident, +3.6 ms at every start, the metrics on or off; docs/metrics.md). The sockets
+/// are served off the bridge's event loop (docs/architecture.md "Threads").
 public struct MetricsServer: Service {
     public let settings: MetricsSettings
-    let server: HTTPServer
+    /// Bound and listening since `init`.
+    let socket: Socket
     let logger: Logger
+    let handler: MetricsHandler
 
-    /// Makes the server (it listens in `run()`), bootstrapping swift-metrics with the process'
-    /// Prometheus registry if that was not done yet: make it before the bridge, whose metric
-    /// handles are made when it is.
+    /// At most this many connections are served at once; more are closed at once.
+    static let maxConnections = 16
+    /// A connection must send its request within this.
+    static let requestTimeout: Duration = .seconds(5)
+    /// The longest request head read (request line and headers).
+    static let maxHead = 8192
+
+    /// Listens on `settings` (so an address in use stops the start with the reason) and
+    /// bootstraps swift-metrics with the process' Prometheus registry if that was not done yet:
+    /// make it before the bridge.
     public init(settings: MetricsSettings, logger: Logger) throws(StartupError) {
         self.settings = settings
         self.logger = logger
-        let address: any SocketAddress
         do {
-            address = settings.host.contains(":")
-                ? try sockaddr_in6.inet6(ip6: settings.host, port: UInt16(settings.port))
-                : try sockaddr_in.inet(ip4: settings.host, port: UInt16(settings.port))
+            socket = settings.host.contains(":")
+                ? try Self.listen(try sockaddr_in6.inet6(ip6: settings.host, port: UInt16(settings.port)))
+                : try Self.listen(try sockaddr_in.inet(ip4: settings.host, port: UInt16(settings.port)))
         } catch {
-            throw StartupError("metrics.listen \(settings.listen): not an IP address and port")
+            throw StartupError("metrics.listen \(settings.listen): \(Self.describe(error))")
         }
-        let handler = MetricsHandler(registry: PrometheusBackend.registry, process: PrometheusBackend.process)
-        server = HTTPServer(address: address, timeout: 5, logger: FlyingFoxLog(logger: logger), handler: handler)
+        handler = MetricsHandler(registry: PrometheusBackend.registry, process: PrometheusBackend.process)
     }
 
-    /// Serves until the graceful shutdown (or cancellation). Throws a ``StartupError`` when it
-    /// cannot listen (the address is in use, or not this machine's).
-    public func run() async throws {
-        logger.info("metrics endpoint on http://\(settings.listen)/metrics")
+    static func listen<A: SocketAddress>(_ address: A) throws -> Socket {
+        let socket = try Socket(domain: Int32(A.family), type: .stream)
         do {
-            try await cancelWhenGracefulShutdown { try await server.run() }
+            _ = fcntl(socket.file.rawValue, F_SETFD, FD_CLOEXEC)  // not inherited by a re-exec'd bridge
+            try socket.setValue(true, for: .localAddressReuse)
+            try socket.bind(to: address)
+            try socket.listen()
+            return socket
+        } catch {
+            try? socket.close()
+            throw error
+        }
+    }
+
+    /// Serves until the graceful shutdown (or cancellation), then closes the socket.
+    public func run() async throws {
+        defer { try? socket.close() }
+        logger.info("metrics endpoint on http://\(settings.listen)/metrics")
+        let pool: some AsyncSocketPool = .ePoll()
+        let active = ConnectionCount()
+        do {
+            try await pool.prepare()
+            let listener = try AsyncSocket(socket: socket, pool: pool)
+            try await cancelWhenGracefulShutdown {
+                try await withThrowingDiscardingTaskGroup { group in
+                    group.addTask { try await pool.run() }
+                    for try await connection in listener.sockets {
+                        guard active.open() <= Self.maxConnections else {
+                            active.close()
+                            try? connection.close()
+                            continue
+                        }
+                        group.addTask {
+                            await serve(connection)
+                            active.close()
+                        }
+                    }
+                }
+            }
         } catch {
             if Task.isCancelled || Task.isShuttingDownGracefully { return }
             throw StartupError("metrics.listen \(settings.listen): \(Self.describe(error))")
         }
     }
 
+    /// One connection: its request head (within ``requestTimeout``), one response, closed.
+    func serve(_ connection: AsyncSocket) async {
+        defer { try? connection.close() }
+        let head = await withTaskGroup(of: [UInt8]?.self) { group in
+            group.addTask { try? await Self.readHead(connection) }
+            group.addTask {
+                try? await Task.sleep(for: Self.requestTimeout)
+                return nil
+            }
+            let first = await group.next() ?? nil
+            group.cancelAll()
+            return first
+        }
+        guard let head else { return }
+        let response = handler.response(to: head)
+        do { try await connection.write(Data(response.bytes)) } catch {
+            logger.debug("metrics: the answer was not sent", metadata: ["error": "\(error)"])
+        }
+    }
+
+    /// Reads up to the blank line that ends a request head (at most ``maxHead`` bytes: a longer
+    /// head is returned as it is and refused as malformed).
+    static func readHead(_ connection: AsyncSocket) async throws -> [UInt8] {
+        var head: [UInt8] = []
+        while head.count < maxHead {
+            head += try await connection.read(atMost: maxHead - head.count)
+            if let end = MetricsHandler.endOfHead(head) { return Array(head[..<end]) }
+        }
+        return head
+    }
+
     static func describe(_ error: any Error) -> String {
         if case let .failed(type, _, message) = error as? SocketError { return "\(type.lowercased()) failed: \(message)" }
         return "\(error)"
     }
+}
+
+/// Connections being served.
+final class ConnectionCount: Sendable {
+    private let count = Atomic(0)
+    /// Counts one more; returns how many there are now.
+    func open() -> Int { count.add(1, ordering: .relaxed).newValue }
+    func close() { count.subtract(1, ordering: .relaxed) }
 }
 
 /// The process' Prometheus registry. swift-metrics may be bootstrapped once per process: the
@@ -71,26 +153,70 @@ enum PrometheusBackend {
     static let process = ProcessMetrics(registry: registry)
 }
 
-/// `GET /metrics` → the registry in the text exposition format (process figures read first);
-/// another method on it 405, any other path 404.
-struct MetricsHandler: HTTPHandler {
+/// The answers: `GET /metrics` (or `HEAD`) → 200 and the registry in the text exposition format
+/// (the process figures read first); another method on it → 405; another path → 404; a request
+/// line that is not HTTP/1.x → 400.
+struct MetricsHandler: Sendable {
     let registry: PrometheusCollectorRegistry
     let process: ProcessMetrics
 
-    func handleRequest(_ request: HTTPRequest) async throws -> HTTPResponse {
-        guard request.path == "/metrics" else {
-            return HTTPResponse(statusCode: .notFound, headers: HTTPHeaders([.contentType: "text/plain; charset=utf-8"]),
-                                body: Data("not found: the metrics are at /metrics\n".utf8))
+    struct Response {
+        var status: Int
+        var reason: String
+        var headers: [(String, String)] = []
+        var body: [UInt8] = []
+        /// For `HEAD`: the headers of the `GET`, no body.
+        var omitBody = false
+
+        var bytes: [UInt8] {
+            var out = Array("HTTP/1.1 \(status) \(reason)\r\n".utf8)
+            for (name, value) in headers + [("Content-Length", "\(body.count)"), ("Connection", "close")] {
+                out += Array("\(name): \(value)\r\n".utf8)
+            }
+            out += Array("\r\n".utf8)
+            if !omitBody { out += body }
+            return out
         }
-        guard request.method == .GET || request.method == .HEAD else {
-            return HTTPResponse(statusCode: .methodNotAllowed, headers: HTTPHeaders([HTTPHeader("Allow"): "GET, HEAD"]))
+    }
+
+    static let textFormat = "text/plain; version=0.0.4; charset=utf-8"
+
+    func response(to head: [UInt8]) -> Response {
+        guard let (method, path) = Self.requestLine(head) else {
+            return Response(status: 400, reason: "Bad Request", headers: [("Content-Type", "text/plain; charset=utf-8")],
+                            body: Array("expected an HTTP/1.x request\n".utf8))
+        }
+        guard path == "/metrics" else {
+            return Response(status: 404, reason: "Not Found", headers: [("Content-Type", "text/plain; charset=utf-8")],
+                            body: Array("not found: the metrics are at /metrics\n".utf8))
+        }
+        guard method == "GET" || method == "HEAD" else {
+            return Response(status: 405, reason: "Method Not Allowed", headers: [("Allow", "GET, HEAD")])
         }
         process.update()
-        var buffer: [UInt8] = []
-        buffer.reserveCapacity(16 * 1024)
-        registry.emit(into: &buffer)
-        return HTTPResponse(statusCode: .ok, headers: HTTPHeaders([.contentType: "text/plain; version=0.0.4; charset=utf-8"]),
-                           body: request.method == .HEAD ? Data() : Data(buffer))
+        var body: [UInt8] = []
+        body.reserveCapacity(16 * 1024)
+        registry.emit(into: &body)
+        return Response(status: 200, reason: "OK", headers: [("Content-Type", Self.textFormat)], body: body, omitBody: method == "HEAD")
+    }
+
+    /// `METHOD SP target SP HTTP/1.x` → the method and the target's path (query cut off).
+    static func requestLine(_ head: [UInt8]) -> (method: String, path: String)? {
+        let line = head.split(separator: UInt8(ascii: "\r"), maxSplits: 1, omittingEmptySubsequences: false).first ?? []
+        let parts = line.split(separator: UInt8(ascii: " "), omittingEmptySubsequences: false)
+        guard parts.count == 3, !parts[0].isEmpty, parts[1].first == UInt8(ascii: "/"),
+              String(decoding: parts[2], as: UTF8.self).hasPrefix("HTTP/1.") else { return nil }
+        let target = parts[1].split(separator: UInt8(ascii: "?"), maxSplits: 1, omittingEmptySubsequences: false).first ?? []
+        return (String(decoding: parts[0], as: UTF8.self), String(decoding: target, as: UTF8.self))
+    }
+
+    /// The index just past the `CRLF CRLF` that ends a request head, if it is there.
+    static func endOfHead(_ bytes: [UInt8]) -> Int? {
+        guard bytes.count >= 4 else { return nil }
+        for i in 3..<bytes.count where bytes[i] == 10 && bytes[i - 1] == 13 && bytes[i - 2] == 10 && bytes[i - 3] == 13 {
+            return i + 1
+        }
+        return nil
     }
 }
 
@@ -164,16 +290,4 @@ struct ProcessStat {
         guard fields.count > 1, let pages = Int(fields[1]) else { return nil }
         return pages * Int(sysconf(Int32(_SC_PAGESIZE)))
     }
-}
-
-/// FlyingFox's log lines at `debug` (its connection errors and its stop are not the bridge's
-/// concern; a failure to listen is thrown by ``MetricsServer/run()``).
-struct FlyingFoxLog: FlyingSocks.Logging {
-    let logger: Logger
-
-    func logDebug(_ debug: @autoclosure () -> String) { logger.trace("\(debug())") }
-    func logInfo(_ info: @autoclosure () -> String) { logger.trace("\(info())") }
-    func logWarning(_ warning: @autoclosure () -> String) { logger.debug("\(warning())") }
-    func logError(_ error: @autoclosure () -> String) { logger.debug("\(error())") }
-    func logCritical(_ critical: @autoclosure () -> String) { logger.debug("\(critical())") }
 }
