@@ -42,3 +42,45 @@ import Testing
         #expect((Self.samples(registry)["process_cpu_seconds_total"] ?? 0) >= first["process_cpu_seconds_total"] ?? 0)
     }
 }
+
+/// The endpoint's answers, without sockets (a registry of the test's own).
+@Suite struct MetricsHandlerTests {
+    let handler: MetricsHandler = {
+        let registry = PrometheusCollectorRegistry()
+        registry.makeCounter(descriptor: MetricNameDescriptor(metricName: "gatt2mqtt_test", unitName: "total", helpText: "A test.")).increment(by: Int64(3))
+        return MetricsHandler(registry: registry, process: ProcessMetrics(registry: registry))
+    }()
+
+    func answer(_ head: String) -> (status: String, text: String) {
+        let text = String(decoding: handler.response(to: Array(head.utf8)).bytes, as: UTF8.self)
+        return (text.components(separatedBy: "\r\n")[0], text)
+    }
+
+    @Test func metricsAndTheOtherAnswers() {
+        let ok = answer("GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+        #expect(ok.status == "HTTP/1.1 200 OK")
+        #expect(ok.text.contains("Content-Type: text/plain; version=0.0.4; charset=utf-8\r\n"))
+        #expect(ok.text.contains("Connection: close\r\n"))
+        #expect(ok.text.contains("\ngatt2mqtt_test_total 3\n"))
+        #expect(ok.text.contains("\nprocess_resident_memory_bytes "))
+        let body = ok.text.components(separatedBy: "\r\n\r\n")[1]
+        #expect(ok.text.contains("Content-Length: \(body.utf8.count)\r\n"))
+        #expect(answer("GET /metrics?name=x HTTP/1.0\r\n\r\n").status == "HTTP/1.1 200 OK")
+        let head = answer("HEAD /metrics HTTP/1.1\r\n\r\n")
+        #expect(head.status == "HTTP/1.1 200 OK" && head.text.hasSuffix("\r\n\r\n") && !head.text.contains("gatt2mqtt_test"))
+        #expect(!head.text.contains("Content-Length: 0\r\n"), "HEAD says the GET's length")
+        #expect(answer("GET / HTTP/1.1\r\n\r\n").status == "HTTP/1.1 404 Not Found")
+        #expect(answer("GET /metrics/x HTTP/1.1\r\n\r\n").status == "HTTP/1.1 404 Not Found")
+        let post = answer("POST /metrics HTTP/1.1\r\nContent-Length: 0\r\n\r\n")
+        #expect(post.status == "HTTP/1.1 405 Method Not Allowed" && post.text.contains("Allow: GET, HEAD\r\n"))
+        for bad in ["garbage\r\n\r\n", "GET /metrics\r\n\r\n", "GET metrics HTTP/1.1\r\n\r\n", "GET /metrics HTTP/2\r\n\r\n", ""] {
+            #expect(answer(bad).status == "HTTP/1.1 400 Bad Request", "\(bad.debugDescription)")
+        }
+    }
+
+    @Test func endOfHead() {
+        #expect(MetricsHandler.endOfHead(Array("GET / HTTP/1.1\r\n\r\nrest".utf8)) == 18)
+        #expect(MetricsHandler.endOfHead(Array("GET / HTTP/1.1\r\nHost: x\r\n".utf8)) == nil)
+        #expect(MetricsHandler.endOfHead(Array("\r\n\r".utf8)) == nil)
+    }
+}
