@@ -24,6 +24,11 @@ let package = Package(
         .package(url: "https://github.com/jpsim/Yams", from: "6.2.2"),
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
+        // The metrics endpoint: the swift-metrics API in the core, Prometheus and FlyingFox's
+        // socket layer (no NIO, no FoundationNetworking) in the runtime.
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
+        .package(url: "https://github.com/swhitty/FlyingFox", from: "0.27.1"),
     ],
     targets: [
         // MARK: Pure codecs
@@ -67,7 +72,8 @@ let package = Package(
         .target(
             name: "BridgeCore",
             // GattLayout and GoProCodec (pure) for Home Assistant discovery: a layout's keys and units, the GoPro setting and status tables.
-            dependencies: ["BinaryCoding", "BridgeConfig", "BridgeStore", "GattLayout", "GoProCodec", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["BinaryCoding", "BridgeConfig", "BridgeStore", "GattLayout", "GoProCodec", .product(name: "Logging", package: "swift-log"),
+                           .product(name: "CoreMetrics", package: "swift-metrics")]
         ),
         .target(name: "DeviceProfiles", dependencies: ["BridgeCore", "BridgeConfig", "BinaryCoding", "CapsCodec", "GoProCodec", "GattLayout"]),
         .target(
@@ -77,6 +83,9 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "FlyingSocks", package: "FlyingFox"),
             ]
         ),
         .target(
@@ -113,7 +122,11 @@ let package = Package(
             exclude: ["Fixtures"]
         ),
         .testTarget(name: "BridgeConfigTests", dependencies: ["BridgeConfig", "BinaryCoding"]),
-        .testTarget(name: "BridgeCoreTests", dependencies: ["BridgeCore", "BridgeConfig", "BridgeStore", "BinaryCoding", "GattLayout", "GoProCodec"]),
+        .testTarget(
+            name: "BridgeCoreTests",
+            dependencies: ["BridgeCore", "BridgeConfig", "BridgeStore", "BinaryCoding", "GattLayout", "GoProCodec",
+                           .product(name: "MetricsTestKit", package: "swift-metrics")]
+        ),
         .testTarget(name: "DeviceProfilesTests", dependencies: ["DeviceProfiles", "BridgeCore", "BridgeConfig", "CapsCodec", "GoProCodec", "BinaryCoding"]),
         .testTarget(
             name: "BridgeRuntimeTests",
@@ -121,6 +134,7 @@ let package = Package(
                 "BridgeRuntime", "BridgeCore", "BridgeConfig", "BridgeStore", "Mosquitto", "BinaryCoding", "BlueZ", "DBus",
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
             ],
             exclude: ["Fixtures"]
         ),

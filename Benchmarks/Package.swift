@@ -4,9 +4,14 @@ import PackageDescription
 // Benchmarks live in their own package so the main build and CI stay lean.
 //   swift run -c release --package-path Benchmarks codec-bench [filter]
 //   swift run -c release --package-path Benchmarks store-bench [filter]
+//   swift run -c release --package-path Benchmarks metrics-bench
 let package = Package(
     name: "gatt2mqtt-benchmarks",
-    dependencies: [.package(name: "gatt2mqtt", path: "..")],
+    dependencies: [
+        .package(name: "gatt2mqtt", path: ".."),
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
+    ],
     targets: [
         .target(name: "CMallocCounter"),
         .executableTarget(
@@ -24,6 +29,15 @@ let package = Package(
             name: "store-bench",
             dependencies: ["CMallocCounter", .product(name: "BridgeStore", package: "gatt2mqtt")],
             path: "Sources/StoreBench"
+        ),
+        // One command's metric updates, swift-prometheus against the no-op handlers: docs/benchmarks.md
+        .executableTarget(
+            name: "metrics-bench",
+            dependencies: [
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+            ],
+            path: "Sources/MetricsBench"
         ),
         // MQTTClient vs libmosquitto from C: Benchmarks/MQTT/run.sh
         .executableTarget(

@@ -103,17 +103,20 @@ public final class BlueZCentral: BLECentral {
             let device = try await discovery.lookUp(address, timeout: left())
             try await connectRecovering(device, timeout: left())
             var pairedNow = false
+            var pairing: Duration?
             if pair, !client.isPaired(device) {
                 await ensureAgent()
                 do {
+                    let started = ContinuousClock.now
                     try await client.pair(device, timeout: left())
+                    pairing = ContinuousClock.now - started
                     pairedNow = true
                 } catch {
                     // Paired meanwhile (another client, or a bond BlueZ had not shown yet): fine.
                     guard case .alreadyExists = error else { throw error }
                 }
             }
-            let link = BlueZLink(client: client, device: device, notifyMethod: notifyMethod, pairedOnConnect: pairedNow)
+            let link = BlueZLink(client: client, device: device, notifyMethod: notifyMethod, pairedOnConnect: pairedNow, pairDuration: pairing)
             do {
                 try await link.subscribe(notify)
             } catch {
@@ -183,12 +186,15 @@ final class BlueZLink: BLELink {
     private let resolved = Mutex<[CharacteristicID: BlueZCharacteristic]>([:])
     let notifyMethod: NotifyMethod
     let pairedOnConnect: Bool
+    let pairDuration: Duration?
 
-    init(client: BlueZClient, device: BlueZDevice, notifyMethod: NotifyMethod = .automatic, pairedOnConnect: Bool = false) {
+    init(client: BlueZClient, device: BlueZDevice, notifyMethod: NotifyMethod = .automatic, pairedOnConnect: Bool = false,
+         pairDuration: Duration? = nil) {
         self.client = client
         self.device = device
         self.notifyMethod = notifyMethod
         self.pairedOnConnect = pairedOnConnect
+        self.pairDuration = pairDuration
         (stream, continuation) = AsyncStream<GATTNotification>.makeStream(bufferingPolicy: .bufferingNewest(1024))
         let mtus = client.objects.filter { $0.key.isDescendant(of: device.path) }
             .compactMap { $0.value["org.bluez.GattCharacteristic1"]?["MTU"]?.integerValue }

@@ -1,5 +1,10 @@
 import BinaryCoding
 import Yams
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 extension Configuration {
     /// Parses and validates YAML. Errors name the key path and line; unknown keys are errors.
@@ -13,6 +18,11 @@ extension Configuration {
             if let n = top.take("bluetooth") { try bluetooth.load(n, path: "bluetooth") }
             if let n = top.take("database") { try database.load(n, path: "database") }
             if let n = top.take("homeassistant") { try homeAssistant.load(n, path: "homeassistant") }
+            if let n = top.take("metrics") {
+                var m = MetricsSettings()
+                try m.load(n, path: "metrics")
+                metrics = m
+            }
             if let v = try top.enumeration("log_level", LogLevel.self) { logLevel = v }
             if let n = top.take("devices") {
                 guard case let .sequence(items) = n.kind else {
@@ -45,11 +55,13 @@ extension Configuration {
     }
 
     /// Environment overrides, applied after the file: `GATT2MQTT_<SECTION>_<KEY>` for the scalar
-    /// keys of `mqtt`, `bluetooth`, `database` and `homeassistant`, e.g. `GATT2MQTT_MQTT_URL`,
-    /// `GATT2MQTT_MQTT_BASE_TOPIC`, `GATT2MQTT_BLUETOOTH_ADAPTER`, `GATT2MQTT_DATABASE_PATH`; and
-    /// `GATT2MQTT_LOG_LEVEL` for the top-level `log_level`.
+    /// keys of `mqtt`, `bluetooth`, `database`, `homeassistant` and `metrics`, e.g.
+    /// `GATT2MQTT_MQTT_URL`, `GATT2MQTT_MQTT_BASE_TOPIC`, `GATT2MQTT_BLUETOOTH_ADAPTER`,
+    /// `GATT2MQTT_DATABASE_PATH`, `GATT2MQTT_METRICS_LISTEN` (which turns the endpoint on; empty
+    /// turns it off); and `GATT2MQTT_LOG_LEVEL` for the top-level `log_level`.
     public mutating func applyEnvironment(_ environment: [String: String]) throws(ConfigError) {
-        let sections = ["MQTT": "mqtt", "BLUETOOTH": "bluetooth", "DATABASE": "database", "HOMEASSISTANT": "homeassistant"]
+        let sections = ["MQTT": "mqtt", "BLUETOOTH": "bluetooth", "DATABASE": "database", "HOMEASSISTANT": "homeassistant",
+                        "METRICS": "metrics"]
         for (name, value) in environment.sorted(by: { $0.key < $1.key }) where name.hasPrefix("GATT2MQTT_") {
             if name == "GATT2MQTT_LOG_LEVEL" {
                 guard let level = LogLevel(rawValue: value) else {
@@ -62,7 +74,7 @@ extension Configuration {
             let rest = name.dropFirst("GATT2MQTT_".count)
             guard let sep = rest.firstIndex(of: "_"), let section = sections[String(rest[..<sep])] else {
                 if name == "GATT2MQTT_CONFIG" { continue }
-                throw ConfigError(path: name, line: nil, message: "unknown environment override (expected GATT2MQTT_<MQTT|BLUETOOTH|DATABASE|HOMEASSISTANT>_<KEY> or GATT2MQTT_LOG_LEVEL)")
+                throw ConfigError(path: name, line: nil, message: "unknown environment override (expected GATT2MQTT_<MQTT|BLUETOOTH|DATABASE|HOMEASSISTANT|METRICS>_<KEY> or GATT2MQTT_LOG_LEVEL)")
             }
             let key = rest[rest.index(after: sep)...].lowercased()
             let path = "\(section).\(key) (from \(name))"
@@ -71,6 +83,14 @@ extension Configuration {
             case "mqtt": try mqtt.load(node, path: path, partial: true)
             case "bluetooth": try bluetooth.load(node, path: path, partial: true)
             case "database": try database.load(node, path: path, partial: true)
+            case "metrics":
+                if key == "listen", value.isEmpty {
+                    metrics = nil
+                } else {
+                    var m = metrics ?? MetricsSettings()
+                    try m.load(node, path: path, partial: true)
+                    metrics = m
+                }
             default: try homeAssistant.load(node, path: path, partial: true)
             }
         }
@@ -292,6 +312,46 @@ extension HomeAssistantSettings {
         if let v = try r.bool("enabled") { enabled = v }
         if let v = try r.string("discovery_prefix") { discoveryPrefix = v }
         try r.finish()
+    }
+}
+
+extension MetricsSettings {
+    mutating func load(_ node: ConfigNode, path: String, partial: Bool = false) throws(ConfigError) {
+        var r = try MappingReader(node, path: path)
+        if let v = try r.string("listen") {
+            guard let (h, p) = MetricsSettings.parseListen(v) else {
+                // From the environment, `path` already names the key and the variable.
+                throw ConfigError(path: partial ? path : r.child("listen"), line: partial ? nil : node.line,
+                                  message: "'\(v)' is not HOST:PORT with an IP address and a port 1…65535 (e.g. 127.0.0.1:9464, [::1]:9464, 0.0.0.0:9464)")
+            }
+            host = h
+            port = p
+        }
+        try r.finish()
+    }
+
+    /// `HOST:PORT`, `[IPv6]:PORT` or `localhost:PORT` → the IP address and the port; nil when
+    /// the host is not an IP address or the port is not 1…65535.
+    static func parseListen(_ text: String) -> (host: String, port: Int)? {
+        let host: Substring, port: Substring
+        if text.hasPrefix("[") {
+            guard let close = text.firstIndex(of: "]"), text[text.index(after: close)...].hasPrefix(":") else { return nil }
+            host = text[text.index(after: text.startIndex)..<close]
+            port = text[text.index(close, offsetBy: 2)...]
+            guard isIP(String(host), family: AF_INET6) else { return nil }
+        } else {
+            guard let colon = text.lastIndex(of: ":") else { return nil }
+            host = text[..<colon]
+            port = text[text.index(after: colon)...]
+            guard host == "localhost" || isIP(String(host), family: AF_INET) else { return nil }
+        }
+        guard !port.isEmpty, port.allSatisfy({ $0.isASCII && $0.isNumber }), let p = Int(port), (1...65535).contains(p) else { return nil }
+        return (host == "localhost" ? "127.0.0.1" : String(host), p)
+    }
+
+    static func isIP(_ text: String, family: Int32) -> Bool {
+        var buffer = [UInt8](repeating: 0, count: 16)
+        return inet_pton(family, text, &buffer) == 1
     }
 }
 

@@ -7,6 +7,8 @@ public struct Configuration: Sendable, Equatable {
     public var bluetooth = BluetoothSettings()
     public var database = DatabaseSettings()
     public var homeAssistant = HomeAssistantSettings()
+    /// `metrics`: the Prometheus endpoint; nil (no `metrics` section) = off.
+    public var metrics: MetricsSettings?
     public var devices: [DeviceConfig] = []
     /// `log_level` (environment `GATT2MQTT_LOG_LEVEL`); `gatt2mqtt run --log-level` wins over both.
     public var logLevel: LogLevel = .info
@@ -83,6 +85,23 @@ public struct HomeAssistantSettings: Sendable, Equatable {
     public var enabled = true
     public var discoveryPrefix = "homeassistant"
     public init() {}
+}
+
+/// `metrics.listen`: where the Prometheus endpoint (`GET /metrics`, docs/metrics.md) listens.
+public struct MetricsSettings: Sendable, Equatable {
+    /// An IP address (IPv6 without brackets); `localhost` is taken as `127.0.0.1`.
+    public var host = "127.0.0.1"
+    public var port = 9464
+
+    public init() {}
+
+    public init(host: String, port: Int) {
+        self.host = host
+        self.port = port
+    }
+
+    /// `HOST:PORT` (`[HOST]:PORT` for IPv6).
+    public var listen: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
 }
 
 public enum DeviceProfile: String, Sendable, Equatable, CaseIterable {

@@ -447,7 +447,13 @@ extension Bridge {
         guard let address = r.config.address else { throw RequestError("'\(id)' has no address (name_pattern only): it cannot be paired by request") }
         guard let adapter = central.adapterControl else { throw RequestError("this Bluetooth central cannot pair") }
         do {
-            if on { try await adapter.pair(address: address, timeout: .seconds(30)) } else { try await adapter.forget(address: address) }
+            if on {
+                let started = ContinuousClock.now
+                try await adapter.pair(address: address, timeout: .seconds(30))
+                output.metrics.device(id).pairDuration.record(ContinuousClock.now - started)
+            } else {
+                try await adapter.forget(address: address)
+            }
         } catch {
             throw RequestError("\(on ? "pairing" : "unpairing") \(address) failed: \(error)")
         }

@@ -421,7 +421,7 @@ public final class Bridge: Sendable {
     func pending(_ payload: PendingCommand.Payload, _ transaction: JSONValue?, _ m: InboundMessage, _ s: DeviceSession) -> PendingCommand {
         let deadline = Date().addingTimeInterval(s.config.offlineDeadline.seconds)
         return PendingCommand(payload: payload, transaction: transaction, responseTopic: m.responseTopic,
-                              correlationData: m.correlationData, deadline: deadline)
+                              correlationData: m.correlationData, deadline: deadline, received: .now)
     }
 
     func session(_ device: String, _ m: InboundMessage) -> DeviceSession? {
@@ -432,6 +432,7 @@ public final class Bridge: Sendable {
 
     func reject(device: String?, _ m: InboundMessage, transaction: JSONValue?, error: CommandError) {
         counters.command(.error, error)
+        if let device { counters.metrics.rejected(device: device, error) }
         let body = CommandResponse(transaction: transaction, status: .error, error: error).json
         if let rt = m.responseTopic {
             mqtt.send(OutboundMessage(topic: rt, json: body, qos: 1, retain: false, correlationData: m.correlationData))

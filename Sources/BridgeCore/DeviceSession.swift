@@ -20,6 +20,8 @@ struct PendingCommand: Sendable {
     var attribute: String?
     /// `queued` was published (the command waited), so `sent` carries news too.
     var announced = false
+    /// When it came in over MQTT (nil: resumed from the outbox, or internal), for its latency.
+    var received: ContinuousClock.Instant?
 
     var isInternal: Bool { if case .internal = payload { return true }; return false }
     var commandJSON: JSONValue? {
@@ -60,6 +62,7 @@ struct SessionOutput: Sendable {
     func respond(_ cmd: PendingCommand, device: String, _ status: CommandStatus, data: JSONValue? = nil, error: CommandError? = nil) {
         guard !cmd.isInternal else { return }
         counters.command(status, error)
+        metrics.ended(cmd, device: device, status, error: error)
         let body = CommandResponse(transaction: cmd.transaction, status: status, command: cmd.commandJSON, data: data, error: error)
         let topic = cmd.responseTopic ?? topics.response(device)
         mqtt.send(OutboundMessage(topic: topic, json: body.json, qos: 1, retain: false, correlationData: cmd.correlationData))
@@ -126,6 +129,7 @@ actor DeviceSession {
     /// ConnectGate. Connects are serialised per adapter (shared/spec/bridge.md point 3), so an
     /// away device's attempt must end and let the others through (point 2) before it retries.
     let connectAttempt: Duration
+    nonisolated let metrics: DeviceMetrics
 
     var driver: any DeviceDriver
     var link: (any BLELink)?
@@ -164,6 +168,7 @@ actor DeviceSession {
         reconnectMin = reconnect.min
         reconnectMax = reconnect.max
         self.connectAttempt = connectAttempt
+        metrics = output.metrics.device(config.id)
         driverNotifyCharacteristics = driver.notifyCharacteristics
         driverRequiresPairing = driver.requiresPairing
         (events, sink) = AsyncStream.makeStream(of: Event.self, bufferingPolicy: .unbounded)
@@ -274,14 +279,18 @@ actor DeviceSession {
         while !Task.isCancelled {
             do throws(BLEError) {
                 let link = try await output.gate.withPermit { () async throws(BLEError) -> any BLELink in
-                    try await central.connect(address: config.address ?? "", notify: notify, pair: driverRequiresPairing,
-                                              timeout: attempt)
+                    let start = ContinuousClock.now
+                    let link = try await central.connect(address: config.address ?? "", notify: notify, pair: driverRequiresPairing,
+                                                         timeout: attempt)
+                    metrics.connectDuration.record(ContinuousClock.now - start)
+                    return link
                 }
                 backoff = reconnectMin
                 sink.yield(.linkUp(link))
                 await link.deliverNotifications { [sink] n in sink.yield(.notification(n)) }
                 sink.yield(.linkDown("link lost"))
             } catch {
+                metrics.connectFailures.increment()
                 sink.yield(.connectFailed(error))
             }
             if Task.isCancelled { break }
@@ -313,6 +322,7 @@ actor DeviceSession {
         case let .written(sequence, result): written(sequence, result)
         }
         dispatch()
+        metrics.queueDepth.record(queue.count)
     }
 
     func accept(_ cmd: PendingCommand) {
@@ -345,7 +355,7 @@ actor DeviceSession {
             let entry = outboxEntry(cmd, .queued)
             do throws(StoreError) {
                 let latest = config.offlinePolicy == .latest && cmd.attribute != nil
-                let (saved, replaced) = try output.store.enqueue(entry, replacingSameAttribute: latest)
+                let (saved, replaced) = try output.metrics.commit { () throws(StoreError) in try output.store.enqueue(entry, replacingSameAttribute: latest) }
                 cmd.outboxID = saved.id
                 if !replaced.isEmpty {
                     let ids = Set(replaced.compactMap(\.id))
@@ -371,6 +381,7 @@ actor DeviceSession {
         link = l
         lastConnectError = nil
         lastGoodExchange = .now
+        metrics.linkUp(pairing: l.pairDuration)
         if l.pairedOnConnect {
             // A first pairing: the registry remembers it, the driver finishes it (GoPro §2).
             driver.didPair()
@@ -421,6 +432,7 @@ actor DeviceSession {
 
     func linkDown(_ reason: String) {
         link = nil
+        metrics.linkDown()
         driver.linkLost()
         startupQueue = []
         nextKeepAlive = nil
@@ -507,10 +519,10 @@ actor DeviceSession {
             }
             // At most once: the outbox says `sent` before the device gets the first byte.
             if let oid = cmd.outboxID {
-                try? output.store.setStatus(.sent, for: oid)
+                try? output.metrics.commit { try output.store.setStatus(.sent, for: oid) }
             } else if !cmd.isInternal {
                 do throws(StoreError) {
-                    cmd.outboxID = try output.store.enqueue(outboxEntry(cmd, .sent)).entry.id
+                    cmd.outboxID = try output.metrics.commit { () throws(StoreError) in try output.store.enqueue(outboxEntry(cmd, .sent)) }.entry.id
                 } catch {
                     output.logger.error("outbox write failed", metadata: ["device": "\(id)", "error": "\(error)"])
                 }
@@ -592,7 +604,7 @@ actor DeviceSession {
     /// - Parameter answering: a command these outputs answer (a read's), whose outbox entry is
     ///   removed in the same commit as the new state.
     func process(_ outputs: [DriverOutput], from notification: GATTNotification?, answering: PendingCommand? = nil) {
-        if notification != nil { output.counters.notification() }
+        if notification != nil { output.counters.notification(); metrics.notifications.increment() }
         if notification != nil { lastGoodExchange = .now; if !available, link != nil { setAvailable(true) } }
         // The answer's writes first, in one commit, before anything about them is published: the
         // answered command's outbox entry removed, the new state saved (write-through; in SQLite
@@ -623,7 +635,7 @@ actor DeviceSession {
                 writes.append(.saveState(deviceID: id, json: json, at: Date().timeIntervalSince1970))
             }
         }
-        do throws(StoreError) { try output.store.apply(writes) } catch {
+        do throws(StoreError) { if !writes.isEmpty { try output.metrics.commit { () throws(StoreError) in try output.store.apply(writes) } } } catch {
             output.logger.error("state write failed", metadata: ["device": "\(id)", "error": "\(error)"])
         }
         for o in outputs {
@@ -647,6 +659,7 @@ actor DeviceSession {
                 output.mqtt.send(OutboundMessage(topic: output.topics.characteristic(id, topic), json: value, qos: output.stateQoS,
                                                  retain: output.retainState))
             case let .malformed(reason):
+                metrics.decodeErrors.increment()
                 output.event("device_error", device: id, ["message": .string(reason)])
             case let .deviceError(error):
                 output.event("device_error", device: id, ["code": .string(error.code.rawValue), "message": .string(error.message)])
@@ -666,7 +679,7 @@ actor DeviceSession {
 
     /// - Parameter removed: the outbox entry was already removed (with the answer's state).
     func finish(_ cmd: PendingCommand, _ status: CommandStatus, data: JSONValue? = nil, error: CommandError? = nil, removed: Bool = false) {
-        if !removed, let oid = cmd.outboxID { try? output.store.removeCommand(oid) }
+        if !removed, let oid = cmd.outboxID { try? output.metrics.commit { try output.store.removeCommand(oid) } }
         output.respond(cmd, device: id, status, data: data, error: error)
     }
 
@@ -696,6 +709,7 @@ actor DeviceSession {
     func shutdown() async {
         if let link { await link.disconnect() }
         link = nil
+        metrics.linkDown()
     }
 }
 

@@ -3,8 +3,10 @@ import Foundation
 import Synchronization
 
 /// Counters for `<base>/bridge/health` (`shared/spec/bridge.md`): commands by terminal status,
-/// errors by stable code, notifications received. Shared by every device session.
+/// errors by stable code, notifications received. Shared by every device session, and so is the
+/// metrics endpoint's ``BridgeMetrics`` that rides along.
 final class BridgeCounters: Sendable {
+    let metrics = BridgeMetrics()
     struct Counts {
         var commands: [String: Int] = [:]
         var errors: [String: Int] = [:]

@@ -123,6 +123,8 @@ public protocol BLELink: Sendable {
     func disconnect() async
     /// True when this connect paired the device (its first pairing with this adapter, gopro.md §2).
     var pairedOnConnect: Bool { get }
+    /// How long this connect's pairing took (nil: it did not pair), for the metrics.
+    var pairDuration: Duration? { get }
     /// Hands every notification to `handler` in arrival order (the handler must not block);
     /// returns when the link is lost. Use either this or `notifications`, not both.
     func deliverNotifications(to handler: @escaping @Sendable (GATTNotification) -> Void) async
@@ -130,6 +132,7 @@ public protocol BLELink: Sendable {
 
 extension BLELink {
     public var pairedOnConnect: Bool { false }
+    public var pairDuration: Duration? { nil }
 
     /// Hands every notification to `handler`, in arrival order, and returns when the link is
     /// lost. This default iterates `notifications`; a link that can call the handler from

@@ -126,7 +126,7 @@ public struct BridgeService: Service {
                 var first = true
                 for await e in events {
                     if case .connected = e {
-                        if first { first = false } else { await bridge.brokerReconnected() }
+                        if first { first = false } else { bridge.metrics.mqttReconnects.increment(); await bridge.brokerReconnected() }
                     }
                 }
             }

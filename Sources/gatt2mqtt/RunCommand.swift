@@ -36,8 +36,11 @@ struct RunCommand: AsyncParsableCommand {
             configurationFile: path, logLevel: LogLevel(rawValue: name))
         // Waits (retrying, one fix line per problem) until the bus, org.bluez and the adapter are ready.
         let service = BlueZBridgeService(configuration: configuration, logger: logger, control: control)
+        // The metrics endpoint (opt-in) first: made before the bridge (it bootstraps swift-metrics),
+        // stopped after it.
+        let metrics = try configuration.metrics.map { [try MetricsServer(settings: $0, logger: logger)] } ?? []
         let group = ServiceGroup(configuration: .init(
-            services: [service], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+            services: metrics + [service], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         try await withThrowingDiscardingTaskGroup { tasks in
             tasks.addTask {
                 for await _ in restart.requests {

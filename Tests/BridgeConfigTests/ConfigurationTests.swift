@@ -142,6 +142,47 @@ import Testing
         #expect(parseDuration("") == nil)
     }
 
+    /// `metrics.listen` (docs/metrics.md): off without the section; IP addresses and localhost;
+    /// a bad address names the key, the line and the expected form.
+    @Test func metricsSection() throws {
+        #expect(try Configuration(yaml: Self.minimal).metrics == nil)
+        #expect(try Configuration(yaml: "metrics:\n  listen: 127.0.0.1:9464").metrics == MetricsSettings(host: "127.0.0.1", port: 9464))
+        #expect(try Configuration(yaml: "metrics: {listen: \"0.0.0.0:9100\"}").metrics == MetricsSettings(host: "0.0.0.0", port: 9100))
+        #expect(try Configuration(yaml: "metrics: {listen: \"[::1]:9100\"}").metrics == MetricsSettings(host: "::1", port: 9100))
+        #expect(try Configuration(yaml: "metrics: {listen: \"localhost:9100\"}").metrics == MetricsSettings(host: "127.0.0.1", port: 9100))
+        #expect(try Configuration(yaml: "metrics: {}").metrics?.listen == "127.0.0.1:9464")
+        #expect(MetricsSettings(host: "::1", port: 9100).listen == "[::1]:9100")
+
+        let expected = "is not HOST:PORT with an IP address and a port 1…65535 (e.g. 127.0.0.1:9464, [::1]:9464, 0.0.0.0:9464)"
+        for bad in ["127.0.0.1", "127.0.0.1:0", "127.0.0.1:65536", "127.0.0.1:+80", "127.0.0.1:", "256.0.0.1:9464",
+                    "metrics.example:9464", ":9464", "[::1]9464", "[::1:9464", "::1:9464", "[127.0.0.1]:9464"] {
+            #expect(throws: ConfigError(path: "metrics.listen", line: 3, message: "'\(bad)' \(expected)"), "\(bad)") {
+                try Configuration(yaml: "devices: []\nmetrics:\n  listen: \"\(bad)\"")
+            }
+        }
+        #expect(throws: ConfigError(path: "metrics.port", line: 2, message: "unknown key")) {
+            try Configuration(yaml: "metrics:\n  port: 9464")
+        }
+        #expect(throws: ConfigError(path: "metrics", line: 1, message: "expected a mapping (key: value)")) {
+            try Configuration(yaml: "metrics: 9464")
+        }
+    }
+
+    /// GATT2MQTT_METRICS_LISTEN turns the endpoint on (or moves it); empty turns it off.
+    @Test func metricsFromEnvironment() throws {
+        let on = try Configuration(yaml: Self.minimal, environment: ["GATT2MQTT_METRICS_LISTEN": "127.0.0.1:9999"])
+        #expect(on.metrics == MetricsSettings(host: "127.0.0.1", port: 9999))
+        let moved = try Configuration(yaml: "metrics: {listen: \"127.0.0.1:9464\"}", environment: ["GATT2MQTT_METRICS_LISTEN": "[::1]:9465"])
+        #expect(moved.metrics == MetricsSettings(host: "::1", port: 9465))
+        let off = try Configuration(yaml: "metrics: {listen: \"127.0.0.1:9464\"}", environment: ["GATT2MQTT_METRICS_LISTEN": ""])
+        #expect(off.metrics == nil)
+        #expect(throws: ConfigError(path: "metrics.listen (from GATT2MQTT_METRICS_LISTEN)", line: nil,
+                                    message: "'9464' is not HOST:PORT with an IP address and a port 1…65535 (e.g. 127.0.0.1:9464, [::1]:9464, 0.0.0.0:9464)")) {
+            try Configuration(yaml: "", environment: ["GATT2MQTT_METRICS_LISTEN": "9464"])
+        }
+        #expect(throws: ConfigError.self) { try Configuration(yaml: "", environment: ["GATT2MQTT_METRICS_PORT": "9464"]) }
+    }
+
     @Test func ipv6BrokerURL() throws {
         let c = try Configuration(yaml: "mqtt:\n  url: mqtt://[::1]:1884")
         #expect(c.mqtt.host == "::1" && c.mqtt.port == 1884)
