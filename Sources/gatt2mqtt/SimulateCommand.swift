@@ -51,22 +51,6 @@ struct SimulateCommand: AsyncParsableCommand {
         seconds > 0 ? .milliseconds(Int64(seconds * 1000)) : nil
     }
 
-    static let busConfig = """
-        <!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
-         "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-        <busconfig>
-          <type>session</type>
-          <keep_umask/>
-          <listen>unix:tmpdir=/tmp</listen>
-          <auth>EXTERNAL</auth>
-          <policy context="default">
-            <allow send_destination="*" eavesdrop="true"/>
-            <allow eavesdrop="true"/>
-            <allow own="*"/>
-          </policy>
-        </busconfig>
-        """
-
     static func isAddress(_ a: String) -> Bool { SimulatedDeviceSpec.isAddress(a) }
 
     /// `--device` values (or the heart-rate sensor at `--address`); throws for a bad one.
@@ -126,30 +110,10 @@ struct SimulateCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let conf = FileManager.default.temporaryDirectory.appendingPathComponent("gatt2mqtt-sim-\(getpid()).conf")
-        try Self.busConfig.write(to: conf, atomically: true, encoding: .utf8)
-        defer { try? FileManager.default.removeItem(at: conf) }
-        let daemon = Process()
-        daemon.executableURL = URL(fileURLWithPath: "/usr/bin/dbus-daemon")
-        daemon.arguments = ["--config-file=\(conf.path)", "--print-address=1", "--nofork"]
-        let out = Pipe()
-        daemon.standardOutput = out
-        daemon.standardError = FileHandle.nullDevice
-        do { try daemon.run() } catch { throw CLIError("cannot start /usr/bin/dbus-daemon: \(error)") }
-        defer {
-            if daemon.isRunning { kill(daemon.processIdentifier, SIGKILL) }
-            daemon.waitUntilExit()
-        }
-        var text = ""
-        while !text.contains("\n") {
-            let chunk = out.fileHandleForReading.availableData
-            if chunk.isEmpty { break }
-            text += String(decoding: chunk, as: UTF8.self)
-        }
-        guard let line = text.split(separator: "\n").first, line.hasPrefix("unix:") else {
-            throw CLIError("dbus-daemon printed no address")
-        }
-        let busAddress = String(line)
+        let bus: PrivateBus
+        do { bus = try PrivateBus() } catch { throw CLIError("\(error)") }
+        defer { bus.stop() }
+        let busAddress = bus.address
         // Loop mode: the connection, the emulator's handlers and tasks and the devices' timers
         // all run on this one thread (docs/bluez.md "On an event loop"); stopped last.
         let loop = eventLoop ? EventLoop(name: "simulate") : nil
