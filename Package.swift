@@ -109,13 +109,16 @@ let package = Package(
         ),
 
         // MARK: Tests
+        // What several test targets share, in one place: the seeded generator. A plain library
+        // target, not a product.
+        .target(name: "TestSupport", path: "Tests/TestSupport"),
         .testTarget(name: "ReactorTests", dependencies: ["Reactor"]),
         .testTarget(name: "BinaryCodingTests", dependencies: ["BinaryCoding"]),
-        .testTarget(name: "CapsCodecTests", dependencies: ["CapsCodec", "BinaryCoding"], exclude: ["Vectors", "Corpus"]),
-        .testTarget(name: "GoProCodecTests", dependencies: ["GoProCodec", "BinaryCoding"], exclude: ["Vectors", "Corpus"]),
-        .testTarget(name: "GattLayoutTests", dependencies: ["GattLayout", "BinaryCoding"], exclude: ["Corpus"]),
+        .testTarget(name: "CapsCodecTests", dependencies: ["CapsCodec", "BinaryCoding", "TestSupport"], exclude: ["Vectors", "Corpus"]),
+        .testTarget(name: "GoProCodecTests", dependencies: ["GoProCodec", "BinaryCoding", "TestSupport"], exclude: ["Vectors", "Corpus"]),
+        .testTarget(name: "GattLayoutTests", dependencies: ["GattLayout", "BinaryCoding", "TestSupport"], exclude: ["Corpus"]),
         .testTarget(name: "MosquittoTests", dependencies: ["Mosquitto", "Reactor"], exclude: ["Fixtures"]),
-        .testTarget(name: "DBusTests", dependencies: ["DBus", "Reactor"], exclude: ["Fixtures"]),
+        .testTarget(name: "DBusTests", dependencies: ["DBus", "Reactor", "TestSupport"], exclude: ["Fixtures"]),
         .testTarget(
             name: "BlueZTests",
             dependencies: ["BlueZ", "BlueZSimulator", "DBus", "BridgeCore", "BridgeConfig", "BridgeStore", "DeviceProfiles", "DeviceSimulators", "GoProCodec", "PacketSocket", "Reactor"],

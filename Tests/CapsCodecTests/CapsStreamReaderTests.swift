@@ -1,4 +1,5 @@
 import BinaryCoding
+import TestSupport
 import Testing
 
 @testable import CapsCodec

@@ -1,5 +1,6 @@
 import BinaryCoding
 import Foundation
+import TestSupport
 import Testing
 
 @testable import CapsCodec
@@ -62,19 +63,6 @@ enum Vectors {
             for v in try vectors(f) where v["members"] != nil && v["hex"] != nil { out.append((f, v)) }
         }
         return out
-    }
-}
-
-/// SplitMix64: a small seeded generator so property tests are reproducible.
-struct SeededRandom: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }
 

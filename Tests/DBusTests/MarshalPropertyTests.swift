@@ -1,4 +1,5 @@
 import CDBus
+import TestSupport
 import Testing
 @testable import DBus
 
@@ -6,20 +7,7 @@ import Testing
 /// wire format (`dbus_message_marshal` / `dbus_message_demarshal`) and must come back equal;
 /// corrupted wire bytes must be rejected or decoded, never crash.
 @Suite struct MarshalPropertyTests {
-    /// A small deterministic generator (SplitMix64), so failures reproduce.
-    struct Rng {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-        mutating func below(_ n: Int) -> Int { Int(next() % UInt64(n)) }
-    }
-
-    static func randomType(_ r: inout Rng, depth: Int) -> DBusType {
+    static func randomType(_ r: inout SeededRandom, depth: Int) -> DBusType {
         let basics: [DBusType] = [.byte, .boolean, .int16, .uint16, .int32, .uint32, .int64, .uint64, .double,
                                   .string, .objectPath, .signature]
         if depth > 3 { return basics[r.below(basics.count)] }
@@ -32,7 +20,7 @@ import Testing
         }
     }
 
-    static func randomValue(_ t: DBusType, _ r: inout Rng, depth: Int) -> DBusValue {
+    static func randomValue(_ t: DBusType, _ r: inout SeededRandom, depth: Int) -> DBusValue {
         switch t {
         case .byte: return .byte(UInt8(truncatingIfNeeded: r.next()))
         case .boolean: return .boolean(r.below(2) == 1)
@@ -90,7 +78,7 @@ import Testing
     }
 
     @Test func randomValuesSurviveTheWireFormat() throws {
-        var r = Rng(state: 0x6761_7474_326D_7174)
+        var r = SeededRandom(seed: 0x6761_7474_326D_7174)
         for i in 0..<400 {
             let values = (0..<(1 + r.below(3))).map { _ in Self.randomValue(Self.randomType(&r, depth: 0), &r, depth: 0) }
             let (_, back) = try Self.wireRoundTrip(values)
@@ -99,7 +87,7 @@ import Testing
     }
 
     @Test func corruptedWireBytesNeverCrash() throws {
-        var r = Rng(state: 42)
+        var r = SeededRandom(seed: 42)
         var rejected = 0, accepted = 0
         for _ in 0..<300 {
             let values = [Self.randomValue(Self.randomType(&r, depth: 0), &r, depth: 0), .properties(["k": .bytes([1, 2])])]
@@ -117,4 +105,9 @@ import Testing
         #expect(rejected + accepted == 300)
         #expect(rejected > 0)
     }
+}
+
+extension SeededRandom {
+    /// A number in `0..<n` (by remainder: the sequences of the seeds in these tests stay as they were).
+    mutating func below(_ n: Int) -> Int { Int(next() % UInt64(n)) }
 }

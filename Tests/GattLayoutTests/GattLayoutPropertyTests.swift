@@ -1,5 +1,6 @@
 import BinaryCoding
 import GattLayout
+import TestSupport
 import Testing
 
 /// Round-trip properties on random values and random bytes (seeded, so failures reproduce).

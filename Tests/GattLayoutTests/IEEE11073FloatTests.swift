@@ -1,4 +1,5 @@
 import GattLayout
+import TestSupport
 import Testing
 
 /// IEEE 11073-20601 SFLOAT / FLOAT: values, special values, edge cases, exhaustive round trip.

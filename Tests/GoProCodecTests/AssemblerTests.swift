@@ -1,4 +1,5 @@
 import GoProCodec
+import TestSupport
 import Testing
 
 @Suite struct AssemblerTests {
@@ -178,7 +179,7 @@ import Testing
 
 @Suite struct PacketizerPropertyTests {
     @Test func randomMessagesRoundTripInEveryStyle() throws {
-        var rng = SeededGenerator(seed: 0x60_90)
+        var rng = SeededRandom(seed: 0x60_90)
         for _ in 0..<300 {
             let length = Int.random(in: 0...1200, using: &rng)
             let m = (0..<length).map { _ in UInt8.random(in: 0...255, using: &rng) }
@@ -211,7 +212,7 @@ import Testing
     }
 
     @Test func randomGarbageNeverCrashesTheAssembler() throws {
-        var rng = SeededGenerator(seed: 42)
+        var rng = SeededRandom(seed: 42)
         var a = GoProAssembler()
         var completed = 0
         for _ in 0..<20_000 {

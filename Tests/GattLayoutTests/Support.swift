@@ -2,7 +2,7 @@ import BinaryCoding
 import GattLayout
 import Testing
 
-/// Test helpers: hex in, JSON out, and a reproducible random generator.
+/// Test helpers: hex in, JSON out, layouts.
 func bytes(_ hex: String) -> [UInt8] { (try? Hex.decode(hex)) ?? [] }
 
 func json(_ text: String) -> JSONValue {
@@ -27,19 +27,6 @@ func layoutError(_ body: () throws -> Void) -> GattLayoutError? {
     } catch {
         Issue.record("expected a GattLayoutError, got \(error)")
         return nil
-    }
-}
-
-/// SplitMix64: a small seeded generator so property tests are reproducible.
-struct SeededRandom: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }
 
