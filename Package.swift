@@ -109,9 +109,9 @@ let package = Package(
         ),
 
         // MARK: Tests
-        // What several test targets share, in one place: the seeded generator. A plain library
-        // target, not a product.
-        .target(name: "TestSupport", path: "Tests/TestSupport"),
+        // What several test targets share, in one place: the core's fakes (FakeMQTT, FakeCentral,
+        // TestDriver…), the seeded generator. A plain library target, not a product.
+        .target(name: "TestSupport", dependencies: ["BinaryCoding", "BridgeCore"], path: "Tests/TestSupport"),
         .testTarget(name: "ReactorTests", dependencies: ["Reactor"]),
         .testTarget(name: "BinaryCodingTests", dependencies: ["BinaryCoding"]),
         .testTarget(name: "CapsCodecTests", dependencies: ["CapsCodec", "BinaryCoding", "TestSupport"], exclude: ["Vectors", "Corpus"]),
@@ -127,14 +127,14 @@ let package = Package(
         .testTarget(name: "BridgeConfigTests", dependencies: ["BridgeConfig", "BinaryCoding"]),
         .testTarget(
             name: "BridgeCoreTests",
-            dependencies: ["BridgeCore", "BridgeConfig", "BridgeStore", "BinaryCoding", "GattLayout", "GoProCodec",
+            dependencies: ["BridgeCore", "BridgeConfig", "BridgeStore", "BinaryCoding", "GattLayout", "GoProCodec", "TestSupport",
                            .product(name: "MetricsTestKit", package: "swift-metrics")]
         ),
         .testTarget(name: "DeviceProfilesTests", dependencies: ["DeviceProfiles", "BridgeCore", "BridgeConfig", "CapsCodec", "GoProCodec", "BinaryCoding"]),
         .testTarget(
             name: "BridgeRuntimeTests",
             dependencies: [
-                "BridgeRuntime", "BridgeCore", "BridgeConfig", "BridgeStore", "Mosquitto", "BinaryCoding", "BlueZ", "DBus",
+                "BridgeRuntime", "BridgeCore", "BridgeConfig", "BridgeStore", "Mosquitto", "BinaryCoding", "BlueZ", "DBus", "TestSupport",
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Prometheus", package: "swift-prometheus"),

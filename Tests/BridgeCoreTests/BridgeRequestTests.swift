@@ -3,42 +3,9 @@ import BridgeConfig
 import BridgeStore
 import Foundation
 import Synchronization
+import TestSupport
 import Testing
 @testable import BridgeCore
-
-/// A fake central with the adapter's management side: a scripted scan, pair and forget recorded.
-final class FakeAdapterCentral: BLECentral, BLEAdapterControl {
-    let inner: FakeCentral
-    let advertisements: [Advertisement]
-    let log = CallLog()
-    init(_ inner: FakeCentral, advertisements: [Advertisement] = []) {
-        self.inner = inner
-        self.advertisements = advertisements
-    }
-
-    func connect(address: String, notify: [CharacteristicID], timeout: Duration) async throws(BLEError) -> any BLELink {
-        try await inner.connect(address: address, notify: notify, timeout: timeout)
-    }
-
-    func scan() async throws(BLEError) -> BLEScan {
-        log.add("scan")
-        let (stream, continuation) = AsyncStream.makeStream(of: Advertisement.self)
-        for ad in advertisements { continuation.yield(ad) }
-        return BLEScan(advertisements: stream, stop: { [log] in
-            log.add("stop")
-            continuation.finish()
-        })
-    }
-
-    func pair(address: String, timeout: Duration) async throws(BLEError) { log.add("pair \(address)") }
-    func forget(address: String) async throws(BLEError) { log.add("forget \(address)") }
-}
-
-final class CallLog: Sendable {
-    let storage = Mutex<[String]>([])
-    func add(_ call: String) { storage.withLock { $0.append(call) } }
-    var calls: [String] { storage.withLock { $0 } }
-}
 
 /// `bridge/request/…` over fakes: the registry, its persistence and precedence, the scan's guess.
 @Suite struct BridgeRequestTests {

@@ -3,6 +3,7 @@ import BridgeConfig
 import BridgeStore
 import Foundation
 import Synchronization
+import TestSupport
 import Testing
 @testable import BridgeCore
 
@@ -398,10 +399,11 @@ import Testing
             #expect(config[0].retain && config[0].qos == 1)
             // The device's three entities (its reading, RSSI, last seen) and the bridge device's
             // four, sent again on "online" only.
-            let before = h.mqtt.sent.withLock { $0.filter { $0.topic.hasPrefix("homeassistant/") }.count }
+            _ = try await h.mqtt.wait("7 discovery messages") { $0.filter { $0.topic.hasPrefix("homeassistant/") }.count >= 7 }
+            let before = h.mqtt.sent.filter { $0.topic.hasPrefix("homeassistant/") }.count
             h.bridge.handle(InboundMessage(topic: "homeassistant/status", payload: Array("offline".utf8)))
             h.bridge.handle(InboundMessage(topic: "homeassistant/status", payload: Array("online".utf8)))
-            let after = h.mqtt.sent.withLock { $0.filter { $0.topic.hasPrefix("homeassistant/") }.count }
+            let after = h.mqtt.sent.filter { $0.topic.hasPrefix("homeassistant/") }.count
             #expect(before == 7 && after == 14)
         }
     }

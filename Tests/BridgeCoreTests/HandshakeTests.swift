@@ -2,6 +2,7 @@ import BinaryCoding
 import BridgeConfig
 import BridgeStore
 import Synchronization
+import TestSupport
 import Testing
 @testable import BridgeCore
 

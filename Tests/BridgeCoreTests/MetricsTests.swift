@@ -3,6 +3,7 @@ import BridgeConfig
 import CoreMetrics
 import Foundation
 import MetricsTestKit
+import TestSupport
 import Testing
 @testable import BridgeCore
 
@@ -16,12 +17,8 @@ import Testing
     }
 
     /// Waits (up to 3 s) until the messages on `topic` satisfy `predicate`.
-    static func until(_ h: Harness, _ topic: String, _ predicate: ([OutboundMessage]) -> Bool) async throws {
-        let deadline = ContinuousClock.now + .seconds(3)
-        while !predicate(h.mqtt.messages(topic)) {
-            guard ContinuousClock.now < deadline else { throw CancellationError() }
-            try await Task.sleep(for: .milliseconds(5))
-        }
+    static func until(_ h: Harness, _ topic: String, _ predicate: @escaping @Sendable ([OutboundMessage]) -> Bool) async throws {
+        _ = try await h.mqtt.wait(for: topic, until: predicate)
     }
 
     /// Waits (up to 3 s) until `condition` holds.

@@ -6,6 +6,7 @@ import Foundation
 import Logging
 import Mosquitto
 import ServiceLifecycle
+import TestSupport
 import Testing
 
 /// `BridgeService` against a real mosquitto (started by the test) and a fake BLE central:

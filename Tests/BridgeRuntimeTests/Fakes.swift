@@ -1,1 +1,0 @@
-../BridgeCoreTests/Fakes.swift
