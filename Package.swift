@@ -109,20 +109,27 @@ let package = Package(
         ),
 
         // MARK: Tests
-        // What several test targets share, in one place: the core's fakes (FakeMQTT, FakeCentral,
-        // TestDriver…), the seeded generator. A plain library target, not a product.
-        .target(name: "TestSupport", dependencies: ["BinaryCoding", "BridgeCore"], path: "Tests/TestSupport"),
+        // What several test targets share, in one place (no copies, no symlinked folders): the
+        // core's fakes (FakeMQTT, FakeCentral, TestDriver…), the seeded generator, the mosquitto
+        // launcher with its committed configurations (Fixtures), child processes, loopback
+        // sockets, and waits with a deadline. A plain library target, not a product.
+        .target(
+            name: "TestSupport",
+            dependencies: ["BinaryCoding", "BridgeCore", "DBus", "Mosquitto"],
+            path: "Tests/TestSupport",
+            exclude: ["Fixtures"]
+        ),
         .testTarget(name: "ReactorTests", dependencies: ["Reactor"]),
         .testTarget(name: "BinaryCodingTests", dependencies: ["BinaryCoding"]),
         .testTarget(name: "CapsCodecTests", dependencies: ["CapsCodec", "BinaryCoding", "TestSupport"], exclude: ["Vectors", "Corpus"]),
         .testTarget(name: "GoProCodecTests", dependencies: ["GoProCodec", "BinaryCoding", "TestSupport"], exclude: ["Vectors", "Corpus"]),
         .testTarget(name: "GattLayoutTests", dependencies: ["GattLayout", "BinaryCoding", "TestSupport"], exclude: ["Corpus"]),
-        .testTarget(name: "MosquittoTests", dependencies: ["Mosquitto", "Reactor"], exclude: ["Fixtures"]),
-        .testTarget(name: "DBusTests", dependencies: ["DBus", "Reactor", "TestSupport"], exclude: ["Fixtures"]),
+        .testTarget(name: "MosquittoTests", dependencies: ["Mosquitto", "Reactor", "TestSupport"]),
+        .testTarget(name: "DBusTests", dependencies: ["DBus", "Reactor", "TestSupport"]),
         .testTarget(
             name: "BlueZTests",
-            dependencies: ["BlueZ", "BlueZSimulator", "DBus", "BridgeCore", "BridgeConfig", "BridgeStore", "DeviceProfiles", "DeviceSimulators", "GoProCodec", "PacketSocket", "Reactor"],
-            exclude: ["Fixtures"]
+            dependencies: ["BlueZ", "BlueZSimulator", "DBus", "BridgeCore", "BridgeConfig", "BridgeStore", "DeviceProfiles", "DeviceSimulators", "GoProCodec", "PacketSocket", "Reactor",
+                           "TestSupport"]
         ),
         .testTarget(name: "BridgeConfigTests", dependencies: ["BridgeConfig", "BinaryCoding"]),
         .testTarget(
@@ -138,12 +145,11 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
-            ],
-            exclude: ["Fixtures"]
+            ]
         ),
         .testTarget(
             name: "DeviceSimulatorsTests",
-            dependencies: ["DeviceSimulators", "BlueZSimulator", "GoProCodec", "CapsCodec", "BinaryCoding", "GattLayout",
+            dependencies: ["DeviceSimulators", "BlueZSimulator", "GoProCodec", "CapsCodec", "BinaryCoding", "GattLayout", "TestSupport",
                            .product(name: "SwiftProtobuf", package: "swift-protobuf")]
         ),
         .testTarget(
@@ -153,8 +159,8 @@ let package = Package(
         .testTarget(name: "BridgeStoreTests", dependencies: ["BridgeStore", "BinaryCoding"]),
         .testTarget(
             name: "CLITests",
-            dependencies: ["BinaryCoding", "Mosquitto", .product(name: "Yams", package: "Yams")],
-            exclude: ["Fixtures", "Bleak"]
+            dependencies: ["BinaryCoding", "DBus", "Mosquitto", "TestSupport", .product(name: "Yams", package: "Yams")],
+            exclude: ["Bleak"]
         ),
     ],
     swiftLanguageModes: [.v6]

@@ -2,6 +2,7 @@ import BlueZ
 import BlueZSimulator
 import DBus
 import Foundation
+import TestSupport
 import Testing
 
 /// AcquireWrite / AcquireNotify between the client and the emulator (bluez

@@ -4,6 +4,7 @@ import DBus
 import Foundation
 import Reactor
 import Synchronization
+import TestSupport
 import Testing
 
 /// A device whose advertisement can change while it is in range (the protocol only reads it).
@@ -108,7 +109,7 @@ extension DBusValue {
 
     @Test("the same on the emulator's event loop (its timers)")
     func periodicUpdatesOnTheEventLoop() async throws {
-        let bus = try TestBus()
+        let bus = try PrivateBus()
         defer { bus.stop() }
         let loop = EventLoop(name: "adv")
         defer { loop.shutdown() }

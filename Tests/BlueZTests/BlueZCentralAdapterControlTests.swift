@@ -4,6 +4,7 @@ import BridgeCore
 import DBus
 import DeviceSimulators
 import Synchronization
+import TestSupport
 import Testing
 
 /// BlueZCentral as BridgeCore's `BLEAdapterControl` against the emulator: user scans, connects
@@ -68,7 +69,7 @@ import Testing
             let scan = try await control.scan()
             let seen = Sightings(scan)
             // Each device is reported, and keeps being reported (an advertisement every 50 ms).
-            #expect(await eventually(5) {
+            #expect(await eventually(timeout: .seconds(5)) {
                 [Self.gopro, Self.rokid, Self.heart, Self.thermo].allSatisfy { seen.of($0).count >= 3 }
             })
 

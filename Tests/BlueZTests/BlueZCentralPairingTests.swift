@@ -1,6 +1,7 @@
 import BlueZ
 import BlueZSimulator
 import BridgeCore
+import TestSupport
 import Testing
 
 /// BlueZCentral pairing (spec/bluez.md behaviour 9, gopro.md §2): a device whose characteristics

@@ -1,6 +1,7 @@
 import BlueZ
 import BlueZSimulator
 import BridgeCore
+import TestSupport
 import Testing
 
 /// BridgeCore's BLECentral/BLELink over the client and the emulator.

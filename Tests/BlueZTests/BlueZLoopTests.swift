@@ -7,6 +7,7 @@ import Foundation
 import GoProCodec
 import Reactor
 import Synchronization
+import TestSupport
 import Testing
 
 /// The BlueZ client on one event loop against the emulator on another (docs/bluez.md "On an
@@ -23,7 +24,7 @@ import Testing
             simLoop.shutdown()
             clientLoop.shutdown()
         }
-        let bus = try TestBus()
+        let bus = try PrivateBus()
         defer { bus.stop() }
         let sc = try await DBusConnection.connect(.address(bus.address), timeout: .seconds(10), loop: simLoop)
         let sim = BlueZSimulator(connection: sc, options: Emulator.fast)
@@ -44,8 +45,8 @@ import Testing
         sim.stop()
         sc.close()
         let empty = EventLoop.Registrations(watches: 0, timers: 0, hooks: 0)
-        #expect(await eventuallyAsync(5) { await clientLoop.registrations() == empty })
-        #expect(await eventuallyAsync(5) { await simLoop.registrations().watches == 0 })
+        #expect(await eventuallyAsync(timeout: .seconds(5)) { await clientLoop.registrations() == empty })
+        #expect(await eventuallyAsync(timeout: .seconds(5)) { await simLoop.registrations().watches == 0 })
     }
 
     @Test func writeAnsweredThroughAcquireNotifyOnBothLoopsThenLinkLoss() async throws {
@@ -75,7 +76,7 @@ import Testing
             for i in 1...20 {
                 try await link.write([UInt8(i), 0xAB], to: writeID, withResponse: i % 2 == 0)
             }
-            #expect(await eventually(5) { got.withLock { $0.count } == 20 })
+            #expect(await eventually(timeout: .seconds(5)) { got.withLock { $0.count } == 20 })
             let values = got.withLock { $0.map(\.0.value) }
             #expect(values == (1...20).map { [0xAB, UInt8($0)] })
             #expect(got.withLock { $0.allSatisfy { $0.1 } })
@@ -85,7 +86,7 @@ import Testing
 
             // Link loss: the delivery ends, the emulator's socket is released.
             try sim.dropLink(device.address)
-            #expect(await eventually(5) { !sim.isAcquired(device.address, characteristic: notifyID.uuid, write: false) })
+            #expect(await eventually(timeout: .seconds(5)) { !sim.isAcquired(device.address, characteristic: notifyID.uuid, write: false) })
             await delivering.value
             await #expect(throws: BLEError.self) { try await link.write([1], to: writeID, withResponse: true) }
         }
@@ -103,7 +104,7 @@ import Testing
             let delivering = Task { await link.deliverNotifications { n in got.withLock { $0.append((n.value, cLoop.inLoop)) } } }
             // PropertiesChanged(Value) through the bus → the client's signal pump on its loop.
             for bpm in UInt8(60)..<UInt8(70) { #expect(hr.notify("2A37", [0x00, bpm])) }
-            #expect(await eventually(5) { got.withLock { $0.count } == 10 })
+            #expect(await eventually(timeout: .seconds(5)) { got.withLock { $0.count } == 10 })
             #expect(got.withLock { $0.map(\.0) } == (60..<70).map { [0x00, UInt8($0)] })
             #expect(got.withLock { $0.allSatisfy(\.1) })
             await link.disconnect()
@@ -123,7 +124,7 @@ import Testing
             // Keep-alive (setting 0x5B = 0x42) on GP-0074 → `02 5B 00` on GP-0075 (gopro.md §9).
             try await link.write([0x03, 0x5B, 0x01, 0x42], to: CharacteristicID(GoProCharacteristic.settings.uuid),
                                  withResponse: true)
-            #expect(await eventually(5) { got.withLock { $0.count } == 1 })
+            #expect(await eventually(timeout: .seconds(5)) { got.withLock { $0.count } == 1 })
             #expect(got.withLock { $0.first?.0 } == [0x02, 0x5B, 0x00])
             #expect(got.withLock { $0.first?.1 } == true)
             await link.disconnect()

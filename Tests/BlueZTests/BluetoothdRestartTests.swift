@@ -2,6 +2,7 @@ import BlueZ
 import BlueZSimulator
 import BridgeCore
 import DBus
+import TestSupport
 import Testing
 
 /// bluetoothd restarting under a running client (spec/bluez.md, "What users hit in the field"):
@@ -9,7 +10,7 @@ import Testing
 @Suite(.serialized, .timeLimit(.minutes(1))) struct BluetoothdRestartTests {
     @Test(arguments: [NotifyMethod.automatic, .startNotify])
     func linksEndAndTheClientFollowsTheNewDaemon(method: NotifyMethod) async throws {
-        let bus = try TestBus()
+        let bus = try PrivateBus()
         defer { bus.stop() }
         let first = try await bus.connect()
         var firstClosed = false

@@ -2,6 +2,7 @@ import BlueZ
 import BlueZSimulator
 import DBus
 import Foundation
+import TestSupport
 import Testing
 
 let hrAddress = "C0:FF:EE:00:00:01"
@@ -47,7 +48,7 @@ func code(_ e: any Error) -> String { (e as? BlueZError)?.code ?? "\(e)" }
     @Test func filterHidesNonMatchingDevices() async throws {
         try await withEmulator(devices: [GenericDevice.batteryHeartRate(), echoDevice()]) { env in
             let scan = try await env.client.scan(try env.client.adapter(), filter: DiscoveryFilter(pattern: "Echo"))
-            let seen = await collect(scan.devices, count: 2, seconds: 0.5)
+            let seen = await collect(scan.devices, count: 2, timeout: .seconds(0.5))
             #expect(seen.map(\.address) == [echoAddress])
             try await scan.stop()
         }
@@ -148,7 +149,7 @@ func code(_ e: any Error) -> String { (e as? BlueZError)?.code ?? "\(e)" }
             #expect(try await env.client.read(n) == [0xAA])
             try await env.client.write([1, 2, 3], to: w)
             #expect(device0.notify(echoNotify, [0xAA]))  // same bytes as the read: still a notification
-            let got = await collect(stream, count: 3, seconds: 1)
+            let got = await collect(stream, count: 3, timeout: .seconds(1))
             #expect(got == [[3, 2, 1], [0xAA]])
             // A second StartNotify from the same connection is a no-op; StopNotify ends it.
             let again = try await env.client.notifications(n, using: .startNotify)
@@ -265,7 +266,7 @@ func code(_ e: any Error) -> String { (e as? BlueZError)?.code ?? "\(e)" }
                              ConnectionState(connected: false, servicesResolved: false)]
                     || seen.last == ConnectionState(connected: false, servicesResolved: false))
             #expect(seen.last == ConnectionState(connected: false, servicesResolved: false))
-            let rest = await collect(notes, count: 5, seconds: 1)
+            let rest = await collect(notes, count: 5, timeout: .seconds(1))
             #expect(rest == [[1]])
             // Calls now fail as not connected.
             do {
@@ -288,7 +289,7 @@ func code(_ e: any Error) -> String { (e as? BlueZError)?.code ?? "\(e)" }
             let s1 = try await env.client.notifications(before)
             try env.simulator.dropLink(hrAddress)
             #expect(await eventually { !env.client.connectionState(device).connected })
-            #expect(await collect(s1, count: 1, seconds: 0.3).isEmpty)
+            #expect(await collect(s1, count: 1, timeout: .seconds(0.3)).isEmpty)
             #expect(throws: BlueZError.self) { try env.client.characteristic("2A37", on: device) }
             try await env.client.connect(device)
             let after = try env.client.characteristic("2A37", on: device)
@@ -449,7 +450,7 @@ func code(_ e: any Error) -> String { (e as? BlueZError)?.code ?? "\(e)" }
             let removals = env.client.connectionStates(device)
             #expect(await eventually { env.client.object(device.path) == nil })
             #expect(env.client.object(m.path) == nil)
-            #expect(await collect(removals, count: 5, seconds: 0.2).count <= 1)
+            #expect(await collect(removals, count: 5, timeout: .seconds(0.2)).count <= 1)
         }
     }
 

@@ -2,6 +2,7 @@ import BlueZ
 import BlueZSimulator
 import DBus
 import DeviceSimulators
+import TestSupport
 import Testing
 
 /// Discovery sessions as bluetoothd 5.66 keeps them (`src/adapter.c`): one session and one filter

@@ -3,11 +3,12 @@ import BlueZSimulator
 import DBus
 import Foundation
 import Synchronization
+import TestSupport
 import Testing
 
 /// One test's world: a private bus, the emulator on its own connection, a client on another.
 struct Emulator {
-    let bus: TestBus
+    let bus: PrivateBus
     let simulatorConnection: DBusConnection
     let simulator: BlueZSimulator
     let client: BlueZClient
@@ -22,7 +23,7 @@ struct Emulator {
 func withEmulator(_ options: BlueZSimulator.Options = Emulator.fast, devices: [any SimulatedDevice] = [],
                   _ body: (Emulator) async throws -> Void) async throws
 {
-    let bus = try TestBus()
+    let bus = try PrivateBus()
     defer { bus.stop() }
     let sc = try await bus.connect()
     defer { sc.close() }
@@ -63,46 +64,6 @@ func discover(_ env: Emulator, _ address: String) async throws -> BlueZDevice {
     return device
 }
 
-/// Takes elements from a stream until `count` arrived or `seconds` passed (then returns what came).
-func collect<T: Sendable>(_ stream: AsyncStream<T>, count: Int, seconds: Double = 3) async -> [T] {
-    let box = Collected<T>()
-    let task = Task {
-        for await x in stream { box.items.withLock { $0.append(x) } }
-        box.items.withLock { _ in }
-    }
-    _ = await eventually(seconds) { box.items.withLock { $0.count >= count } }
-    task.cancel()
-    return box.items.withLock { $0 }
-}
-
 final class Collected<T: Sendable>: Sendable {
     let items = Mutex<[T]>([])
-}
-
-/// Polls `condition` for up to `seconds`.
-func eventually(_ seconds: Double = 3, _ condition: () -> Bool) async -> Bool {
-    let deadline = ContinuousClock.now + .milliseconds(Int64(seconds * 1000))
-    while ContinuousClock.now < deadline {
-        if condition() { return true }
-        try? await Task.sleep(for: .milliseconds(10))
-    }
-    return condition()
-}
-
-
-/// `runTool` on its own thread, so the cooperative pool (which runs the emulator) stays free.
-func tool(_ path: String, _ args: [String]) async throws -> String {
-    try await withCheckedThrowingContinuation { cont in
-        Thread { cont.resume(with: Result { try runTool(path, args) }) }.start()
-    }
-}
-
-/// Polls an async `condition` for up to `seconds`.
-func eventuallyAsync(_ seconds: Double = 3, _ condition: () async -> Bool) async -> Bool {
-    let deadline = ContinuousClock.now + .milliseconds(Int64(seconds * 1000))
-    while ContinuousClock.now < deadline {
-        if await condition() { return true }
-        try? await Task.sleep(for: .milliseconds(20))
-    }
-    return await condition()
 }

@@ -6,6 +6,7 @@ import BridgeStore
 import DeviceProfiles
 import DeviceSimulators
 import Synchronization
+import TestSupport
 import Testing
 
 /// What the bridge published.
@@ -73,7 +74,7 @@ func withBridge(_ env: Emulator, device: DeviceConfig, store: BridgeStore, drive
             try camera.add(to: env.simulator)
             let store = try BridgeStore.inMemory()
             try await withBridge(env, keepAlive: .milliseconds(100), store: store) { mqtt in
-                #expect(await eventually(5) { camera.pairingFinishedBy == "gatt2mqtt" })
+                #expect(await eventually(timeout: .seconds(5)) { camera.pairingFinishedBy == "gatt2mqtt" })
                 #expect(pairCalls(env) == 1)
                 #expect(await eventually { (try? store.devices().first?.paired) == true })
                 #expect(mqtt.events("device_paired") == 1)
@@ -105,7 +106,7 @@ func withBridge(_ env: Emulator, device: DeviceConfig, store: BridgeStore, drive
             let store = try BridgeStore.inMemory()
             // A keep-alive slower than the camera's timer: it sleeps, the bridge reconnects.
             try await withBridge(env, keepAlive: .seconds(5), store: store) { mqtt in
-                #expect(await eventually(5) { camera.sleepCount >= 1 && mqtt.events("device_connected") >= 2 })
+                #expect(await eventually(timeout: .seconds(5)) { camera.sleepCount >= 1 && mqtt.events("device_connected") >= 2 })
                 #expect(mqtt.events("device_disconnected") >= 1)
                 #expect(pairCalls(env) == 1)  // the bond is kept: no second pairing
                 #expect(mqtt.events("device_paired") == 1)

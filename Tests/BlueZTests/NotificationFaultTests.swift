@@ -4,6 +4,7 @@ import DBus
 import DeviceSimulators
 import GoProCodec
 import Synchronization
+import TestSupport
 import Testing
 
 /// The `DropNotification` / `DuplicateNotification` faults, through both notification paths,

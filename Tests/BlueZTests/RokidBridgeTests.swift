@@ -6,6 +6,7 @@ import BridgeStore
 import CapsCodec
 import DeviceProfiles
 import DeviceSimulators
+import TestSupport
 import Testing
 
 /// Periodic battery notifies of the simulated glasses (rokid-caps.md `Dev_BatteryChanged`)
@@ -26,7 +27,7 @@ import Testing
                 func batteries() -> [Int] {
                     mqtt.messages("gatt2mqtt/glasses").compactMap { try? JSONValue(parsing: $0.payload)["battery"]?.intValue }
                 }
-                #expect(await eventually(5) { Set(batteries()).count >= 3 })
+                #expect(await eventually(timeout: .seconds(5)) { Set(batteries()).count >= 3 })
                 let seen = batteries()
                 #expect(seen.first == 89)
                 #expect(seen == seen.sorted(by: >))  // draining, 1 % per notify
@@ -53,7 +54,7 @@ import Testing
             mqtt.messages("gatt2mqtt/glasses/response").lazy.compactMap { try? JSONValue(parsing: $0.payload) }
                 .first { $0["transaction"]?.stringValue == transaction && ["ok", "error", "expired"].contains($0["status"]?.stringValue ?? "") }
         }
-        _ = await eventually(seconds) { find() != nil }
+        _ = await eventually(timeout: .milliseconds(Int64(seconds * 1000))) { find() != nil }
         return find()
     }
 
@@ -78,7 +79,7 @@ import Testing
                 #expect(auths == [glasses.serviceRecord])
                 #expect(reads9301(env) == 1)
                 try env.simulator.dropLink(Self.address)
-                #expect(await eventually(5) { mqtt.events("device_connected") >= 2 })
+                #expect(await eventually(timeout: .seconds(5)) { mqtt.events("device_connected") >= 2 })
                 send(bridge, #"{"command":"set_volume","value":3,"transaction":"v1"}"#)
                 #expect(await terminal(mqtt, "v1")?["status"] == "ok")
                 #expect(reads9301(env) == 2)

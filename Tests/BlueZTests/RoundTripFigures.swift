@@ -7,6 +7,7 @@ import Foundation
 import GoProCodec
 import Reactor
 import Synchronization
+import TestSupport
 import Testing
 
 /// Measures (prints, asserts nothing about time) the D-Bus round trip client → dbus-daemon →
@@ -38,7 +39,7 @@ import Testing
             simLoop?.shutdown()
             clientLoop?.shutdown()
         }
-        let bus = try TestBus()
+        let bus = try PrivateBus()
         defer { bus.stop() }
         let sc = try await DBusConnection.connect(.address(bus.address), timeout: .seconds(10), loop: simLoop)
         let sim = BlueZSimulator(connection: sc, options: Emulator.fast)

@@ -21,13 +21,6 @@ import Testing
         _ = try await h.mqtt.wait(for: topic, until: predicate)
     }
 
-    /// Waits (up to 3 s) until `condition` holds.
-    static func eventually(_ condition: () -> Bool) async -> Bool {
-        let deadline = ContinuousClock.now + .seconds(3)
-        while !condition(), ContinuousClock.now < deadline { try? await Task.sleep(for: .milliseconds(5)) }
-        return condition()
-    }
-
     static func online(_ messages: [OutboundMessage]) -> Int { messages.filter { $0.text.contains("online") }.count }
 
     static func commands(_ m: TestMetrics, _ command: String, _ status: String) -> Int64? {
@@ -102,7 +95,7 @@ import Testing
             #expect(Self.commands(m, "ping", "expired") == 1)
             let depths = try m.expectGauge(BridgeMetrics.Name.queueDepth, [("device", "dev")]).values
             #expect(depths.contains(1) && depths.last == 0, "\(depths)")
-            #expect(await Self.eventually { (Self.device(m, counter: BridgeMetrics.Name.connectFailures) ?? 0) >= 1 })
+            #expect(await eventually { (Self.device(m, counter: BridgeMetrics.Name.connectFailures) ?? 0) >= 1 })
             #expect(Self.gauge(m, BridgeMetrics.Name.linkUp) == 0)
 
             h.device.setPresent(true)

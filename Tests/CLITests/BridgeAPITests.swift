@@ -1,5 +1,6 @@
 import Foundation
 import Mosquitto
+import TestSupport
 import Testing
 
 /// `bridge/request/…` end to end: a real mosquitto, the emulator, `gatt2mqtt run`; a hub that

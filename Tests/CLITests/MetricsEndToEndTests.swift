@@ -3,6 +3,7 @@ import Foundation
 import FoundationNetworking
 #endif
 import Mosquitto
+import TestSupport
 import Testing
 
 /// The Prometheus endpoint of `gatt2mqtt run` (docs/metrics.md), scraped with a real HTTP client

@@ -1,5 +1,6 @@
 import Foundation
 import Mosquitto
+import TestSupport
 import Testing
 
 /// One end-to-end environment: a broker, `gatt2mqtt simulate` with `devices`, a state directory.
@@ -53,22 +54,9 @@ final class EndToEnd {
     /// (an independent D-Bus client); returns gdbus's output, or throws with its error.
     @discardableResult
     func control(_ method: String, _ args: String..., interface: String = "org.gatt2mqtt.Simulator1") throws -> String {
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: "/usr/bin/gdbus")
-        p.arguments = ["call", "--address", bus, "--dest", "org.bluez", "--object-path", "/org/gatt2mqtt/Simulator",
-                       "--method", "\(interface).\(method)"] + args
-        let out = Pipe(), err = Pipe()
-        p.standardOutput = out
-        p.standardError = err
-        try p.run()
-        let o = out.fileHandleForReading.readDataToEndOfFile()
-        let e = err.fileHandleForReading.readDataToEndOfFile()
-        p.waitUntilExit()
-        guard p.terminationStatus == 0 else { throw ControlError(text: String(decoding: e, as: UTF8.self)) }
-        return String(decoding: o, as: UTF8.self)
+        try runTool("/usr/bin/gdbus", ["call", "--address", bus, "--dest", "org.bluez", "--object-path", "/org/gatt2mqtt/Simulator",
+                                       "--method", "\(interface).\(method)"] + args)
     }
-
-    struct ControlError: Error { let text: String }
 
     /// Stops every process by pid.
     func stop() {
@@ -319,7 +307,7 @@ extension RunEndToEndTests {
     /// everything collected.
     static func collectUntil(_ subscription: MQTTSubscription, _ predicate: @escaping @Sendable (MQTTMessage) -> Bool,
                         timeout: Duration = .seconds(10)) async -> [MQTTMessage] {
-        await CLITests.collectUntil(subscription, timeout: timeout, predicate)
+        await TestSupport.collectUntil(subscription, timeout: timeout, predicate)
     }
 
     /// The emulator's record of the writes a device received on `uuid` (`Received`, docs/bluez.md),
@@ -411,7 +399,7 @@ extension RunEndToEndTests {
         let late = await collect(try await hub.subscribe("gatt2mqtt/camera"), count: 1)
         #expect(late.first?.retain == true && late.first?.payloadString.contains(#""internal_battery_percentage":50"#) == true)
         // The control method refuses an unknown camera with a clear error.
-        #expect(throws: EndToEnd.ControlError.self) { try env.control("SetStatus", "C0:FF:EE:00:00:09", "70", "[1]", interface: "org.gatt2mqtt.SimulatedGoPro1") }
+        #expect(throws: HarnessError.self) { try env.control("SetStatus", "C0:FF:EE:00:00:09", "70", "[1]", interface: "org.gatt2mqtt.SimulatedGoPro1") }
         await hub.disconnect()
     }
 

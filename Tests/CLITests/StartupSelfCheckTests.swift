@@ -1,55 +1,8 @@
+import DBus
 import Foundation
 import Mosquitto
+import TestSupport
 import Testing
-
-/// A private dbus-daemon with nobody on it (no BlueZ), stopped by its pid.
-final class PlainBus {
-    static let config = """
-        <!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
-         "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-        <busconfig>
-          <type>session</type>
-          <listen>unix:tmpdir=/tmp</listen>
-          <auth>EXTERNAL</auth>
-          <policy context="default">
-            <allow send_destination="*" eavesdrop="true"/>
-            <allow eavesdrop="true"/>
-            <allow own="*"/>
-          </policy>
-        </busconfig>
-        """
-    let process = Process()
-    let address: String
-    let directory: TemporaryDirectory
-
-    init() throws {
-        directory = try TemporaryDirectory()
-        let conf = directory.path + "/bus.conf"
-        try Self.config.write(toFile: conf, atomically: true, encoding: .utf8)
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/dbus-daemon")
-        process.arguments = ["--config-file=\(conf)", "--print-address=1", "--nofork"]
-        let out = Pipe()
-        process.standardOutput = out
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        var text = ""
-        while !text.contains("\n") {
-            let chunk = out.fileHandleForReading.availableData
-            if chunk.isEmpty { break }
-            text += String(decoding: chunk, as: UTF8.self)
-        }
-        address = String(text.split(separator: "\n").first ?? "")
-        guard address.hasPrefix("unix:") else {
-            stop()
-            throw BluetoothCLITests.CLIError("dbus-daemon printed no address: \(text)")
-        }
-    }
-
-    func stop() {
-        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-        process.waitUntilExit()
-    }
-}
 
 /// `gatt2mqtt run`'s start-up self-check (shared/spec/bridge.md point 8): with the bus, BlueZ or
 /// the adapter missing it prints one fix line and keeps retrying (no crash loop); once the
@@ -78,7 +31,7 @@ final class PlainBus {
     @Test func bluezAbsentPrintsTheFixAndKeepsRetrying() async throws {
         let env = try EndToEnd()
         defer { env.stop() }
-        let bus = try PlainBus()
+        let bus = try PrivateBus()  // nobody on it: no BlueZ
         defer { bus.stop() }
         let bridge = try env.startBridge(devices: Self.camera, bus: bus.address)
         let log = await Self.waitForLog(env, "org.bluez not on the bus")

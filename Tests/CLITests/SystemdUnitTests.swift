@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Testing
 
 /// `config/gatt2mqtt.service` (docs/configuration.md "As a systemd service"): it passes

@@ -1,4 +1,6 @@
+import DBus
 import Foundation
+import TestSupport
 import Testing
 @testable import DBus
 
@@ -238,7 +240,7 @@ import Testing
     }
 
     @Test func daemonKilledMidCallFailsWithoutHanging() async throws {
-        let bus = try TestBus()
+        let bus = try PrivateBus()
         defer { bus.stop() }
         let server = try await EchoServer.start(bus)
         defer { server.close() }

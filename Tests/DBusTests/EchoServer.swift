@@ -63,7 +63,7 @@ enum EchoServer {
     }
 
     /// A connection that owns `org.example.Echo` and exports the object.
-    static func start(_ bus: TestBus, sockets: AcquiredSockets = AcquiredSockets()) async throws -> DBusConnection {
+    static func start(_ bus: PrivateBus, sockets: AcquiredSockets = AcquiredSockets()) async throws -> DBusConnection {
         let c = try await bus.connect()
         try c.export(path, interfaces: [interfaceDefinition(sockets: sockets)])
         let reply = try await c.requestName(name)
@@ -80,6 +80,7 @@ final class AcquiredSockets: Sendable {
 }
 
 import Synchronization
+import TestSupport
 
 extension DBusConnection {
     func echo(_ method: String, _ args: [DBusValue], timeout: Duration = .seconds(5)) async throws(DBusError) -> DBusMessage {

@@ -2,6 +2,7 @@ import Foundation
 #if canImport(FoundationXML)
 import FoundationXML
 #endif
+import TestSupport
 import Testing
 @testable import DBus
 
@@ -174,20 +175,20 @@ import Testing
             let server = try await EchoServer.start(bus)
             defer { server.close() }
             let common = ["--bus=\(bus.address)", "--print-reply", "--dest=\(EchoServer.name)", EchoServer.path.rawValue]
-            let upper = try await Self.tool("/usr/bin/dbus-send", common + ["org.example.Echo.Upper", "string:hello wörld", "int32:21"])
+            let upper = try await tool("/usr/bin/dbus-send", common + ["org.example.Echo.Upper", "string:hello wörld", "int32:21"])
             #expect(upper.contains("string \"HELLO WÖRLD\""))
             #expect(upper.contains("int32 42"))
-            let get = try await Self.tool("/usr/bin/dbus-send", common + ["org.freedesktop.DBus.Properties.Get",
+            let get = try await tool("/usr/bin/dbus-send", common + ["org.freedesktop.DBus.Properties.Get",
                                                                      "string:org.example.Echo", "string:Name"])
             #expect(get.contains("variant") && get.contains("string \"echo\""))
-            _ = try await Self.tool("/usr/bin/dbus-send", common + ["org.freedesktop.DBus.Properties.Set",
+            _ = try await tool("/usr/bin/dbus-send", common + ["org.freedesktop.DBus.Properties.Set",
                                                                "string:org.example.Echo", "string:Count", "variant:uint32:7"])
             #expect(server.property(EchoServer.path, interface: EchoServer.interface, "Count") == .uint32(7))
             await #expect(throws: (any Error).self) {
-                try await Self.tool("/usr/bin/dbus-send", common + ["org.example.Echo.Fail",
+                try await tool("/usr/bin/dbus-send", common + ["org.example.Echo.Fail",
                                                                "string:org.bluez.Error.NotPermitted", "string:Not paired"])
             }
-            let echoed = try await Self.tool("/usr/bin/dbus-send", common + ["org.example.Echo.Echo", "variant:uint16:7"])
+            let echoed = try await tool("/usr/bin/dbus-send", common + ["org.example.Echo.Echo", "variant:uint16:7"])
             #expect(echoed.contains("variant") && echoed.contains("uint16 7"))
         }
     }
@@ -199,30 +200,23 @@ import Testing
             let server = try await EchoServer.start(bus)
             defer { server.close() }
             let base = ["--address", bus.address, "--dest", EchoServer.name, "--object-path", EchoServer.path.rawValue]
-            let echo = try await Self.tool("/usr/bin/gdbus", ["call"] + base + ["--method", "org.example.Echo.Echo",
+            let echo = try await tool("/usr/bin/gdbus", ["call"] + base + ["--method", "org.example.Echo.Echo",
                                                                             "<{'Powered': <true>, 'RSSI': <int16 -60>}>"])
             #expect(echo.contains("'Powered': <true>") && echo.contains("'RSSI': <int16 -60>"))
-            let managed = try await Self.tool("/usr/bin/gdbus", ["call"] + base + ["--method", "org.example.Echo.EchoManaged",
+            let managed = try await tool("/usr/bin/gdbus", ["call"] + base + ["--method", "org.example.Echo.EchoManaged",
                                                                                "{'/org/bluez/hci0': {'org.bluez.Adapter1': {'Powered': <true>}}}"])
             #expect(managed.contains("objectpath '/org/bluez/hci0'"))
-            let intro = try await Self.tool("/usr/bin/gdbus", ["introspect"] + base)
+            let intro = try await tool("/usr/bin/gdbus", ["introspect"] + base)
             #expect(intro.contains("interface org.example.Echo"))
             #expect(intro.contains("Upper(in  s text,") || intro.contains("Upper(in s text"))
             #expect(intro.contains("readwrite b Powered"))
             do {
-                _ = try await Self.tool("/usr/bin/gdbus", ["call"] + base + ["--method", "org.example.Echo.Fail",
+                _ = try await tool("/usr/bin/gdbus", ["call"] + base + ["--method", "org.example.Echo.Fail",
                                                                          "org.bluez.Error.InProgress", "busy"])
                 Issue.record("gdbus call did not fail")
             } catch {
                 #expect("\(error)".contains("org.bluez.Error.InProgress"))
             }
-        }
-    }
-
-    /// Runs a blocking tool off the cooperative pool.
-    static func tool(_ path: String, _ args: [String]) async throws -> String {
-        try await withCheckedThrowingContinuation { cont in
-            Thread { cont.resume(with: Result { try runTool(path, args) }) }.start()
         }
     }
 }

@@ -2,6 +2,7 @@ import DBus
 import Foundation
 import Reactor
 import Synchronization
+import TestSupport
 import Testing
 
 /// Names of this process' threads (`/proc/self/task/*/comm`).

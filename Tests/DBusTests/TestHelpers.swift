@@ -1,11 +1,12 @@
 import DBus
 import Foundation
 import Synchronization
+import TestSupport
 import Testing
 
 /// Runs `body` with a fresh bus that is stopped afterwards, whatever happens.
-func withBus(_ body: (TestBus) async throws -> Void) async throws {
-    let bus = try TestBus()
+func withBus(_ body: (PrivateBus) async throws -> Void) async throws {
+    let bus = try PrivateBus()
     defer { bus.stop() }
     try await body(bus)
 }

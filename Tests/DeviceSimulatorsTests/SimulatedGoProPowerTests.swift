@@ -1,18 +1,9 @@
 import BlueZSimulator
 import GoProCodec
 import Synchronization
+import TestSupport
 import Testing
 @testable import DeviceSimulators
-
-/// Polls `condition` for up to `seconds`.
-func eventually(_ seconds: Double = 3, _ condition: () -> Bool) async -> Bool {
-    let deadline = ContinuousClock.now + .milliseconds(Int64(seconds * 1000))
-    while ContinuousClock.now < deadline {
-        if condition() { return true }
-        try? await Task.sleep(for: .milliseconds(10))
-    }
-    return condition()
-}
 
 /// Keep-alive, sleep and battery drain (gopro.md §2, §9) with short intervals; the emulator's
 /// link drop is replaced by taking the link away as the emulator does (`linkChanged(nil)`).

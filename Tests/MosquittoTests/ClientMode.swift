@@ -1,5 +1,6 @@
 import Mosquitto
 import Reactor
+import TestSupport
 
 /// The two ways an `MQTTClient` runs: on its own network thread (the default), or on a
 /// `Reactor.EventLoop` with no thread of its own (docs/mqtt.md "Loop mode").

@@ -2,6 +2,7 @@ import Foundation
 import Mosquitto
 import Reactor
 import Synchronization
+import TestSupport
 import Testing
 
 #if canImport(Glibc)

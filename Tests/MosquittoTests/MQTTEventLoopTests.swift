@@ -2,6 +2,7 @@ import Foundation
 import Mosquitto
 import Reactor
 import Synchronization
+import TestSupport
 import Testing
 
 #if canImport(Glibc)
@@ -145,22 +146,12 @@ import Glibc
         let loop = EventLoop(name: "mqtt-slow-connect")
         defer { loop.shutdown() }
         let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, length) == 0 && getsockname(listener, $0, &length) == 0 }
-        }
-        #expect(bound && listen(listener, 0) == 0)
+        let port = try #require(bindLoopback(listener))
+        #expect(listen(listener, 0) == 0)
         let filler = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)  // fills the accept queue
-        let filled = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(filler, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
-        }
-        #expect(filled)
+        #expect(connectLoopback(filler, port: port))
 
-        let client = try MQTTClient(
-            options: MQTTConnectOptions(host: "127.0.0.1", port: Int(UInt16(bigEndian: address.sin_port))), loop: loop)
+        let client = try MQTTClient(options: MQTTConnectOptions(host: "127.0.0.1", port: port), loop: loop)
         let connectEnded = Flag()
         let connecting = Task {
             defer { connectEnded.set() }

@@ -1,4 +1,5 @@
 @testable import Mosquitto
+import TestSupport
 import Testing
 
 #if canImport(Glibc)

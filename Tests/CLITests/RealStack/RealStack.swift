@@ -1,5 +1,6 @@
 import Foundation
 import Mosquitto
+import TestSupport
 import Testing
 
 /// Linux's own Bluetooth stack, as `scripts/vm-bluez` runs it (docs/bluez.md, "The real
@@ -257,17 +258,8 @@ final class RealStack {
 /// Waits for the first message on `subscription` whose payload satisfies `match`, up to `timeout`.
 func firstMessage(_ subscription: MQTTSubscription, timeout: Duration = RealStack.slow,
                   where match: @escaping @Sendable (String) -> Bool) async -> MQTTMessage? {
-    await withTaskGroup(of: MQTTMessage?.self) { group in
-        group.addTask {
-            for await message in subscription where match(message.payloadString) { return message }
-            return nil
-        }
-        group.addTask {
-            try? await Task.sleep(for: timeout)
-            return nil
-        }
-        let first = await group.next() ?? nil
-        group.cancelAll()
-        return first
+    await withDeadline(timeout) {
+        for await message in subscription where match(message.payloadString) { return message }
+        return nil
     }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import Synchronization
+import TestSupport
 
 #if canImport(Glibc)
 import Glibc
@@ -12,23 +13,16 @@ final class TCPProxy: Sendable {
     private let listener: Int32
     private let sockets = Mutex<[Int32]>([])
     private let closed = Atomic<Bool>(false)
+    /// One per pump thread still running: `close()` closes the descriptors once it is empty.
+    private let pumps = DispatchGroup()
 
     init(targetPort: Int) throws {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let listening = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer in
-                bind(fd, pointer, length) == 0 && getsockname(fd, pointer, &length) == 0
-            }
-        } && listen(fd, 8) == 0
-        guard listening else {
+        guard let port = bindLoopback(fd), listen(fd, 8) == 0 else {
             Glibc.close(fd)
             throw HarnessError("proxy listen failed")
         }
-        port = Int(UInt16(bigEndian: address.sin_port))
+        self.port = port
         listener = fd
         let listener = fd
         Thread.detachNewThread { [self] in
@@ -36,23 +30,19 @@ final class TCPProxy: Sendable {
                 let client = accept(listener, nil, nil)
                 if client < 0 { return }
                 let upstream = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-                var target = sockaddr_in()
-                target.sin_family = sa_family_t(AF_INET)
-                target.sin_addr.s_addr = inet_addr("127.0.0.1")
-                target.sin_port = in_port_t(UInt16(targetPort).bigEndian)
-                let ok = withUnsafePointer(to: &target) {
-                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                        connect(upstream, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
-                    }
-                }
-                guard ok else {
+                guard connectLoopback(upstream, port: targetPort) else {
                     Glibc.close(client)
                     Glibc.close(upstream)
                     continue
                 }
                 sockets.withLock { $0 += [client, upstream] }
-                Thread.detachNewThread { TCPProxy.pump(from: client, to: upstream) }
-                Thread.detachNewThread { TCPProxy.pump(from: upstream, to: client) }
+                for (source, destination) in [(client, upstream), (upstream, client)] {
+                    pumps.enter()
+                    Thread.detachNewThread { [pumps] in
+                        TCPProxy.pump(from: source, to: destination)
+                        pumps.leave()
+                    }
+                }
             }
         }
     }
@@ -78,8 +68,9 @@ final class TCPProxy: Sendable {
         shutdown(listener, Int32(SHUT_RDWR))
         Glibc.close(listener)
         for fd in sockets.withLock({ $0 }) { shutdown(fd, Int32(SHUT_RDWR)) }
-        // The fds are closed only after the pumps have seen the shutdown.
-        usleep(50_000)
+        // The descriptors are closed only after the pumps have seen the shutdown and returned
+        // (a descriptor number closed under a pump could be reused by another test's socket).
+        _ = pumps.wait(timeout: .now() + 5)
         for fd in sockets.withLock({ s in defer { s = [] }; return s }) { Glibc.close(fd) }
     }
 

@@ -1,0 +1,37 @@
+import Synchronization
+
+/// Takes elements of `sequence` (an MQTT subscription, a notification stream…) until `count`
+/// arrived or `timeout` passed; returns what came. Ends as soon as the last one arrives.
+public func collect<S: AsyncSequence & Sendable>(_ sequence: S, count: Int, timeout: Duration = .seconds(10)) async -> [S.Element]
+    where S.Element: Sendable, S.Failure == Never
+{
+    let collected = Collected<S.Element>()
+    _ = await withDeadline(timeout) {
+        for await element in sequence {
+            let taken = collected.items.withLock { $0.append(element); return $0.count }
+            if taken >= count { break }
+        }
+    }
+    return collected.items.withLock { $0 }
+}
+
+/// Collects from `sequence` until an element satisfies `predicate` (or `timeout`); returns
+/// everything collected, the matching element last.
+public func collectUntil<S: AsyncSequence & Sendable>(_ sequence: S, timeout: Duration = .seconds(10),
+                                                      _ predicate: (S.Element) -> Bool) async -> [S.Element]
+    where S.Element: Sendable, S.Failure == Never
+{
+    var all: [S.Element] = []
+    let end = ContinuousClock.now + timeout
+    while ContinuousClock.now < end {
+        let next = await collect(sequence, count: 1, timeout: end - ContinuousClock.now)
+        all += next
+        if next.isEmpty || next.contains(where: predicate) { break }
+    }
+    return all
+}
+
+/// What ``collect(_:count:timeout:)`` took so far, shared with the task that takes it.
+private final class Collected<Element: Sendable>: Sendable {
+    let items = Mutex<[Element]>([])
+}

@@ -1,0 +1,21 @@
+/// Polls `condition` (every 10 ms) until it holds or `timeout` passes; returns whether it held.
+/// For state that no event announces (a counter of a simulator, a file, a thread list); where a
+/// test double records what happened, wait on its record instead (``WaitableLog``).
+public func eventually(timeout: Duration = .seconds(10), _ condition: () -> Bool) async -> Bool {
+    let deadline = ContinuousClock.now + timeout
+    while ContinuousClock.now < deadline {
+        if condition() { return true }
+        try? await Task.sleep(for: .milliseconds(10))
+    }
+    return condition()
+}
+
+/// ``eventually(timeout:_:)`` for a condition that must await.
+public func eventuallyAsync(timeout: Duration = .seconds(10), _ condition: () async -> Bool) async -> Bool {
+    let deadline = ContinuousClock.now + timeout
+    while ContinuousClock.now < deadline {
+        if await condition() { return true }
+        try? await Task.sleep(for: .milliseconds(10))
+    }
+    return await condition()
+}

@@ -1,0 +1,52 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// 127.0.0.1:`port` (0: any port, for `bind`).
+public func loopbackAddress(port: Int) -> sockaddr_in {
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    address.sin_port = in_port_t(UInt16(port).bigEndian)
+    return address
+}
+
+/// Binds the TCP socket `fd` to 127.0.0.1 on a port the kernel picks; returns that port, or
+/// nil when `bind` or `getsockname` fails.
+public func bindLoopback(_ fd: Int32) -> Int? {
+    var address = loopbackAddress(port: 0)
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    let bound = withUnsafeMutablePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer in
+            bind(fd, pointer, length) == 0 && getsockname(fd, pointer, &length) == 0
+        }
+    }
+    return bound ? Int(UInt16(bigEndian: address.sin_port)) : nil
+}
+
+/// Connects the TCP socket `fd` to 127.0.0.1:`port` (blocking); whether it succeeded.
+public func connectLoopback(_ fd: Int32, port: Int) -> Bool {
+    var address = loopbackAddress(port: port)
+    return withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+            connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
+        }
+    }
+}
+
+/// A free TCP port on 127.0.0.1 (bind port 0, read it back, close).
+public func freeLoopbackPort() throws -> Int {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    guard fd >= 0 else { throw HarnessError("socket failed") }
+    defer { close(fd) }
+    guard let port = bindLoopback(fd) else { throw HarnessError("bind to 127.0.0.1:0 failed") }
+    return port
+}
+
+/// Whether something accepts TCP connections on 127.0.0.1:`port`.
+public func acceptsConnections(port: Int) -> Bool {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    guard fd >= 0 else { return false }
+    defer { close(fd) }
+    return connectLoopback(fd, port: port)
+}

@@ -1,0 +1,116 @@
+import Foundation
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Errors of the test harness itself.
+public struct HarnessError: Error, CustomStringConvertible {
+    public var description: String
+    public init(_ description: String) { self.description = description }
+}
+
+/// A fresh temporary directory, removed on deinit.
+public final class TemporaryDirectory {
+    public let path: String
+
+    public init() throws {
+        var template = Array("/tmp/gatt2mqtt-test-XXXXXX".utf8CString)
+        guard let made = mkdtemp(&template) else { throw HarnessError("mkdtemp failed") }
+        path = String(cString: made)
+    }
+
+    deinit { try? FileManager.default.removeItem(atPath: path) }
+}
+
+/// Runs a command to completion (openssl, mosquitto_passwd, dbus-send, gdbus, btmgmt) and
+/// returns its standard output; throws with its standard error when it exits non-zero.
+@discardableResult
+public func runTool(_ tool: String, _ arguments: [String], in directory: String? = nil) throws -> String {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: tool)
+    process.arguments = arguments
+    if let directory { process.currentDirectoryURL = URL(fileURLWithPath: directory) }
+    let output = Pipe(), errors = Pipe()
+    process.standardOutput = output
+    process.standardError = errors
+    try process.run()
+    // Both pipes are drained at once: a tool that fills one while the other is read would block.
+    let stderr = Mutex(Data())
+    let drained = DispatchSemaphore(value: 0)
+    Thread.detachNewThread {
+        let data = errors.fileHandleForReading.readDataToEndOfFile()
+        stderr.withLock { $0 = data }
+        drained.signal()
+    }
+    let stdout = output.fileHandleForReading.readDataToEndOfFile()
+    drained.wait()
+    process.waitUntilExit()
+    guard process.terminationStatus == 0 else {
+        let text = String(decoding: stderr.withLock { $0 }, as: UTF8.self) + String(decoding: stdout, as: UTF8.self)
+        throw HarnessError("\(tool) \(arguments.joined(separator: " ")) exited \(process.terminationStatus): \(text)")
+    }
+    return String(decoding: stdout, as: UTF8.self)
+}
+
+/// ``runTool(_:_:in:)`` on a thread of its own, so the cooperative pool (which may run an
+/// emulator the tool talks to) stays free.
+public func tool(_ path: String, _ arguments: [String]) async throws -> String {
+    try await withCheckedThrowingContinuation { continuation in
+        Thread.detachNewThread { continuation.resume(with: Result { try runTool(path, arguments) }) }
+    }
+}
+
+/// Spawns `path` with stdout/stderr appended to `log`, an empty signal mask and default
+/// signal dispositions (the test process blocks signals in some threads; a child must not
+/// inherit that, or SIGTERM would be ignored).
+public func spawn(_ path: String, _ arguments: [String], log: String) throws -> pid_t {
+    let argv: [UnsafeMutablePointer<CChar>?] = ([path] + arguments).map { text in text.withCString { strdup($0) } } + [nil]
+    defer { argv.forEach { free($0) } }
+    var actions = posix_spawn_file_actions_t()
+    posix_spawn_file_actions_init(&actions)
+    defer { posix_spawn_file_actions_destroy(&actions) }
+    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+    posix_spawn_file_actions_addopen(&actions, 1, log, O_WRONLY | O_CREAT | O_APPEND, 0o644)
+    posix_spawn_file_actions_addopen(&actions, 2, log, O_WRONLY | O_CREAT | O_APPEND, 0o644)
+    var attributes = posix_spawnattr_t()
+    posix_spawnattr_init(&attributes)
+    defer { posix_spawnattr_destroy(&attributes) }
+    var empty = sigset_t()
+    sigemptyset(&empty)
+    posix_spawnattr_setsigmask(&attributes, &empty)
+    var defaults = sigset_t()
+    sigemptyset(&defaults)
+    for signal in [SIGTERM, SIGINT, SIGHUP, SIGPIPE] { sigaddset(&defaults, signal) }
+    posix_spawnattr_setsigdefault(&attributes, &defaults)
+    posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+    var pid: pid_t = 0
+    let rc = posix_spawn(&pid, path, &actions, &attributes, argv, environ)
+    guard rc == 0 else { throw HarnessError("posix_spawn \(path) failed: \(rc)") }
+    return pid
+}
+
+/// Sends `signal` to `pid` (if any) and waits for it to exit.
+public func killAndReap(_ pid: pid_t, _ signal: Int32) {
+    guard pid != 0 else { return }
+    _ = Glibc.kill(pid, signal)
+    var status: Int32 = 0
+    _ = waitpid(pid, &status, 0)
+}
+
+/// A child process that can be killed abruptly (SIGKILL), e.g. `mosquitto_sub` with a Will.
+public final class ChildProcess {
+    public private(set) var pid: pid_t = 0
+
+    public init(_ path: String, _ arguments: [String], log: String) throws {
+        pid = try spawn(path, arguments, log: log)
+    }
+
+    public func kill(_ signal: Int32 = SIGKILL) {
+        killAndReap(pid, signal)
+        pid = 0
+    }
+
+    deinit { kill() }
+}
