@@ -5,6 +5,8 @@ import PackageDescription
 //   pure codecs (no I/O):   BinaryCoding ← CapsCodec, GoProCodec, GattLayout (BridgeCore reads the latter two's tables for HA discovery)
 //   one wrapper per C lib:  CMosquitto ← Mosquitto,  CDBus ← DBus
 //   thin executable:        gatt2mqtt
+//   tests:                  Tests/<Module>Tests, sharing TestSupport (Tests/TestSupport: fakes, generators,
+//                           launchers, waits), a target, not a product
 let package = Package(
     name: "gatt2mqtt",
     platforms: [.macOS(.v15)],
@@ -112,7 +114,8 @@ let package = Package(
         // What several test targets share, in one place (no copies, no symlinked folders): the
         // core's fakes (FakeMQTT, FakeCentral, TestDriver…), the seeded generator, the mosquitto
         // launcher with its committed configurations (Fixtures), child processes, loopback
-        // sockets, and waits with a deadline. A plain library target, not a product.
+        // sockets, and waits with a deadline. The dbus-daemon launcher is DBus' PrivateBus
+        // (`gatt2mqtt simulate` starts its bus with it too). A plain library target, not a product.
         .target(
             name: "TestSupport",
             dependencies: ["BinaryCoding", "BridgeCore", "DBus", "Mosquitto"],
