@@ -9,16 +9,6 @@ import Testing
 /// The Prometheus endpoint of `gatt2mqtt run` (docs/metrics.md), scraped with a real HTTP client
 /// (URLSession) while the bridge runs against mosquitto and the emulator.
 @Suite(.serialized, .timeLimit(.minutes(1))) struct MetricsEndToEndTests {
-    static let heart = """
-          - id: heart
-            address: C0:FF:EE:00:00:01
-            profile: custom
-            characteristics:
-              - {uuid: 2A37, codec: layout, layout: "builtin:heart_rate_measurement", topic: heart_rate}
-              - {uuid: 2A19, codec: layout, layout: "builtin:battery_level", direction: [read, notify], topic: battery}
-              - {uuid: 2A39, codec: raw, direction: write, topic: control}
-        """
-
     /// GET `path` on 127.0.0.1:`port`: the status and the body.
     static func get(port: Int, _ path: String) async throws -> (status: Int, body: String, contentType: String?) {
         let configuration = URLSessionConfiguration.ephemeral
@@ -49,7 +39,7 @@ import Testing
         let availability = try await hub.subscribe("gatt2mqtt/heart/availability")
         let heartRate = try await hub.subscribe("gatt2mqtt/heart/heart_rate")
         // metrics.listen through its environment override.
-        let bridge = try env.startBridge(devices: Self.heart, environment: ["GATT2MQTT_METRICS_LISTEN": "127.0.0.1:\(port)"])
+        let bridge = try env.startBridge(devices: EndToEnd.heart, environment: ["GATT2MQTT_METRICS_LISTEN": "127.0.0.1:\(port)"])
         #expect(await collect(availability, count: 1).first?.payloadString == #"{"state":"online"}"#)
         #expect(await collect(heartRate, count: 1).count == 1)
 
@@ -123,7 +113,7 @@ import Testing
         let port = try freeLoopbackPort()
         var hub = try await env.broker.client()
         let availability = try await hub.subscribe("gatt2mqtt/heart/availability")
-        _ = try env.startBridge(devices: Self.heart, environment: ["GATT2MQTT_METRICS_LISTEN": "127.0.0.1:\(port)"])
+        _ = try env.startBridge(devices: EndToEnd.heart, environment: ["GATT2MQTT_METRICS_LISTEN": "127.0.0.1:\(port)"])
         #expect(await collect(availability, count: 1).first?.payloadString == #"{"state":"online"}"#)
         #expect(Self.samples(try await Self.get(port: port, "/metrics").body)["gatt2mqtt_mqtt_reconnects_total"] == 0)
         await hub.disconnect()
@@ -143,7 +133,7 @@ import Testing
         let env = try EndToEnd()
         defer { env.stop() }
         // The broker holds its port.
-        let bridge = try env.startBridge(devices: Self.heart, environment: ["GATT2MQTT_METRICS_LISTEN": "127.0.0.1:\(env.broker.port)"])
+        let bridge = try env.startBridge(devices: EndToEnd.heart, environment: ["GATT2MQTT_METRICS_LISTEN": "127.0.0.1:\(env.broker.port)"])
         #expect(await eventually { !bridge.isRunning })
         bridge.waitUntilExit()
         #expect(bridge.terminationStatus != 0)

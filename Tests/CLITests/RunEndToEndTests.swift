@@ -44,6 +44,18 @@ final class EndToEnd {
         return p
     }
 
+    /// The `devices:` entry of the simulator's default device, the heart-rate sensor: its
+    /// measurement and battery decoded by built-in layouts, its control point written raw.
+    static let heart = """
+          - id: heart
+            address: C0:FF:EE:00:00:01
+            profile: custom
+            characteristics:
+              - {uuid: 2A37, codec: layout, layout: "builtin:heart_rate_measurement", topic: heart_rate}
+              - {uuid: 2A19, codec: layout, layout: "builtin:battery_level", direction: [read, notify], topic: battery}
+              - {uuid: 2A39, codec: raw, direction: write, topic: control}
+        """
+
     /// Where the last bridge's stderr goes.
     var log: String { directory.path + "/bridge.log" }
 
@@ -80,15 +92,7 @@ final class EndToEnd {
         let responses = try await hub.subscribe("gatt2mqtt/heart/response")
         let heartRate = try await hub.subscribe("gatt2mqtt/heart/heart_rate")
         let availability = try await hub.subscribe("gatt2mqtt/heart/availability")
-        let bridge = try env.startBridge(devices: """
-              - id: heart
-                address: C0:FF:EE:00:00:01
-                profile: custom
-                characteristics:
-                  - {uuid: 2A37, codec: layout, layout: "builtin:heart_rate_measurement", topic: heart_rate}
-                  - {uuid: 2A19, codec: layout, layout: "builtin:battery_level", direction: [read, notify], topic: battery}
-                  - {uuid: 2A39, codec: raw, direction: write, topic: control}
-            """)
+        let bridge = try env.startBridge(devices: EndToEnd.heart)
 
         let online = await collect(availability, count: 1)
         #expect(online.first?.payloadString == #"{"state":"online"}"#)
