@@ -33,6 +33,17 @@ enum CLI {
         return Result(status: p.terminationStatus, stdout: String(decoding: o, as: UTF8.self),
                       stderr: String(decoding: e, as: UTF8.self))
     }
+
+    /// Expects `args` to fail as the CLI contract says: exit status 1, nothing on stdout, one
+    /// line on stderr that mentions `word`.
+    static func expectOneLineFailure(_ args: [String], stdin: String? = nil, mentioning word: String,
+                                     sourceLocation: SourceLocation = #_sourceLocation) throws {
+        let r = try run(args, stdin: stdin)
+        #expect(r.status == 1, "\(args)", sourceLocation: sourceLocation)
+        #expect(r.stdout.isEmpty, "\(args)", sourceLocation: sourceLocation)
+        #expect(r.stderr.split(separator: "\n").count == 1, "\(args): \(r.stderr)", sourceLocation: sourceLocation)
+        #expect(r.stderr.contains(word), "\(args): \(r.stderr)", sourceLocation: sourceLocation)
+    }
 }
 
 @Suite struct CLIBasicsTests {

@@ -7,15 +7,6 @@ import Testing
         try #require(JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any])
     }
 
-    func expectOneLineFailure(_ args: [String], stdin: String? = nil, mentioning word: String) throws {
-        let r = try CLI.run(args, stdin: stdin)
-        #expect(r.status == 1, "\(args)")
-        #expect(r.stdout.isEmpty, "\(args)")
-        let lines = r.stderr.split(separator: "\n")
-        #expect(lines.count == 1, "\(args): \(r.stderr)")
-        #expect(r.stderr.contains(word), "\(args): \(r.stderr)")
-    }
-
     @Test func encodeShutter() throws {
         let r = try CLI.run(["gopro", "encode", #"{"command":"set_shutter","value":true}"#])
         #expect(r.status == 0)
@@ -83,17 +74,17 @@ import Testing
     }
 
     @Test func invalidInputIsOneLineExitOne() throws {
-        try expectOneLineFailure(["gopro", "encode", #"{"command":"fly"}"#], mentioning: "fly")
-        try expectOneLineFailure(["gopro", "encode", #"{"command":"set_shutter","value":"yes"}"#], mentioning: "value")
-        try expectOneLineFailure(["gopro", "encode", "{not json"], mentioning: "JSON")
-        try expectOneLineFailure(["gopro", "decode", "--characteristic", "GP-0077", "80aa"], mentioning: "continuation")
-        try expectOneLineFailure(["gopro", "decode", "--characteristic", "GP-0077", "2010aa"], mentioning: "incomplete")
-        try expectOneLineFailure(["gopro", "decode", "--characteristic", "GP-0099", "020100"], mentioning: "GP-0099")
-        try expectOneLineFailure(["gopro", "decode", "--characteristic", "GP-0077", "041300460a"], mentioning: "offset")
-        try expectOneLineFailure(["gopro", "decode", "--characteristic", "GP-0073", "zz"], mentioning: "hex")
-        try expectOneLineFailure(["gopro", "reassemble", "60"], mentioning: "reserved")
-        try expectOneLineFailure(["gopro", "reassemble", "2014aa", "80bb", "82cc"], mentioning: "gap")
-        try expectOneLineFailure(["gopro", "packetize", String(repeating: "00", count: 8192)], mentioning: "8191")
-        try expectOneLineFailure(["gopro", "packetize", "--general", String(repeating: "00", count: 32)], mentioning: "31")
+        try CLI.expectOneLineFailure(["gopro", "encode", #"{"command":"fly"}"#], mentioning: "fly")
+        try CLI.expectOneLineFailure(["gopro", "encode", #"{"command":"set_shutter","value":"yes"}"#], mentioning: "value")
+        try CLI.expectOneLineFailure(["gopro", "encode", "{not json"], mentioning: "JSON")
+        try CLI.expectOneLineFailure(["gopro", "decode", "--characteristic", "GP-0077", "80aa"], mentioning: "continuation")
+        try CLI.expectOneLineFailure(["gopro", "decode", "--characteristic", "GP-0077", "2010aa"], mentioning: "incomplete")
+        try CLI.expectOneLineFailure(["gopro", "decode", "--characteristic", "GP-0099", "020100"], mentioning: "GP-0099")
+        try CLI.expectOneLineFailure(["gopro", "decode", "--characteristic", "GP-0077", "041300460a"], mentioning: "offset")
+        try CLI.expectOneLineFailure(["gopro", "decode", "--characteristic", "GP-0073", "zz"], mentioning: "hex")
+        try CLI.expectOneLineFailure(["gopro", "reassemble", "60"], mentioning: "reserved")
+        try CLI.expectOneLineFailure(["gopro", "reassemble", "2014aa", "80bb", "82cc"], mentioning: "gap")
+        try CLI.expectOneLineFailure(["gopro", "packetize", String(repeating: "00", count: 8192)], mentioning: "8191")
+        try CLI.expectOneLineFailure(["gopro", "packetize", "--general", String(repeating: "00", count: 32)], mentioning: "31")
     }
 }

@@ -10,15 +10,6 @@ import Testing
             .appendingPathComponent("Layouts").appendingPathComponent(name).path
     }
 
-    func expectFailure(_ args: [String], stdin: String? = nil, mentions: String) throws {
-        let r = try CLI.run(args, stdin: stdin)
-        #expect(r.status == 1, "\(args)")
-        #expect(r.stdout.isEmpty, "\(args)")
-        let lines = r.stderr.split(separator: "\n")
-        #expect(lines.count == 1, "\(args): \(r.stderr)")
-        #expect(r.stderr.contains(mentions), "\(args): \(r.stderr)")
-    }
-
     @Test func decodeBuiltinHeartRate() throws {
         let r = try CLI.run(["layout", "decode", "--layout", "builtin:heart_rate_measurement", "164b20033003"])
         #expect(r.status == 0)
@@ -63,7 +54,7 @@ import Testing
         #expect(d.stdout == #"{"power":"on","delay":511}"# + "\n", "\(d.stderr)")
         let e = try CLI.run(["layout", "encode", "--layout", file, #"{"power":"standby","delay":2}"#])
         #expect(e.stdout == "0a0200\n", "\(e.stderr)")
-        try expectFailure(["layout", "decode", "--layout", file, "010002"], mentions: "above the maximum 511")
+        try CLI.expectOneLineFailure(["layout", "decode", "--layout", file, "010002"], mentioning: "above the maximum 511")
         let show = try CLI.run(["layout", "show", "--layout", file])
         #expect(show.status == 0)
         #expect(show.stdout.contains(#""uuid": "2A56""#))
@@ -86,26 +77,26 @@ import Testing
         #expect(r.stdout == #"{"level":258}"# + "\n")
         let bad = dir.appendingPathComponent("bad.json")
         try Data(#"{"fields":[{"name":"level","type":"u16",}]}"#.utf8).write(to: bad)
-        try expectFailure(["layout", "decode", "--layout", bad.path, "00"], mentions: "invalid JSON at byte")
+        try CLI.expectOneLineFailure(["layout", "decode", "--layout", bad.path, "00"], mentioning: "invalid JSON at byte")
     }
 
     @Test func invalidInputsExitOneWithOneLine() throws {
         let hr = ["layout", "decode", "--layout", "builtin:heart_rate_measurement"]
-        try expectFailure(hr + ["16zz"], mentions: "invalid hex at character 2")
-        try expectFailure(hr + ["1648000403"], mentions: "need more data: field 'rr_intervals[1]' at byte 4")
-        try expectFailure(hr + [""], mentions: "need more data: field 'flags' at byte 0")
-        try expectFailure(["layout", "decode", "--layout", "builtin:battery_level", "6500"], mentions: "malformed: field 'battery_level' at byte 0")
-        try expectFailure(["layout", "decode", "--layout", "builtin:nope", "00"], mentions: "unknown built-in layout 'nope'")
-        try expectFailure(["layout", "decode", "--layout", "/no/such/layout.yaml", "00"], mentions: "cannot read layout file '/no/such/layout.yaml'")
-        try expectFailure(["layout", "decode", "--layout", Self.fixture("bad-unknown-key.yaml"), "00"],
-                          mentions: "invalid layout at fields[1].scael: unknown key 'scael'")
-        try expectFailure(["layout", "decode", "--layout", Self.fixture("bad-unknown-key.yaml"), "00"], mentions: "(line 7)")
+        try CLI.expectOneLineFailure(hr + ["16zz"], mentioning: "invalid hex at character 2")
+        try CLI.expectOneLineFailure(hr + ["1648000403"], mentioning: "need more data: field 'rr_intervals[1]' at byte 4")
+        try CLI.expectOneLineFailure(hr + [""], mentioning: "need more data: field 'flags' at byte 0")
+        try CLI.expectOneLineFailure(["layout", "decode", "--layout", "builtin:battery_level", "6500"], mentioning: "malformed: field 'battery_level' at byte 0")
+        try CLI.expectOneLineFailure(["layout", "decode", "--layout", "builtin:nope", "00"], mentioning: "unknown built-in layout 'nope'")
+        try CLI.expectOneLineFailure(["layout", "decode", "--layout", "/no/such/layout.yaml", "00"], mentioning: "cannot read layout file '/no/such/layout.yaml'")
+        try CLI.expectOneLineFailure(["layout", "decode", "--layout", Self.fixture("bad-unknown-key.yaml"), "00"],
+                          mentioning: "invalid layout at fields[1].scael: unknown key 'scael'")
+        try CLI.expectOneLineFailure(["layout", "decode", "--layout", Self.fixture("bad-unknown-key.yaml"), "00"], mentioning: "(line 7)")
         let enc = ["layout", "encode", "--layout", "builtin:heart_rate_measurement"]
-        try expectFailure(enc + ["{"], mentions: "invalid JSON at byte 1")
-        try expectFailure(enc + ["[1]"], mentions: "expected a JSON object")
-        try expectFailure(enc + [#"{"heart_rate":"fast"}"#], mentions: "invalid value at heart_rate")
-        try expectFailure(enc + [#"{"heart_rate":72,"colour":1}"#], mentions: "unknown field 'colour'")
-        try expectFailure(["layout", "decode", "164b"], mentions: "--layout")
+        try CLI.expectOneLineFailure(enc + ["{"], mentioning: "invalid JSON at byte 1")
+        try CLI.expectOneLineFailure(enc + ["[1]"], mentioning: "expected a JSON object")
+        try CLI.expectOneLineFailure(enc + [#"{"heart_rate":"fast"}"#], mentioning: "invalid value at heart_rate")
+        try CLI.expectOneLineFailure(enc + [#"{"heart_rate":72,"colour":1}"#], mentioning: "unknown field 'colour'")
+        try CLI.expectOneLineFailure(["layout", "decode", "164b"], mentioning: "--layout")
     }
 
     @Test func badYAMLIsOneLine() throws {
@@ -122,7 +113,7 @@ import Testing
         for (i, (text, mention)) in cases.enumerated() {
             let file = dir.appendingPathComponent("case\(i).yaml")
             try Data(text.utf8).write(to: file)
-            try expectFailure(["layout", "decode", "--layout", file.path, "00"], mentions: mention)
+            try CLI.expectOneLineFailure(["layout", "decode", "--layout", file.path, "00"], mentioning: mention)
         }
     }
 }
