@@ -113,8 +113,8 @@ let package = Package(
         // MARK: Tests
         // What several test targets share, in one place (no copies, no symlinked folders): the
         // core's fakes (FakeMQTT, FakeCentral, TestDriver…), the seeded generator, the mosquitto
-        // launcher with its committed configurations (Fixtures), child processes, loopback
-        // sockets, and waits with a deadline. The dbus-daemon launcher is DBus' PrivateBus
+        // launcher with its committed configurations (Fixtures), child processes, loopback and
+        // Unix sockets, and waits with a deadline. The dbus-daemon launcher is DBus' PrivateBus
         // (`gatt2mqtt simulate` starts its bus with it too). A plain library target, not a product.
         .target(
             name: "TestSupport",
@@ -157,7 +157,7 @@ let package = Package(
         ),
         .testTarget(
             name: "PeripheralServerTests",
-            dependencies: ["PeripheralServer", "DeviceSimulators", "BlueZSimulator", "BinaryCoding", "GoProCodec", "Reactor"]
+            dependencies: ["PeripheralServer", "DeviceSimulators", "BlueZSimulator", "BinaryCoding", "GoProCodec", "Reactor", "TestSupport"]
         ),
         .testTarget(name: "BridgeStoreTests", dependencies: ["BridgeStore", "BinaryCoding"]),
         .testTarget(

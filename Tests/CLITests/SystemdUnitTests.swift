@@ -50,15 +50,7 @@ import Testing
         let fd = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue), 0)
         try #require(fd >= 0)
         defer { close(fd) }
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        withUnsafeMutableBytes(of: &address.sun_path) { raw in
-            for (i, b) in socketPath.utf8.enumerated() { raw[i] = b }
-        }
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        }
-        try #require(bound == 0)
+        try #require(bindUnix(fd, path: socketPath))
         var timeout = timeval(tv_sec: 20, tv_usec: 0)
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
         func receive() -> String? {

@@ -339,15 +339,7 @@ import Testing
             close(fd)
             unlink(path)
         }
-        var addr = sockaddr_un()
-        addr.sun_family = sa_family_t(AF_UNIX)
-        withUnsafeMutableBytes(of: &addr.sun_path) { buf in
-            for (i, b) in path.utf8.enumerated() { buf[i] = b }
-        }
-        let bound = withUnsafePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        }
-        #expect(bound == 0)
+        #expect(bindUnix(fd, path: path))
         #expect(listen(fd, 4) == 0)
         let start = ContinuousClock.now
         do {

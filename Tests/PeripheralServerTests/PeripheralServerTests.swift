@@ -8,6 +8,7 @@ import Foundation
 import GoProCodec
 import PeripheralServer
 import Reactor
+import TestSupport
 import Testing
 
 /// A front-end's end of the server's socket: lines out, lines in with a deadline.
@@ -18,15 +19,7 @@ final class LineClient {
     init(path: String) throws {
         fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw TestFailure("socket: errno \(errno)") }
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        withUnsafeMutableBytes(of: &address.sun_path) { raw in
-            for (i, b) in path.utf8.enumerated() { raw[i] = b }
-        }
-        let rc = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        }
-        guard rc == 0 else {
+        guard connectUnix(fd, path: path) else {
             close(fd)
             throw TestFailure("connect \(path): errno \(errno)")
         }

@@ -178,16 +178,7 @@ final class RealStack {
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw HarnessError("socket: \(errno)") }
         defer { close(fd) }
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        let path = Array(controlSocket.utf8CString)
-        withUnsafeMutableBytes(of: &address.sun_path) { raw in
-            for (i, byte) in path.prefix(raw.count - 1).enumerated() { raw[i] = UInt8(bitPattern: byte) }
-        }
-        let rc = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        }
-        guard rc == 0 else { throw HarnessError("connect \(controlSocket): errno \(errno)") }
+        guard connectUnix(fd, path: controlSocket) else { throw HarnessError("connect \(controlSocket): errno \(errno)") }
         let line = Array((request + "\n").utf8)
         guard write(fd, line, line.count) == line.count else { throw HarnessError("write to the radio's control socket failed") }
         var answer: [UInt8] = []

@@ -50,3 +50,30 @@ public func acceptsConnections(port: Int) -> Bool {
     defer { close(fd) }
     return connectLoopback(fd, port: port)
 }
+
+/// The Unix socket address of `path` (cut to what `sun_path` holds, NUL-terminated).
+public func unixAddress(_ path: String) -> sockaddr_un {
+    var address = sockaddr_un()
+    address.sun_family = sa_family_t(AF_UNIX)
+    let bytes = Array(path.utf8)
+    withUnsafeMutableBytes(of: &address.sun_path) { raw in
+        for (i, byte) in bytes.prefix(raw.count - 1).enumerated() { raw[i] = byte }
+    }
+    return address
+}
+
+/// Binds the Unix socket `fd` to `path`; whether it succeeded.
+public func bindUnix(_ fd: Int32, path: String) -> Bool {
+    var address = unixAddress(path)
+    return withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) == 0 }
+    }
+}
+
+/// Connects the Unix socket `fd` to `path` (blocking); whether it succeeded.
+public func connectUnix(_ fd: Int32, path: String) -> Bool {
+    var address = unixAddress(path)
+    return withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) == 0 }
+    }
+}
