@@ -109,13 +109,16 @@ extension RealStackTests {
             await hub.disconnect()
         }
 
-        /// A half-open link: on this stack a local `Device1.Disconnect` leaves the kernel holding
-        /// the LE link (it cancels a stale pending connection instead; the peripheral stays
+        /// A half-open link: with a controller that reports connections with the legacy LE
+        /// Connection Complete although the kernel unmasked the enhanced event (radio.py
+        /// `--legacy-connection-complete`; Bumble's own controller, and some real ones), Linux 6.1
+        /// cancels the connection it believes pending and then ignores local disconnects: a
+        /// `Device1.Disconnect` leaves the kernel holding the LE link (the peripheral stays
         /// connected), and every `Connect` then fails "Input/output error" (bluetoothd: "Device or
         /// resource busy"). The bridge started on that state clears it by powering the adapter
         /// off and on, once, and brings the sensor online.
         @Test func halfOpenLinkAfterALocalDisconnectIsRecovered() async throws {
-            let stack = try RealStack(devices: ["hr@\(Self.heart)"])
+            let stack = try RealStack(devices: ["hr@\(Self.heart)"], radioOptions: ["--legacy-connection-complete"])
             defer { stack.stop() }
             let hub = try await stack.broker.client()
             let availability = try await stack.startOnline("heart", devices: RealStackTests.heartYAML, hub: hub)
