@@ -355,6 +355,28 @@ func code(_ e: any Error) -> String { (e as? BlueZError)?.code ?? "\(e)" }
         }
     }
 
+    /// As bluetoothd 5.66 does it (seen on the real stack, docs/bluez.md "The real stack"):
+    /// RemoveDevice of a connected device disconnects it first, after the disconnect timer,
+    /// with ServicesResolved and then Connected going false, and only then removes its objects.
+    @Test func removeOfAConnectedDeviceDisconnectsItFirst() async throws {
+        var options = Emulator.fast
+        options.disconnectDelay = .milliseconds(300)
+        try await withEmulator(options, devices: [GenericDevice.batteryHeartRate()]) { env in
+            let device = try await discover(env, hrAddress)
+            try await env.client.connect(device, timeout: .seconds(5))
+            let watcher = try await env.bus.connect()
+            defer { watcher.close() }
+            let signals = try await DeviceSignals(watcher)
+            let started = ContinuousClock.now
+            try await env.client.remove(device)
+            #expect(ContinuousClock.now - started >= .milliseconds(300), "removed before the disconnect timer")
+            #expect(await eventually { env.client.object(device.path) == nil })
+            #expect(await eventually { signals.all.filter { $0.path == device.path }.count >= 2 })
+            let changes = signals.all.filter { $0.path == device.path }.flatMap { $0.changed.keys.sorted() }
+            #expect(changes == ["ServicesResolved", "Connected"], "\(changes)")
+        }
+    }
+
     @Test func independentClientSeesTheEmulator() async throws {
         var options = Emulator.fast
         options.removalDelay = .seconds(20)
