@@ -352,8 +352,10 @@ class Peripheral:
         self.pairing_failures = 0
         self.connections = 0
         self.notifications = 0
-        # Writes that reached the device, per characteristic UUID (tests check at-most-once).
+        # Writes that reached the device, per characteristic UUID (tests check at-most-once),
+        # and the last 100 values written to each, hex (to count one command among others).
         self.writes = {}
+        self.written = {}
         self.controller = RadioController(f"{self.kind}-{self.address}", link=link, public_address=self.address)
         self.controller.rssi = int(model["advertisement"].get("rssi", -60))
         config = DeviceConfiguration()
@@ -430,6 +432,9 @@ class Peripheral:
 
         async def write(connection, value):
             self.writes[uuid] = self.writes.get(uuid, 0) + 1
+            values = self.written.setdefault(uuid, [])
+            values.append(value.hex())
+            del values[:-100]
             if WRITE_COMMAND.get():
                 self.models.send("write", address=self.address, uuid=uuid, value=value.hex(), response=False)
                 return
@@ -565,6 +570,7 @@ class Peripheral:
             "pairing_failures": self.pairing_failures,
             "notifications": self.notifications,
             "writes": self.writes,
+            "written": self.written,
             "bonds": [name for name, _ in keys],
         }
 

@@ -238,6 +238,12 @@ final class RealStack {
         ((try peripheral(address))["writes"] as? [String: Int])?[uuid.lowercased()] ?? 0
     }
 
+    /// How many times the peripheral at `address` received exactly `hex` on the characteristic
+    /// `uuid` (128-bit form), among the last 100 values written there.
+    func writes(_ address: String, _ uuid: String, value hex: String) throws -> Int {
+        (((try peripheral(address))["written"] as? [String: [String]])?[uuid.lowercased()] ?? []).filter { $0 == hex.lowercased() }.count
+    }
+
     /// `btmgmt` (BlueZ's management tool, straight to the kernel) with `arguments`.
     @discardableResult
     func btmgmt(_ arguments: String...) throws -> String {
