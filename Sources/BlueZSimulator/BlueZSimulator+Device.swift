@@ -149,11 +149,22 @@ extension BlueZSimulator {
                 return true
             }
             guard ok else { return }
-            try? self.connection.setProperty(d.path, interface: Self.device1, "ServicesResolved", .boolean(true))
+            // As bluetoothd 5.66 (seen on the real stack): UUIDs become the GATT primary services
+            // (GAP 1800 and GATT 1801 included, which every GATT server has) in the same signal as
+            // ServicesResolved=true, and stay so while the object lives, scans included.
+            try? self.connection.setProperties(d.path, interface: Self.device1,
+                                               ["UUIDs": .strings(Self.resolvedUUIDs(d.device)), "ServicesResolved": .boolean(true)])
             d.device.linkChanged(SimulatedLink { [weak self] uuid, value in
                 self?.deviceNotified(address, epoch: epoch, uuid: uuid, value: value) ?? false
             })
         }
+    }
+
+    /// `Device1.UUIDs` once services are resolved: the advertised UUIDs and the primary services,
+    /// with GAP (1800) and GATT (1801), sorted as bluetoothd lists them.
+    static func resolvedUUIDs(_ device: any SimulatedDevice) -> [String] {
+        let primaries = device.services.filter(\.primary).map(\.uuid)
+        return Set(device.advertisement.uuids + primaries + ["1800", "1801"].map(SimUUID.full)).sorted()
     }
 
     /// Device1.Disconnect: cancels a connection attempt, or takes `disconnectDelay` (behaviour 5).

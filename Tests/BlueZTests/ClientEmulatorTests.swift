@@ -355,6 +355,26 @@ func code(_ e: any Error) -> String { (e as? BlueZError)?.code ?? "\(e)" }
         }
     }
 
+    /// As bluetoothd 5.66 does it (seen on the real stack): once services are resolved, `UUIDs`
+    /// lists the GATT primary services, GAP and GATT included, and a scan that sees the device
+    /// again reports those, not only what it advertises.
+    @Test func resolvedServicesBecomeTheDevicesUUIDs() async throws {
+        try await withEmulator(devices: [GenericDevice.batteryHeartRate()]) { env in
+            let device = try await discover(env, hrAddress)
+            let advertised = try #require(try env.client.object(device.path)?["org.bluez.Device1"]?["UUIDs"]?.decode(as: [String].self))
+            #expect(!advertised.contains("00001800-0000-1000-8000-00805f9b34fb"))
+            try await env.client.connect(device, timeout: .seconds(5))
+            let resolved = ["00001800-0000-1000-8000-00805f9b34fb", "00001801-0000-1000-8000-00805f9b34fb",
+                            "0000180d-0000-1000-8000-00805f9b34fb", "0000180f-0000-1000-8000-00805f9b34fb"]
+            #expect(try env.client.object(device.path)?["org.bluez.Device1"]?["UUIDs"]?.decode(as: [String].self) == resolved)
+            try await env.client.disconnect(device)
+            let scan = try await env.client.scan(try env.client.adapter())
+            let again = await collect(scan.devices, count: 1)
+            #expect(again.first?.uuids == resolved, "\(again)")
+            try await scan.stop()
+        }
+    }
+
     /// As bluetoothd 5.66 does it (seen on the real stack, docs/bluez.md "The real stack"):
     /// RemoveDevice of a connected device disconnects it first, after the disconnect timer,
     /// with ServicesResolved and then Connected going false, and only then removes its objects.
