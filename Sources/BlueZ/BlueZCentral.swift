@@ -254,13 +254,28 @@ final class BlueZLink: BLELink {
         let t = client.spawn { [weak self] in
             for await _ in session {}  // keeps the session; ends with it
             guard !Task.isCancelled, let self, self.client.connectionState(self.device).connected else { return }
-            do {
+            do throws(BlueZError) {
                 try await self.subscribe(id)
             } catch {
-                self.finish()
+                // BlueZ releases a closed notify socket when it notices the hang-up; until then
+                // AcquireNotify answers NotPermitted "Notify acquired". Wait for the release, once.
+                guard case let .notPermitted(message) = error, message.contains("Notify acquired"),
+                      await self.waitForNotifyRelease(id)
+                else { return self.finish() }
+                do { try await self.subscribe(id) } catch { self.finish() }
             }
         }
         tasks.add(t)
+    }
+
+    /// Waits (up to the client's call timeout) until BlueZ shows the characteristic's notify
+    /// socket released (`NotifyAcquired` false); whether it did.
+    private func waitForNotifyRelease(_ id: CharacteristicID) async -> Bool {
+        guard let path = try? characteristic(id).path else { return false }
+        let released = try? await client.waitFor("NotifyAcquired=false on \(path)", timeout: client.callTimeout) { objs in
+            objs[path]?[BlueZClient.char1]?["NotifyAcquired"]?.boolValue == false ? true : nil
+        }
+        return released != nil
     }
 
     func deliverNotifications(to handler: @escaping @Sendable (GATTNotification) -> Void) async {
