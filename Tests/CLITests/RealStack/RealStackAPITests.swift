@@ -57,8 +57,11 @@ extension RealStackTests {
 
         /// Scan → the thermometer and the camera seen as bluetoothd reports them, with the guesses →
         /// device/add of the thermometer without a profile (during the scan) → online, a read →
-        /// device/remove with forget: bluetoothd drops the device object and the link, and the
-        /// thermometer, advertising again, is seen by the next scan as a stranger.
+        /// device/remove without forget: the link goes, bluetoothd keeps the device (a device a client
+        /// connected is no longer temporary) with its GATT services as UUIDs, which the next scan
+        /// reports → added again from that sighting → device/remove with forget: bluetoothd drops
+        /// the device object and the link, and the thermometer, advertising again, is seen by the
+        /// next scan as a stranger with only what it advertises.
         @Test func scanAddUseAndRemoveWithForget() async throws {
             let stack = try RealStack(devices: ["thermo@\(Self.thermometer)", "gopro@\(Self.gopro)"])
             defer { stack.stop() }
@@ -113,6 +116,29 @@ extension RealStackTests {
             #expect(Self.data(stopped)["scanning"] as? Bool == false, "\(stopped)")
             #expect(await firstMessage(events) { $0.contains(#""type":"scan_stopped""#) } != nil, "no scan_stopped event")
 
+            // bluetoothd now lists the thermometer's GATT services (GAP and GATT included) as its UUIDs.
+            let uuids = Self.deviceProperty(Self.thermometer, "UUIDs") ?? "no UUIDs"
+            #expect(uuids.contains("00001800-") && uuids.contains("00001801-") && uuids.contains("0000180f-")
+                        && uuids.contains("0000181a-"), "\(uuids)")
+
+            // Remove without forget: the link goes; bluetoothd keeps the device with those UUIDs.
+            let kept = try await Self.request(hub, responses, "device/remove", #"{"id":"porch"}"#)
+            #expect(kept["status"] as? String == "ok" && Self.data(kept)["forgotten"] as? Bool == false, "\(kept)")
+            try stack.waitFor("the thermometer to see its link go", timeout: .seconds(30)) {
+                (try? stack.peripheral(Self.thermometer))?["connected"] as? Bool == false
+            }
+            #expect(try Self.bluezKnows(Self.thermometer), "bluetoothd dropped the device without forget")
+            let known = try await hub.subscribe("gatt2mqtt/bridge/scan")
+            _ = try await Self.request(hub, responses, "scan", #"{"seconds":60}"#)
+            let seenAgain = await firstMessage(known) { $0.contains(Self.thermometer) }.map(Self.object) ?? [:]
+            let services = Set(seenAgain["service_uuids"] as? [String] ?? [])
+            #expect(seenAgain["configured"] as? Bool == false && services.isSuperset(of: ["1800", "1801", "180F", "181A"]), "\(seenAgain)")
+            #expect(seenAgain["profile_guess"] as? String == "environmental_sensing", "\(seenAgain)")
+            let readded = try await Self.request(hub, responses, "device/add", #"{"id":"porch","address":"\#(Self.thermometer)"}"#)
+            try #require(readded["status"] as? String == "ok", "\(readded); bridge log:\n\(stack.bridgeLog.suffix(3000))")
+            #expect(await firstMessage(availability) { $0 == #"{"state":"online"}"# } != nil, "porch not online again")
+            _ = try await Self.request(hub, responses, "scan", #"{"seconds":0}"#)
+
             // Remove with forget: bluetoothd forgets the device and the peripheral sees the link go.
             let removed = try await Self.request(hub, responses, "device/remove", #"{"id":"porch","forget":true}"#)
             #expect(removed["status"] as? String == "ok" && Self.data(removed)["forgotten"] as? Bool == true,
@@ -126,7 +152,9 @@ extension RealStackTests {
             let again = try await Self.request(hub, responses, "scan", #"{"seconds":60}"#)
             #expect(again["status"] as? String == "ok", "\(again)")
             let stranger = await firstMessage(later) { $0.contains(Self.thermometer) }
-            #expect(stranger.map(Self.object)?["configured"] as? Bool == false, "\(stranger?.payloadString ?? "the thermometer was not seen again after forget")")
+            #expect(stranger.map(Self.object)?["configured"] as? Bool == false
+                        && stranger.map(Self.object)?["service_uuids"] as? [String] == ["181A"],
+                    "\(stranger?.payloadString ?? "the thermometer was not seen again after forget")")
             _ = try await Self.request(hub, responses, "scan", #"{"seconds":0}"#)
             await hub.disconnect()
         }
