@@ -205,6 +205,7 @@ extension BlueZSimulator {
             d.exported = false
             d.gattExported = false
             d.paired = false
+            d.temporary = true
             d.chars = [:]
             d.removalGeneration += 1
             s.devices[address] = d
@@ -226,7 +227,7 @@ extension BlueZSimulator {
             let still = self.state.withLock { s -> Bool in
                 guard let d = s.devices[address] else { return false }
                 let discoverable = d.inRange && s.reports(d.device)
-                return d.removalGeneration == generation && !d.connected && d.connecting == nil && !d.paired
+                return d.removalGeneration == generation && d.temporary && !d.connected && d.connecting == nil && !d.paired
                     && !discoverable
             }
             if still { self.removeNow(address) }

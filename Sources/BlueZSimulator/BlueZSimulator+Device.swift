@@ -89,6 +89,9 @@ extension BlueZSimulator {
         let plan = try state.withLock { (s) throws(DBusError) -> Plan in
             guard s.powered else { throw BlueZErrors.notReady }
             guard var d = s.devices[address], d.exported else { throw BlueZErrors.doesNotExist }
+            // A device a client connects (or tries to) is no longer temporary (5.66 dev_connect).
+            d.temporary = false
+            s.devices[address] = d
             if d.connected, !d.disconnecting { return .already }
             if d.connecting != nil || d.disconnecting {
                 throw options.version == .v5_66 ? BlueZErrors.failed("Operation already in progress") : BlueZErrors.inProgress
@@ -240,7 +243,7 @@ extension BlueZSimulator {
     /// Schedules removal of an unpaired, disconnected device when no discovery would keep it.
     func scheduleIfIdle(_ address: String) {
         let idle = state.withLock { s -> Bool in
-            guard let d = s.devices[address], d.exported, !d.paired, !d.connected else { return false }
+            guard let d = s.devices[address], d.exported, d.temporary, !d.paired, !d.connected else { return false }
             return !(d.inRange && s.reports(d.device))
         }
         if idle { scheduleRemoval(address) }
