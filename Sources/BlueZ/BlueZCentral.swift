@@ -131,11 +131,14 @@ public final class BlueZCentral: BLECentral {
 /// shows disconnected, so every `Device1.Connect` fails at once with
 /// `org.bluez.Error.Failed: Input/output error` while bluetoothd logs
 /// `ATT bt_io_connect(…): Device or resource busy (16)`. Seen on the real stack (bluetoothd 5.66,
-/// kernel 6.1) after a local disconnect, e.g. when a bridge stops while pairing state is still
-/// held by its agent; it does not clear by itself while the peripheral stays connected, and
-/// neither `Disconnect` nor `Connect` clears it. Powering the adapter off and on does (the bond
-/// survives). This is the only case the bridge power-cycles the adapter: a device that is merely
-/// away or off fails differently and is only retried (docs/bluez.md, "The real stack").
+/// kernel 6.1) after a local disconnect, with a controller that reports a new connection with the
+/// legacy LE Connection Complete although the kernel unmasked the enhanced event: the kernel
+/// waits for the enhanced one in vain, cancels the connection it believes pending and from then
+/// on ignores local disconnects of that link. It does not clear by itself while the peripheral
+/// stays connected, and neither `Disconnect` nor `Connect` clears it. Powering the adapter off and
+/// on does (the bond survives). This is the only case the bridge power-cycles the adapter: a
+/// device that is merely away or off fails differently and is only retried (docs/bluez.md,
+/// "The real stack").
 public struct HalfOpenRecovery: Sendable {
     /// Half-open failures in a row for one device before the adapter is power-cycled.
     public static let threshold = 2
