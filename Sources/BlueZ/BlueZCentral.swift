@@ -134,11 +134,14 @@ public final class BlueZCentral: BLECentral {
 /// shows disconnected, so every `Device1.Connect` fails at once with
 /// `org.bluez.Error.Failed: Input/output error` while bluetoothd logs
 /// `ATT bt_io_connect(…): Device or resource busy (16)`. Seen on the real stack (bluetoothd 5.66,
-/// kernel 6.1) after a local disconnect, e.g. when a bridge stops while pairing state is still
-/// held by its agent; it does not clear by itself while the peripheral stays connected, and
-/// neither `Disconnect` nor `Connect` clears it. Powering the adapter off and on does (the bond
-/// survives). This is the only case the bridge power-cycles the adapter: a device that is merely
-/// away or off fails differently and is only retried (docs/bluez.md, "The real stack").
+/// kernel 6.1) after a local disconnect, with a controller that reports a new connection with the
+/// legacy LE Connection Complete although the kernel unmasked the enhanced event: the kernel
+/// waits for the enhanced one in vain, cancels the connection it believes pending and from then
+/// on ignores local disconnects of that link. It does not clear by itself while the peripheral
+/// stays connected, and neither `Disconnect` nor `Connect` clears it. Powering the adapter off and
+/// on does (the bond survives). This is the only case the bridge power-cycles the adapter: a
+/// device that is merely away or off fails differently and is only retried (docs/bluez.md,
+/// "The real stack").
 public struct HalfOpenRecovery: Sendable {
     /// Half-open failures in a row for one device before the adapter is power-cycled.
     public static let threshold = 2
@@ -260,13 +263,28 @@ final class BlueZLink: BLELink {
         let t = client.spawn { [weak self] in
             for await _ in session {}  // keeps the session; ends with it
             guard !Task.isCancelled, let self, self.client.connectionState(self.device).connected else { return }
-            do {
+            do throws(BlueZError) {
                 try await self.subscribe(id)
             } catch {
-                self.finish()
+                // BlueZ releases a closed notify socket when it notices the hang-up; until then
+                // AcquireNotify answers NotPermitted "Notify acquired". Wait for the release, once.
+                guard case let .notPermitted(message) = error, message.contains("Notify acquired"),
+                      await self.waitForNotifyRelease(id)
+                else { return self.finish() }
+                do { try await self.subscribe(id) } catch { self.finish() }
             }
         }
         tasks.add(t)
+    }
+
+    /// Waits (up to the client's call timeout) until BlueZ shows the characteristic's notify
+    /// socket released (`NotifyAcquired` false); whether it did.
+    private func waitForNotifyRelease(_ id: CharacteristicID) async -> Bool {
+        guard let path = try? characteristic(id).path else { return false }
+        let released = try? await client.waitFor("NotifyAcquired=false on \(path)", timeout: client.callTimeout) { objs in
+            objs[path]?[BlueZClient.char1]?["NotifyAcquired"]?.boolValue == false ? true : nil
+        }
+        return released != nil
     }
 
     func deliverNotifications(to handler: @escaping @Sendable (GATTNotification) -> Void) async {

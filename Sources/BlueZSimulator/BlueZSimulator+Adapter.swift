@@ -62,7 +62,7 @@ extension BlueZSimulator {
                 },
                 DBusMethod("RemoveDevice", in: [DBusArgument("device", .objectPath)]) { [weak self] call in
                     let path: DBusObjectPath = try call.decode(0)
-                    try self?.removeDevice(path)
+                    try await self?.removeDevice(path)
                     return []
                 },
             ],
@@ -177,16 +177,24 @@ extension BlueZSimulator {
     }
 
     /// Adapter1.RemoveDevice, checks in 5.66's order (`remove_device`): an unknown device is
-    /// `DoesNotExist`, then a powered-off adapter `NotReady`; a connected device is disconnected
-    /// first.
-    func removeDevice(_ path: DBusObjectPath) throws(DBusError) {
+    /// `DoesNotExist`, then a powered-off adapter `NotReady`. A connected device is disconnected
+    /// first, as `Device1.Disconnect` does it (bluetoothd's disconnect timer, `disconnectDelay`;
+    /// then `ServicesResolved` and `Connected` go false), and only then are its objects removed,
+    /// children first. Seen on the real stack (docs/bluez.md "The real stack"): RemoveDevice of a
+    /// connected device answers after about two seconds; the emulator used to drop the link and the
+    /// objects at once without a signal.
+    func removeDevice(_ path: DBusObjectPath) async throws(DBusError) {
         let found = state.withLock { s -> (String, Bool, Bool)? in
             guard let a = s.byPath[path], let d = s.devices[a], d.exported else { return nil }
             return (a, d.connected, s.powered)
         }
         guard let (address, connected, powered) = found else { throw BlueZErrors.doesNotExist }
         guard powered else { throw BlueZErrors.notReady }
-        if connected { linkDown(address, emit: false) }
+        if connected {
+            state.withLock { $0.devices[address]?.disconnecting = true }
+            try? await sleep(for: options.disconnectDelay)
+            linkDown(address)
+        }
         removeNow(address)
     }
 
@@ -197,6 +205,7 @@ extension BlueZSimulator {
             d.exported = false
             d.gattExported = false
             d.paired = false
+            d.temporary = true
             d.chars = [:]
             d.removalGeneration += 1
             s.devices[address] = d
@@ -218,7 +227,7 @@ extension BlueZSimulator {
             let still = self.state.withLock { s -> Bool in
                 guard let d = s.devices[address] else { return false }
                 let discoverable = d.inRange && s.reports(d.device)
-                return d.removalGeneration == generation && !d.connected && d.connecting == nil && !d.paired
+                return d.removalGeneration == generation && d.temporary && !d.connected && d.connecting == nil && !d.paired
                     && !discoverable
             }
             if still { self.removeNow(address) }

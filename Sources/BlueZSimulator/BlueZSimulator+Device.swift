@@ -89,6 +89,9 @@ extension BlueZSimulator {
         let plan = try state.withLock { (s) throws(DBusError) -> Plan in
             guard s.powered else { throw BlueZErrors.notReady }
             guard var d = s.devices[address], d.exported else { throw BlueZErrors.doesNotExist }
+            // A device a client connects (or tries to) is no longer temporary (5.66 dev_connect).
+            d.temporary = false
+            s.devices[address] = d
             if d.connected, !d.disconnecting { return .already }
             if d.connecting != nil || d.disconnecting {
                 throw options.version == .v5_66 ? BlueZErrors.failed("Operation already in progress") : BlueZErrors.inProgress
@@ -149,11 +152,22 @@ extension BlueZSimulator {
                 return true
             }
             guard ok else { return }
-            try? self.connection.setProperty(d.path, interface: Self.device1, "ServicesResolved", .boolean(true))
+            // As bluetoothd 5.66 (seen on the real stack): UUIDs become the GATT primary services
+            // (GAP 1800 and GATT 1801 included, which every GATT server has) in the same signal as
+            // ServicesResolved=true, and stay so while the object lives, scans included.
+            try? self.connection.setProperties(d.path, interface: Self.device1,
+                                               ["UUIDs": .strings(Self.resolvedUUIDs(d.device)), "ServicesResolved": .boolean(true)])
             d.device.linkChanged(SimulatedLink { [weak self] uuid, value in
                 self?.deviceNotified(address, epoch: epoch, uuid: uuid, value: value) ?? false
             })
         }
+    }
+
+    /// `Device1.UUIDs` once services are resolved: the advertised UUIDs and the primary services,
+    /// with GAP (1800) and GATT (1801), sorted as bluetoothd lists them.
+    static func resolvedUUIDs(_ device: any SimulatedDevice) -> [String] {
+        let primaries = device.services.filter(\.primary).map(\.uuid)
+        return Set(device.advertisement.uuids + primaries + ["1800", "1801"].map(SimUUID.full)).sorted()
     }
 
     /// Device1.Disconnect: cancels a connection attempt, or takes `disconnectDelay` (behaviour 5).
@@ -229,7 +243,7 @@ extension BlueZSimulator {
     /// Schedules removal of an unpaired, disconnected device when no discovery would keep it.
     func scheduleIfIdle(_ address: String) {
         let idle = state.withLock { s -> Bool in
-            guard let d = s.devices[address], d.exported, !d.paired, !d.connected else { return false }
+            guard let d = s.devices[address], d.exported, d.temporary, !d.paired, !d.connected else { return false }
             return !(d.inRange && s.reports(d.device))
         }
         if idle { scheduleRemoval(address) }

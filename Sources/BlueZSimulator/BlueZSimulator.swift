@@ -150,6 +150,11 @@ public final class BlueZSimulator: Sendable {
         var resolved = false
         var gattExported = false
         var paired = false
+        /// Whether bluetoothd would forget it by itself (when discovery ends, or at disconnect):
+        /// true until a client connects or pairs it (5.66 `dev_connect` and `Pair` call
+        /// `btd_device_set_temporary(false)`, even when the attempt fails); then it stays, with
+        /// its GATT services as UUIDs, until RemoveDevice.
+        var temporary = true
         var epoch: UInt64 = 0
         var chars: [DBusObjectPath: CharState] = [:]
         var writeCount = 0
@@ -349,6 +354,7 @@ public final class BlueZSimulator: Sendable {
             if alreadyConnected {
                 d.connected = true
                 d.epoch = 1
+                d.temporary = false
             }
             s.devices[address] = d
             s.byPath[path] = address

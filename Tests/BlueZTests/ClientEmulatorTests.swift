@@ -356,6 +356,48 @@ func code(_ e: any Error) -> String { (e as? BlueZError)?.code ?? "\(e)" }
         }
     }
 
+    /// As bluetoothd 5.66 does it (seen on the real stack): once services are resolved, `UUIDs`
+    /// lists the GATT primary services, GAP and GATT included, and a scan that sees the device
+    /// again reports those, not only what it advertises.
+    @Test func resolvedServicesBecomeTheDevicesUUIDs() async throws {
+        try await withEmulator(devices: [GenericDevice.batteryHeartRate()]) { env in
+            let device = try await discover(env, hrAddress)
+            let advertised = try #require(try env.client.object(device.path)?["org.bluez.Device1"]?["UUIDs"]?.decode(as: [String].self))
+            #expect(!advertised.contains("00001800-0000-1000-8000-00805f9b34fb"))
+            try await env.client.connect(device, timeout: .seconds(5))
+            let resolved = ["00001800-0000-1000-8000-00805f9b34fb", "00001801-0000-1000-8000-00805f9b34fb",
+                            "0000180d-0000-1000-8000-00805f9b34fb", "0000180f-0000-1000-8000-00805f9b34fb"]
+            #expect(try env.client.object(device.path)?["org.bluez.Device1"]?["UUIDs"]?.decode(as: [String].self) == resolved)
+            try await env.client.disconnect(device)
+            let scan = try await env.client.scan(try env.client.adapter())
+            let again = await collect(scan.devices, count: 1)
+            #expect(again.first?.uuids == resolved, "\(again)")
+            try await scan.stop()
+        }
+    }
+
+    /// As bluetoothd 5.66 does it (seen on the real stack, docs/bluez.md "The real stack"):
+    /// RemoveDevice of a connected device disconnects it first, after the disconnect timer,
+    /// with ServicesResolved and then Connected going false, and only then removes its objects.
+    @Test func removeOfAConnectedDeviceDisconnectsItFirst() async throws {
+        var options = Emulator.fast
+        options.disconnectDelay = .milliseconds(300)
+        try await withEmulator(options, devices: [GenericDevice.batteryHeartRate()]) { env in
+            let device = try await discover(env, hrAddress)
+            try await env.client.connect(device, timeout: .seconds(5))
+            let watcher = try await env.bus.connect()
+            defer { watcher.close() }
+            let signals = try await DeviceSignals(watcher)
+            let started = ContinuousClock.now
+            try await env.client.remove(device)
+            #expect(ContinuousClock.now - started >= .milliseconds(300), "removed before the disconnect timer")
+            #expect(await eventually { env.client.object(device.path) == nil })
+            #expect(await eventually { signals.all.filter { $0.path == device.path }.count >= 2 })
+            let changes = signals.all.filter { $0.path == device.path }.flatMap { $0.changed.keys.sorted() }
+            #expect(changes == ["ServicesResolved", "Connected"], "\(changes)")
+        }
+    }
+
     @Test func independentClientSeesTheEmulator() async throws {
         var options = Emulator.fast
         options.removalDelay = .seconds(20)
@@ -426,7 +468,7 @@ func code(_ e: any Error) -> String { (e as? BlueZError)?.code ?? "\(e)" }
         }
     }
 
-    @Test func disconnectWindowRSSIInvalidationAndVanishAfterDisconnect() async throws {
+    @Test func disconnectWindowRSSIInvalidationAndAConnectedDeviceStays() async throws {
         var options = Emulator.fast
         options.disconnectDelay = .milliseconds(400)
         try await withEmulator(options, devices: [GenericDevice.batteryHeartRate()]) { env in
@@ -446,8 +488,13 @@ func code(_ e: any Error) -> String { (e as? BlueZError)?.code ?? "\(e)" }
                 _ = try await env.client.notifications(m, using: .startNotify)
             }
             try await gone
-            // Unpaired and disconnected with no discovery: it vanishes, children first.
+            // Unpaired and disconnected with no discovery: a device a client connected is no
+            // longer temporary (bluetoothd 5.66, seen on the real stack), so it stays, GATT objects
+            // included, past removalDelay (300 ms here); RemoveDevice removes it, children first.
+            try await Task.sleep(for: .milliseconds(450))
+            #expect(env.client.object(device.path) != nil && env.client.object(m.path) != nil)
             let removals = env.client.connectionStates(device)
+            try await env.client.remove(device)
             #expect(await eventually { env.client.object(device.path) == nil })
             #expect(env.client.object(m.path) == nil)
             #expect(await collect(removals, count: 5, timeout: .seconds(0.2)).count <= 1)

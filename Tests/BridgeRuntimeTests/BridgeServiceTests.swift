@@ -67,7 +67,8 @@ import Testing
             #expect(texts.contains(#"{"transaction":"t1","status":"ok","command":{"led":{"on":1}}}"#))
             #expect(texts.contains { $0.contains(#""code":"invalid_json""#) })
             #expect(device.writes == [[0x01]])
-            // A notification becomes retained state on the broker.
+            // A notification becomes retained state on the broker (with last_seen, which the
+            // state also carries alone from the link's start).
             device.notify([0xAB], on: "FFF2")
             // The retained state (its `last_seen` set at link up) gains the reading.
             let s = await collectUntil(state) { $0.payloadString.contains(#""reading":"ab""#) }

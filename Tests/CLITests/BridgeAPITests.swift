@@ -256,6 +256,34 @@ import Testing
         await hub.disconnect()
     }
 
+    /// device/remove without forget, as on the real stack (`RealStackTests.API`): BlueZ keeps the
+    /// device, and the next scan reports its GATT services (GAP and GATT included) as its UUIDs;
+    /// it can be added again from that sighting.
+    @Test func removeWithoutForgetKeepsTheDeviceAndItsServices() async throws {
+        let env = try EndToEnd(simulate: ["--device", "thermo@C0:FF:EE:00:00:04"])
+        defer { env.stop() }
+        let hub = try await env.broker.client()
+        let responses = try await hub.subscribe("gatt2mqtt/bridge/response/#")
+        let states = try await hub.subscribe("gatt2mqtt/bridge/state")
+        _ = try env.startBridge(devices: "  []")
+        #expect(await Self.first(states) { $0.payloadString.contains("online") } != nil)
+        _ = try await Self.request(hub, responses, "scan", #"{"seconds":20}"#)
+        let added = try await Self.request(hub, responses, "device/add", #"{"id":"porch","address":"C0:FF:EE:00:00:04"}"#)
+        #expect(added["status"] as? String == "ok", "\(added)")
+        _ = try await Self.request(hub, responses, "scan", #"{"seconds":0}"#)
+        let removed = try await Self.request(hub, responses, "device/remove", #"{"id":"porch"}"#)
+        #expect(Self.data(removed)["forgotten"] as? Bool == false, "\(removed)")
+        #expect(try Self.bluezObjects(env.bus).contains("dev_C0_FF_EE_00_00_04"), "BlueZ kept the device")
+        let scan = try await hub.subscribe("gatt2mqtt/bridge/scan")
+        _ = try await Self.request(hub, responses, "scan", #"{"seconds":20}"#)
+        let seen = try #require(await Self.first(scan) { $0.payloadString.contains("C0:FF:EE:00:00:04") })
+        #expect(seen.payloadString.contains(#""service_uuids":["1800","1801","180F","181A"]"#)
+                    && seen.payloadString.contains(#""configured":false"#), "\(seen.payloadString)")
+        let again = try await Self.request(hub, responses, "device/add", #"{"id":"porch","address":"C0:FF:EE:00:00:04"}"#)
+        #expect(again["status"] as? String == "ok" && Self.data(again)["profile"] as? String == "environmental_sensing", "\(again)")
+        await hub.disconnect()
+    }
+
     /// The demo as `scripts/run` starts it: config/demo.yaml and the four simulated devices, of
     /// which the thermometer is not in the file. Scan → add → use, as the demo's "Try" lists.
     @Test func theDemoAddsItsFourthDeviceOverMQTT() async throws {

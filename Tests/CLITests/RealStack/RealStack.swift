@@ -22,9 +22,15 @@ final class RealStack {
     let broker: MosquittoBroker
     let name: String
     let devices: [String]
+    /// More arguments for `radio.py` (e.g. `--legacy-connection-complete`).
+    let radioOptions: [String]
     private(set) var models: pid_t = 0
     private(set) var radio: pid_t = 0
     private(set) var bluetoothd: pid_t = 0
+    /// `btmon` writing the HCI trace and `dbus-monitor` recording bluetoothd's D-Bus traffic,
+    /// when `GATT2MQTT_REAL_STACK_TRACE=1`.
+    private(set) var btmon: pid_t = 0
+    private(set) var dbusMonitor: pid_t = 0
     var bridge: Process?
     private var stopped = false
 
@@ -33,13 +39,19 @@ final class RealStack {
     var radioLog: String { directory.path + "/radio.log" }
     var bluetoothdLog: String { directory.path + "/bluetoothd.log" }
     var bridgeLogPath: String { directory.path + "/bridge.log" }
+    /// The HCI trace (`btmon -w`; read it with `btmon -r`), with `GATT2MQTT_REAL_STACK_TRACE=1`.
+    var hciTrace: String { directory.path + "/hci.btsnoop" }
+    /// Every D-Bus message from or to `org.bluez` (`dbus-monitor`), with `GATT2MQTT_REAL_STACK_TRACE=1`.
+    var dbusTrace: String { directory.path + "/dbus.log" }
 
     /// - Parameters:
     ///   - name: names the folder of this stack's logs under `$VM_ARTIFACTS`.
     ///   - devices: `KIND@ADDRESS` as for `gatt2mqtt peripherals --device`.
-    init(_ name: String = #function, devices: [String]) throws {
+    ///   - radioOptions: more arguments for `scripts/vm/radio.py`.
+    init(_ name: String = #function, devices: [String], radioOptions: [String] = []) throws {
         self.name = name.prefix { $0 != "(" }.description
         self.devices = devices
+        self.radioOptions = radioOptions
         // Each stack starts with no bonds: bluetoothd keeps them in /var/lib/bluetooth, the radio
         // in memory, so a bond left by an earlier test would meet a peripheral that forgot it.
         // Only inside scripts/vm-bluez's VM (whose /var/lib is a tmpfs overlay), never on a host.
@@ -52,6 +64,11 @@ final class RealStack {
         directory = try TemporaryDirectory()
         broker = try MosquittoBroker()
         do {
+            if ProcessInfo.processInfo.environment["GATT2MQTT_REAL_STACK_TRACE"] == "1" {
+                btmon = try spawn("/usr/bin/btmon", ["-w", hciTrace], log: directory.path + "/btmon.log")
+                dbusMonitor = try spawn("/usr/bin/dbus-monitor", ["--system", "sender='org.bluez'", "destination='org.bluez'"],
+                                        log: dbusTrace)
+            }
             try startRadio()
             try startBluetoothd()
         } catch {
@@ -68,7 +85,7 @@ final class RealStack {
                            log: directory.path + "/models.log")
         try waitFor("the device models' socket", timeout: .seconds(30)) { FileManager.default.fileExists(atPath: modelsSocket) }
         radio = try spawn("/usr/bin/env", ["python3", Self.projectPath("scripts/vm/radio.py"), "--models", modelsSocket,
-                                           "--transport", "vhci", "--control", controlSocket],
+                                           "--transport", "vhci", "--control", controlSocket] + radioOptions,
                           log: radioLog)
         try waitFor("radio: ready", timeout: Self.slow) { self.file(radioLog).contains("radio: ready") }
         try waitFor("hci0", timeout: .seconds(30)) { FileManager.default.fileExists(atPath: "/sys/class/bluetooth/hci0") }
@@ -147,6 +164,10 @@ final class RealStack {
         killAndReap(bluetoothd, SIGTERM)
         killAndReap(radio, SIGTERM)
         killAndReap(models, SIGTERM)
+        if btmon != 0 { killAndReap(btmon, SIGINT) }
+        if dbusMonitor != 0 { killAndReap(dbusMonitor, SIGTERM) }
+        btmon = 0
+        dbusMonitor = 0
         bluetoothd = 0
         radio = 0
         models = 0
@@ -155,7 +176,7 @@ final class RealStack {
             // Inside scripts/vm-bluez: keep every log (the host copies them out on request).
             let keep = artifacts + "/" + name
             try? FileManager.default.createDirectory(atPath: keep, withIntermediateDirectories: true)
-            for log in ["bridge.log", "radio.log", "models.log", "bluetoothd.log", "bridge.yaml"] {
+            for log in ["bridge.log", "radio.log", "models.log", "bluetoothd.log", "bridge.yaml", "hci.btsnoop", "dbus.log"] {
                 try? FileManager.default.copyItem(atPath: directory.path + "/" + log, toPath: keep + "/" + log)
             }
         }
@@ -207,6 +228,12 @@ final class RealStack {
     /// How many writes the peripheral at `address` received on the characteristic `uuid` (128-bit form).
     func writes(_ address: String, _ uuid: String) throws -> Int {
         ((try peripheral(address))["writes"] as? [String: Int])?[uuid.lowercased()] ?? 0
+    }
+
+    /// How many times the peripheral at `address` received exactly `hex` on the characteristic
+    /// `uuid` (128-bit form), among the last 100 values written there.
+    func writes(_ address: String, _ uuid: String, value hex: String) throws -> Int {
+        (((try peripheral(address))["written"] as? [String: [String]])?[uuid.lowercased()] ?? []).filter { $0 == hex.lowercased() }.count
     }
 
     /// `btmgmt` (BlueZ's management tool, straight to the kernel) with `arguments`.
