@@ -90,7 +90,9 @@ let package = Package(
         ),
         .target(
             name: "DeviceSimulators",
-            dependencies: ["BlueZSimulator", "GoProCodec", "CapsCodec", "BinaryCoding", .product(name: "SwiftProtobuf", package: "swift-protobuf")]
+            // EmulatedBlueZ (what `gatt2mqtt simulate` runs): the private bus, the connection, the loop.
+            dependencies: ["BlueZSimulator", "DBus", "Reactor", "GoProCodec", "CapsCodec", "BinaryCoding",
+                           .product(name: "SwiftProtobuf", package: "swift-protobuf")]
         ),
         .target(name: "BridgeStore", dependencies: ["BinaryCoding", .product(name: "GRDB", package: "GRDB.swift")]),
         // The models served to a radio front-end (scripts/vm/radio.py) over a Unix socket.
