@@ -29,6 +29,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
         .package(url: "https://github.com/swhitty/FlyingFox", from: "0.27.1"),
+        // Heap for the event loop's timers.
+        .package(url: "https://github.com/apple/swift-collections", from: "1.6.0"),
     ],
     targets: [
         // MARK: Pure codecs
@@ -61,9 +63,9 @@ let package = Package(
         // MARK: Bluetooth over D-Bus
         // SOCK_SEQPACKET sockets of AcquireWrite/AcquireNotify (client and emulator ends).
         .target(name: "PacketSocket", dependencies: ["Reactor"]),
-        // The one poll(2) thread the bridge runs on (executor, descriptors, timers).
+        // The one epoll(7) thread the bridge runs on (executor, descriptors, timers).
         .systemLibrary(name: "CEpoll"),
-        .target(name: "Reactor", dependencies: ["CEpoll"]),
+        .target(name: "Reactor", dependencies: ["CEpoll", .product(name: "HeapModule", package: "swift-collections")]),
         .target(name: "BlueZ", dependencies: ["DBus", "BridgeCore", "PacketSocket", "Reactor"]),
         .target(name: "BlueZSimulator", dependencies: ["DBus", "PacketSocket", "Reactor"]),
 
