@@ -29,12 +29,12 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
         .package(url: "https://github.com/swhitty/FlyingFox", from: "0.27.1"),
-        // Heap for the event loop's timers.
+        // Heap for the event loop's timers, OrderedDictionary for JSON objects.
         .package(url: "https://github.com/apple/swift-collections", from: "1.6.0"),
     ],
     targets: [
         // MARK: Pure codecs
-        .target(name: "BinaryCoding"),
+        .target(name: "BinaryCoding", dependencies: [.product(name: "OrderedCollections", package: "swift-collections")]),
         .target(name: "CapsCodec", dependencies: ["BinaryCoding"]),
         .target(
             name: "GoProCodec",
