@@ -20,6 +20,10 @@ import Synchronization
 /// watches, timers and hooks may come from any thread (off the loop they are carried over to
 /// it). The only wake-up from another thread is a byte written to a pipe, made only while the loop
 /// sleeps or is about to.
+///
+/// `@unchecked Sendable` (also `Watch` and `Timer`): what other threads touch is in a `Mutex`
+/// (the incoming work, the sleeping and stopping flags) or atomic (the loop's thread, the id
+/// counter); every other field is confined to the loop thread, which the compiler cannot check.
 public final class EventLoop: @unchecked Sendable {
     /// Readiness of a watched descriptor.
     public struct IOEvents: OptionSet, Sendable {
