@@ -31,10 +31,12 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
         .package(url: "https://github.com/swhitty/FlyingFox", from: "0.27.1"),
+        // Heap for the event loop's timers, OrderedDictionary for JSON objects.
+        .package(url: "https://github.com/apple/swift-collections", from: "1.6.0"),
     ],
     targets: [
         // MARK: Pure codecs
-        .target(name: "BinaryCoding"),
+        .target(name: "BinaryCoding", dependencies: [.product(name: "OrderedCollections", package: "swift-collections")]),
         .target(name: "CapsCodec", dependencies: ["BinaryCoding"]),
         .target(
             name: "GoProCodec",
@@ -63,9 +65,9 @@ let package = Package(
         // MARK: Bluetooth over D-Bus
         // SOCK_SEQPACKET sockets of AcquireWrite/AcquireNotify (client and emulator ends).
         .target(name: "PacketSocket", dependencies: ["Reactor"]),
-        // The one poll(2) thread the bridge runs on (executor, descriptors, timers).
+        // The one epoll(7) thread the bridge runs on (executor, descriptors, timers).
         .systemLibrary(name: "CEpoll"),
-        .target(name: "Reactor", dependencies: ["CEpoll"]),
+        .target(name: "Reactor", dependencies: ["CEpoll", .product(name: "HeapModule", package: "swift-collections")]),
         .target(name: "BlueZ", dependencies: ["DBus", "BridgeCore", "PacketSocket", "Reactor"]),
         .target(name: "BlueZSimulator", dependencies: ["DBus", "PacketSocket", "Reactor"]),
 
@@ -92,7 +94,9 @@ let package = Package(
         ),
         .target(
             name: "DeviceSimulators",
-            dependencies: ["BlueZSimulator", "GoProCodec", "CapsCodec", "BinaryCoding", .product(name: "SwiftProtobuf", package: "swift-protobuf")]
+            // EmulatedBlueZ (what `gatt2mqtt simulate` runs): the private bus, the connection, the loop.
+            dependencies: ["BlueZSimulator", "DBus", "Reactor", "GoProCodec", "CapsCodec", "BinaryCoding",
+                           .product(name: "SwiftProtobuf", package: "swift-protobuf")]
         ),
         .target(name: "BridgeStore", dependencies: ["BinaryCoding", .product(name: "GRDB", package: "GRDB.swift")]),
         // The models served to a radio front-end (scripts/vm/radio.py) over a Unix socket.

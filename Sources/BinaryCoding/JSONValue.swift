@@ -1,3 +1,5 @@
+import OrderedCollections
+
 /// A JSON document as a value. Object members keep their order (so output is
 /// stable and readable); equality of objects ignores order. Integers keep full
 /// 64-bit precision.
@@ -17,19 +19,21 @@ public enum JSONValue: Sendable, Equatable {
     case object(JSONObject)
 }
 
-/// An ordered JSON object. Lookups go through a hash index, so building and reading large
-/// objects (a GoPro status dictionary has ~80 members) stays linear.
+/// An ordered JSON object: swift-collections' `OrderedDictionary` (members in insertion order,
+/// lookups through its hash table), so building and reading large objects (a GoPro status
+/// dictionary has ~80 members) stays linear.
 public struct JSONObject: Sendable, Equatable, Sequence, ExpressibleByDictionaryLiteral {
-    public private(set) var members: [(key: String, value: JSONValue)]
-    private var index: [String: Int]
+    private var storage: OrderedDictionary<String, JSONValue>
+
+    /// The members in order (a view, not a copy).
+    public var members: OrderedDictionary<String, JSONValue>.Elements { storage.elements }
 
     public init() {
-        members = []
-        index = [:]
+        storage = [:]
     }
-    public init(_ members: [(key: String, value: JSONValue)]) {
+    public init<S: Sequence>(_ members: S) where S.Element == (key: String, value: JSONValue) {
         self.init()
-        reserveCapacity(members.count)
+        reserveCapacity(members.underestimatedCount)
         for m in members { self[m.key] = m.value }
     }
     public init(dictionaryLiteral elements: (String, JSONValue)...) {
@@ -39,45 +43,31 @@ public struct JSONObject: Sendable, Equatable, Sequence, ExpressibleByDictionary
     }
 
     public mutating func reserveCapacity(_ n: Int) {
-        members.reserveCapacity(n)
-        index.reserveCapacity(n)
+        storage.reserveCapacity(n)
     }
 
-    public var count: Int { members.count }
-    public var isEmpty: Bool { members.isEmpty }
-    public var keys: [String] { members.map(\.key) }
+    public var count: Int { storage.count }
+    public var isEmpty: Bool { storage.isEmpty }
+    public var keys: [String] { Array(storage.keys) }
 
     /// Reads a member; setting `nil` removes it; setting an existing key replaces it in place.
     public subscript(key: String) -> JSONValue? {
-        get { index[key].map { members[$0].value } }
-        set {
-            if let i = index[key] {
-                if let newValue {
-                    members[i].value = newValue
-                } else {
-                    members.remove(at: i)
-                    index[key] = nil
-                    for j in i..<members.count { index[members[j].key] = j }
-                }
-            } else if let newValue {
-                index[key] = members.count
-                members.append((key, newValue))
-            }
-        }
+        get { storage[key] }
+        set { storage[key] = newValue }
     }
 
     /// Adds or replaces every member of `other` (later wins).
     public mutating func merge(_ other: JSONObject) {
-        for m in other.members { self[m.key] = m.value }
+        for m in other.storage { storage[m.key] = m.value }
     }
 
-    public func makeIterator() -> IndexingIterator<[(key: String, value: JSONValue)]> {
-        members.makeIterator()
+    public func makeIterator() -> OrderedDictionary<String, JSONValue>.Iterator {
+        storage.makeIterator()
     }
 
     public static func == (a: JSONObject, b: JSONObject) -> Bool {
-        guard a.members.count == b.members.count else { return false }
-        for m in a.members where b[m.key] != m.value { return false }
+        guard a.count == b.count else { return false }
+        for m in a.storage where b.storage[m.key] != m.value { return false }
         return true
     }
 }

@@ -12,6 +12,8 @@ public enum BlueZSimulatorError: Error, Sendable, Equatable, CustomStringConvert
     case duplicateDevice(String)
     /// A fault name or value ``BlueZSimulator/Faults/set(_:_:)`` does not accept.
     case invalidFault(String)
+    /// The private dbus-daemon (``PrivateBus``) did not start: why.
+    case privateBus(String)
 
     public var description: String {
         switch self {
@@ -20,6 +22,7 @@ public enum BlueZSimulatorError: Error, Sendable, Equatable, CustomStringConvert
         case let .unknownDevice(a): return "no simulated device \(a)"
         case let .duplicateDevice(a): return "simulated device \(a) already added"
         case let .invalidFault(m): return "invalid fault: \(m)"
+        case let .privateBus(m): return m
         }
     }
 }

@@ -64,7 +64,6 @@ final class ConnectionBox: @unchecked Sendable {
     struct State {
         var watches: [Handle: Watch] = [:]
         var timers: [Handle: Timer] = [:]
-        var queue: [Command] = []
         /// No new work is accepted (closed by us or lost).
         var closed = false
         var stopRequested = false
@@ -233,7 +232,7 @@ final class ConnectionBox: @unchecked Sendable {
     /// The dispatch thread (`pthread_self()` as a number), 0 before it runs.
     private let loopThread = Atomic<UInt>(0)
 
-    /// Wakes the dispatch thread's `poll` so it looks at watches, timers and the queue again.
+    /// Wakes the dispatch thread's `poll` so it looks at watches, timers and the stop request again.
     /// Not needed on the dispatch thread itself: it does so before it polls again.
     func wake() {
         if loop != nil { return }
@@ -242,7 +241,7 @@ final class ConnectionBox: @unchecked Sendable {
         _ = write(wakeWrite, &one, 1)  // EAGAIN: the pipe is full, which wakes poll just as well
     }
 
-    // MARK: Commands from other threads
+    // MARK: Commands, on the caller's thread
 
     /// Runs a command on the calling thread; `false` (and nothing done) once closed.
     ///
@@ -250,7 +249,7 @@ final class ConnectionBox: @unchecked Sendable {
     /// the message at once (no hand-off to the dispatch thread, which keeps reading and
     /// dispatching; a write that does not fit wakes it through the watch functions). `io` keeps
     /// `teardown` from closing the connection while a command is under way.
-    func enqueue(_ command: Command) -> Bool {
+    func perform(_ command: Command) -> Bool {
         io.withLock { open -> Bool in
             guard open, !state.withLock({ $0.closed }) else { return false }
             execute(command)
@@ -263,7 +262,7 @@ final class ConnectionBox: @unchecked Sendable {
 
     /// Sends an owned message without waiting; the message is released either way.
     func send(_ message: OpaquePointer) throws(DBusError) {
-        guard enqueue(.send(Handle(message))) else {
+        guard perform(.send(Handle(message))) else {
             dbus_message_unref(message)
             throw .disconnected
         }
@@ -289,13 +288,7 @@ final class ConnectionBox: @unchecked Sendable {
         loopThread.store(UInt(pthread_self()), ordering: .relaxed)
         Self.nameThisThread("dbus-dispatch")
         while true {
-            let (commands, stop) = state.withLock { s -> ([Command], Bool) in
-                let c = s.queue
-                s.queue = []
-                return (c, s.stopRequested)
-            }
-            for c in commands { execute(c) }
-            if stop { break }
+            if state.withLock({ $0.stopRequested }) { break }
             while dbus_connection_dispatch(raw) == DBUS_DISPATCH_DATA_REMAINS {}
             if dbus_connection_get_is_connected(raw) == 0 {
                 // The Disconnected message has been dispatched by now (it is queued last).
@@ -482,22 +475,12 @@ final class ConnectionBox: @unchecked Sendable {
     func closeAndRelease() {
         dbus_connection_close(raw)
         while dbus_connection_dispatch(raw) == DBUS_DISPATCH_DATA_REMAINS {}
-        let (queue, boxes, calls) = state.withLock { s in
-            let r = (s.queue, Array(s.pendingBoxes.values), Array(s.pendingCalls.values))
-            s.queue = []
+        let (boxes, calls) = state.withLock { s in
+            let r = (Array(s.pendingBoxes.values), Array(s.pendingCalls.values))
             s.pendingBoxes = [:]
             s.pendingCalls = [:]
             s.registry = ObjectRegistry()
             return r
-        }
-        for c in queue {
-            switch c {
-            case let .send(msg): dbus_message_unref(msg.pointer)
-            case let .call(msg, _, box):
-                dbus_message_unref(msg.pointer)
-                box.resolve(.failure(.disconnected))
-            case .cancel: break
-            }
         }
         for p in calls {
             dbus_pending_call_cancel(p.pointer)

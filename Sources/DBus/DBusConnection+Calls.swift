@@ -121,7 +121,7 @@ extension ConnectionBox {
             dbus_message_unref(msg)
             throw .disconnected
         }
-        guard b.enqueue(.call(ConnectionBox.Handle(msg), timeoutMs: Int32(ms), pending)) else {
+        guard b.perform(.call(ConnectionBox.Handle(msg), timeoutMs: Int32(ms), pending)) else {
             dbus_message_unref(msg)
             b.state.withLock { _ = $0.pendingBoxes.removeValue(forKey: pending.id) }
             throw .disconnected
@@ -130,7 +130,7 @@ extension ConnectionBox {
             await withCheckedContinuation { pending.attach($0) }
         } onCancel: {
             pending.resolve(.failure(.cancelled))
-            _ = b.enqueue(.cancel(pending.id))
+            _ = b.perform(.cancel(pending.id))
         }
         return try result.get()
     }

@@ -169,7 +169,7 @@ extension PeripheralServer {
     /// `answer` with `id` right after `op`.
     static func withID(_ id: JSONValue?, _ answer: JSONObject) -> JSONObject {
         guard let id else { return answer }
-        return JSONObject(answer.members.prefix(1) + [(key: "id", value: id)] + answer.members.dropFirst())
+        return JSONObject(Array(answer.members.prefix(1)) + [(key: "id", value: id)] + answer.members.dropFirst())
     }
 
     /// `{"op":"error","message"}` (with the request's `id` when it had one): always sent.

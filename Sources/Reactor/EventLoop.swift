@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import CEpoll
+import HeapModule
 import Synchronization
 
 /// One thread that waits in `epoll_wait(2)` for every descriptor the bridge reads (the broker's socket,
@@ -19,6 +20,10 @@ import Synchronization
 /// watches, timers and hooks may come from any thread (off the loop they are carried over to
 /// it). The only wake-up from another thread is a byte written to a pipe, made only while the loop
 /// sleeps or is about to.
+///
+/// `@unchecked Sendable` (also `Watch` and `Timer`): what other threads touch is in a `Mutex`
+/// (the incoming work, the sleeping and stopping flags) or atomic (the loop's thread, the id
+/// counter); every other field is confined to the loop thread, which the compiler cannot check.
 public final class EventLoop: @unchecked Sendable {
     /// Readiness of a watched descriptor.
     public struct IOEvents: OptionSet, Sendable {
@@ -122,7 +127,9 @@ public final class EventLoop: @unchecked Sendable {
     private var registered: [Int32: UInt32] = [:]
     private let epollFD: Int32
     fileprivate var timers: [Int: Timer] = [:]
-    private var timerHeap = TimerHeap()
+    /// Pending timers by deadline (earliest first; equal deadlines in the order scheduled). A
+    /// cancelled timer stays until it reaches the top.
+    private var timerHeap = Heap<TimerEntry>()
     private var hooks: [Int: () -> Void] = [:]
     private var nextID = 0
     private var readyEvents = [UInt32](repeating: 0, count: 64)
@@ -218,7 +225,7 @@ public final class EventLoop: @unchecked Sendable {
         onLoop { [self] in
             guard timer.body != nil else { return }
             timers[timer.id] = timer
-            timerHeap.push(deadline: timer.deadline, id: timer.id)
+            timerHeap.insert(TimerEntry(deadline: timer.deadline, id: timer.id))
         }
         return timer
     }
@@ -378,8 +385,8 @@ public final class EventLoop: @unchecked Sendable {
     private func fireTimers() -> Bool {
         let now = Self.now()
         var ran = false
-        while let top = timerHeap.peek, top.deadline <= now {
-            timerHeap.pop()
+        while let top = timerHeap.min, top.deadline <= now {
+            timerHeap.removeMin()
             guard let timer = timers.removeValue(forKey: top.id), let body = timer.body else { continue }
             timer.body = nil
             body()
@@ -390,8 +397,8 @@ public final class EventLoop: @unchecked Sendable {
 
     private func waitForEvents() {
         var timeout: Int32 = -1
-        while let top = timerHeap.peek, timers[top.id] == nil { timerHeap.pop() }  // cancelled ones
-        if let top = timerHeap.peek {
+        while let top = timerHeap.min, timers[top.id] == nil { timerHeap.removeMin() }  // cancelled ones
+        if let top = timerHeap.min {
             let now = Self.now()
             let ns = top.deadline > now ? top.deadline - now : 0
             timeout = Int32(min((ns + 999_999) / 1_000_000, 60_000))
@@ -487,40 +494,13 @@ extension EventLoop: SerialExecutor, TaskExecutor {
     }
 }
 
-/// A binary min-heap of (deadline, id); cancelled timers stay until they reach the top.
-struct TimerHeap {
-    struct Entry {
-        var deadline: UInt64
-        var id: Int
-    }
-    private var items: [Entry] = []
+/// A timer in the loop's heap: its deadline, then its id (ids grow, so timers due at the same
+/// nanosecond fire in the order they were scheduled).
+struct TimerEntry: Comparable {
+    var deadline: UInt64
+    var id: Int
 
-    var peek: Entry? { items.first }
-
-    mutating func push(deadline: UInt64, id: Int) {
-        items.append(Entry(deadline: deadline, id: id))
-        var i = items.count - 1
-        while i > 0 {
-            let parent = (i - 1) / 2
-            guard items[i].deadline < items[parent].deadline else { break }
-            items.swapAt(i, parent)
-            i = parent
-        }
-    }
-
-    mutating func pop() {
-        guard !items.isEmpty else { return }
-        items.swapAt(0, items.count - 1)
-        items.removeLast()
-        var i = 0
-        while true {
-            let l = 2 * i + 1, r = l + 1
-            var m = i
-            if l < items.count, items[l].deadline < items[m].deadline { m = l }
-            if r < items.count, items[r].deadline < items[m].deadline { m = r }
-            if m == i { break }
-            items.swapAt(i, m)
-            i = m
-        }
+    static func < (a: TimerEntry, b: TimerEntry) -> Bool {
+        (a.deadline, a.id) < (b.deadline, b.id)
     }
 }

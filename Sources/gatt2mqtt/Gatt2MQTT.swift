@@ -50,24 +50,38 @@ func emit(_ line: String) {
     FileHandle.standardOutput.write(Data((line + "\n").utf8))
 }
 
-/// Returns on SIGINT or SIGTERM (handled, not fatal, so the caller can stop what it started), or
-/// after `seconds` when given: how `simulate` and `peripherals` run until stopped.
-func untilStopped(after seconds: Double?) async {
-    signal(SIGINT, SIG_IGN)
-    signal(SIGTERM, SIG_IGN)
-    let stop = AsyncStream<Void>.makeStream()
-    let sources = [SIGINT, SIGTERM].map { sig -> DispatchSourceSignal in
-        let s = DispatchSource.makeSignalSource(signal: sig)
-        s.setEventHandler { stop.continuation.yield() }
-        s.resume()
-        return s
+/// SIGINT and SIGTERM, caught (handled, not fatal) from the moment this is made, so a command that
+/// makes it first can stop what it starts even when the signal comes during its start-up (a
+/// `simulate` killed by SIGTERM between starting its dbus-daemon and waiting would leave the
+/// daemon behind). ``wait(after:)`` returns at once for a signal that came earlier.
+final class StopSignals {
+    private let stop = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
+    private let sources: [DispatchSourceSignal]
+
+    init() {
+        signal(SIGINT, SIG_IGN)
+        signal(SIGTERM, SIG_IGN)
+        let continuation = stop.continuation
+        sources = [SIGINT, SIGTERM].map { sig -> DispatchSourceSignal in
+            let s = DispatchSource.makeSignalSource(signal: sig)
+            s.setEventHandler { continuation.yield() }
+            s.resume()
+            return s
+        }
     }
-    defer { sources.forEach { $0.cancel() } }
-    let timer = Task {
-        guard let seconds else { return }
-        try? await Task.sleep(for: .milliseconds(Int64(seconds * 1000)))
-        stop.continuation.yield()
+
+    deinit { sources.forEach { $0.cancel() } }
+
+    /// Returns on SIGINT or SIGTERM (since ``init()``), or after `seconds` when given: how
+    /// `simulate` and `peripherals` run until stopped.
+    func wait(after seconds: Double?) async {
+        let continuation = stop.continuation
+        let timer = Task {
+            guard let seconds else { return }
+            try? await Task.sleep(for: .milliseconds(Int64(seconds * 1000)))
+            continuation.yield()
+        }
+        defer { timer.cancel() }
+        for await _ in stop.stream { break }
     }
-    defer { timer.cancel() }
-    for await _ in stop.stream { break }
 }

@@ -40,6 +40,7 @@ struct PeripheralsCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
+        let signals = StopSignals()
         let loop = EventLoop(name: "peripherals")
         defer { loop.shutdown() }
         let timings = try self.timings
@@ -64,7 +65,7 @@ struct PeripheralsCommand: AsyncParsableCommand {
             guard let thermo else { return }
             await SimulatedPeripheral.readings(peripherals, every: thermo)
         }
-        await untilStopped(after: seconds)
+        await signals.wait(after: seconds)
         beats.cancel()
         readings.cancel()
         await server.stop()

@@ -1,14 +1,13 @@
 import ArgumentParser
 import BlueZSimulator
-import DBus
 import DeviceSimulators
 import Foundation
-import Reactor
 
 /// `gatt2mqtt simulate`: a private dbus-daemon with the emulated BlueZ and a battery + heart-rate
 /// device (or the `--device` ones: GoPro, Rokid glasses, heart-rate sensor, thermometer), for demos and end-to-end tests (docs/bluez.md). Prints the bus address as
-/// `DBUS_SYSTEM_BUS_ADDRESS=…` and runs until SIGINT/SIGTERM or `--seconds`; the daemon is
-/// stopped by its pid.
+/// `DBUS_SYSTEM_BUS_ADDRESS=…` and runs until SIGINT/SIGTERM (from its start: a signal during the
+/// start-up stops it too) or `--seconds`. Parses and checks the options; `EmulatedBlueZ`
+/// (DeviceSimulators) does the work and stops the daemon by its pid.
 struct SimulateCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "simulate",
@@ -110,58 +109,20 @@ struct SimulateCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let bus: PrivateBus
-        do { bus = try PrivateBus() } catch { throw CLIError("\(error)") }
-        defer { bus.stop() }
-        let busAddress = bus.address
-        // Loop mode: the connection, the emulator's handlers and tasks and the devices' timers
-        // all run on this one thread (docs/bluez.md "On an event loop"); stopped last.
-        let loop = eventLoop ? EventLoop(name: "simulate") : nil
-        defer { loop?.shutdown() }
-        let connection = try await DBusConnection.connect(.address(busAddress), timeout: .seconds(10), loop: loop)
-        defer { connection.close() }
-        let sim = BlueZSimulator(connection: connection,
-                                 options: .init(advertisingInterval: Self.period(advertisingInterval)))
-        try await sim.start()
-        defer { sim.stop() }
-        let timings = try self.timings
-        let rokidAuth = try rokidAuthMode
-        let peripherals = try Self.specs(devices, default: address).map {
-            SimulatedPeripheral($0, timings: timings, rokidAuth: rokidAuth, executor: loop)
+        // Caught from here on: a signal during the start-up stops what was started (below).
+        let signals = StopSignals()
+        let options = EmulatedBlueZ.Options(
+            devices: try Self.specs(devices, default: address), timings: try timings, rokidAuth: try rokidAuthMode,
+            advertisingInterval: Self.period(advertisingInterval), faults: try faults.map(Self.fault),
+            adapterOff: adapterOff, eventLoop: eventLoop)
+        let emulator: EmulatedBlueZ
+        do {
+            emulator = try await EmulatedBlueZ.start(options)
+        } catch {
+            throw CLIError("simulate: \(error)")
         }
-        var cameras: [String: SimulatedGoPro] = [:]
-        for peripheral in peripherals {
-            if case let .gopro(camera) = peripheral {
-                cameras[camera.address] = camera
-                try camera.add(to: sim)
-            } else {
-                try sim.add(peripheral.device)
-            }
-        }
-        for f in faults {
-            let (address, name, value) = try Self.fault(f)
-            var failure: BlueZSimulatorError?
-            try sim.updateFaults(address) { faults in
-                do throws(BlueZSimulatorError) { try faults.set(name, value) } catch { failure = error }
-            }
-            if let failure { throw CLIError("--fault \(f): \(failure)") }
-        }
-        if adapterOff { sim.setAdapterPowered(false) }
-        try connection.export(BlueZSimulator.controlPath, interfaces: [Self.goProControl(cameras)])
-        emit("DBUS_SYSTEM_BUS_ADDRESS=\(busAddress)")
-
-        let beat = timings.heartRateInterval
-        let beats = Task(executorPreference: loop) {
-            guard let beat else { return }
-            await SimulatedPeripheral.heartbeats(peripherals, every: beat)
-        }
-        defer { beats.cancel() }
-        let thermo = timings.thermoInterval
-        let readings = Task(executorPreference: loop) {
-            guard let thermo else { return }
-            await SimulatedPeripheral.readings(peripherals, every: thermo)
-        }
-        defer { readings.cancel() }
-        await untilStopped(after: seconds)
+        defer { emulator.stop() }
+        emit("DBUS_SYSTEM_BUS_ADDRESS=\(emulator.busAddress)")
+        await signals.wait(after: seconds)
     }
 }

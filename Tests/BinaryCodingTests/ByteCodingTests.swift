@@ -104,4 +104,28 @@ import Testing
         for i in 0..<1000 { big["k\(i)"] = .int(Int64(i)) }
         #expect(big["k999"] == 999 && big.count == 1000)
     }
+
+    /// Past 15 members the ordered storage hashes its keys: order, replace in place, removal and
+    /// merge behave the same on both sides of that size.
+    @Test(arguments: [3, 15, 16, 40, 200])
+    func orderMergeAndEqualityAtEverySize(size: Int) throws {
+        var o = JSONObject()
+        for i in 0..<size { o["k\(i)"] = .int(Int64(i)) }
+        o["k0"] = "first"  // replaced in place
+        o["k1"] = nil      // removed
+        o.merge(["k2": true, "new": .null])
+        let expectedKeys = ["k0"] + (2..<size).map { "k\($0)" } + ["new"]
+        #expect(o.keys == expectedKeys)
+        #expect(o["k0"] == "first" && o["k1"] == nil && o["k2"] == true && o["new"] == .null)
+        for i in 3..<size { #expect(o["k\(i)"] == .int(Int64(i))) }
+        // Text in member order; parsed back, equal; equality ignores order.
+        let text = JSONValue.object(o).jsonText
+        #expect(text.hasPrefix(#"{"k0":"first","k2":true"#) && text.hasSuffix(#","new":null}"#))
+        #expect(try JSONValue(parsing: text) == .object(o))
+        let reversed = JSONObject(Array(o.members).reversed())
+        #expect(reversed == o && reversed.keys == expectedKeys.reversed())
+        var fewer = o
+        fewer["new"] = nil
+        #expect(fewer != o)
+    }
 }

@@ -98,6 +98,34 @@ struct EventLoopTests {
         #expect(fired.withLock { $0 } == ["10", "30"])
     }
 
+    @Test("many timers fire by deadline, equal delays in the order scheduled; cancelled ones never fire")
+    func manyTimers() async throws {
+        let loop = EventLoop(name: "t-many-timers")
+        defer { loop.shutdown() }
+        let fired = Mutex<[Int]>([])
+        // Delays 2 ms apart (scheduling all of them takes far less), several timers per delay.
+        let delays = (0..<120).map { ($0 * 37) % 15 * 2 }
+        let cancelled = Set(stride(from: 3, to: 120, by: 7))
+        let expected = delays.indices.filter { !cancelled.contains($0) }.sorted { (delays[$0], $0) < (delays[$1], $1) }
+        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+            loop.execute {  // in one loop turn: none fires before all are scheduled
+                var timers: [EventLoop.Timer] = []
+                for (i, ms) in delays.enumerated() {
+                    timers.append(loop.schedule(after: .milliseconds(ms)) { fired.withLock { $0.append(i) } })
+                }
+                for i in cancelled { timers[i].cancel() }
+                done.resume()
+            }
+        }
+        let deadline = ContinuousClock.now + .seconds(5)
+        while fired.withLock({ $0.count }) < expected.count, ContinuousClock.now < deadline {
+            try await loop.sleep(for: .milliseconds(5))
+        }
+        try await loop.sleep(for: .milliseconds(10))  // a cancelled one would have fired by now
+        #expect(fired.withLock { $0 } == expected)
+        #expect(await loop.registrations().timers == 0)
+    }
+
     @Test("sleep throws CancellationError when its task is cancelled")
     func sleepCancellation() async {
         let loop = EventLoop(name: "t-sleep")

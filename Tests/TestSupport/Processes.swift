@@ -64,10 +64,15 @@ public func tool(_ path: String, _ arguments: [String]) async throws -> String {
 
 /// Spawns `path` with stdout/stderr appended to `log`, an empty signal mask and default
 /// signal dispositions (the test process blocks signals in some threads; a child must not
-/// inherit that, or SIGTERM would be ignored).
-public func spawn(_ path: String, _ arguments: [String], log: String) throws -> pid_t {
+/// inherit that, or SIGTERM would be ignored). `environment`: the child's whole environment
+/// (nil: this process').
+public func spawn(_ path: String, _ arguments: [String], log: String, environment: [String: String]? = nil) throws -> pid_t {
     let argv: [UnsafeMutablePointer<CChar>?] = ([path] + arguments).map { text in text.withCString { strdup($0) } } + [nil]
     defer { argv.forEach { free($0) } }
+    let envp: [UnsafeMutablePointer<CChar>?]? = environment.map { env in
+        env.map { "\($0.key)=\($0.value)" }.sorted().map { text in text.withCString { strdup($0) } } + [nil]
+    }
+    defer { envp?.forEach { free($0) } }
     var actions = posix_spawn_file_actions_t()
     posix_spawn_file_actions_init(&actions)
     defer { posix_spawn_file_actions_destroy(&actions) }
@@ -86,7 +91,7 @@ public func spawn(_ path: String, _ arguments: [String], log: String) throws -> 
     posix_spawnattr_setsigdefault(&attributes, &defaults)
     posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
     var pid: pid_t = 0
-    let rc = posix_spawn(&pid, path, &actions, &attributes, argv, environ)
+    let rc = envp.map { posix_spawn(&pid, path, &actions, &attributes, argv, $0) } ?? posix_spawn(&pid, path, &actions, &attributes, argv, environ)
     guard rc == 0 else { throw HarnessError("posix_spawn \(path) failed: \(rc)") }
     return pid
 }

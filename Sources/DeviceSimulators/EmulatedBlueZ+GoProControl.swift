@@ -1,8 +1,7 @@
 import BlueZSimulator
 import DBus
-import DeviceSimulators
 
-extension SimulateCommand {
+extension EmulatedBlueZ {
     /// `org.gatt2mqtt.SimulatedGoPro1` at `/org/gatt2mqtt/Simulator` (next to the emulator's
     /// `org.gatt2mqtt.Simulator1`, docs/bluez.md): `SetStatus(s address, y id, ay value)` sets a
     /// status of a simulated GoPro (e.g. 70, the battery percentage) and pushes it to registered
