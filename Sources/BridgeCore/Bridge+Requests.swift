@@ -358,10 +358,7 @@ extension Bridge {
         case .bool(let b)?: forget = b
         default: throw RequestError("forget: expected true or false")
         }
-        registry.withLock { $0[r.config.id] = nil }
-        await r.session.stop(failingQueuedWith: CommandError(.unknownDevice, "\(r.config.id) was removed"))
-        withdrawDiscovery(of: r.config)
-        clearRetained(r.config)
+        await retire(r, failingQueuedWith: CommandError(.unknownDevice, "\(r.config.id) was removed"))
         try? store.removeRuntimeDevice(id: r.config.id)
         var forgotten = false
         if forget, let address = r.config.address {
@@ -386,10 +383,7 @@ extension Bridge {
         json["id"] = .string(to)
         let renamed: DeviceConfig
         do { renamed = try DeviceConfig(json: .object(json)) } catch { throw RequestError("\(error)") }
-        registry.withLock { $0[r.config.id] = nil }
-        await r.session.stop(failingQueuedWith: nil)  // its queued commands move with it
-        withdrawDiscovery(of: r.config)
-        clearRetained(r.config)
+        await retire(r, failingQueuedWith: nil)  // its queued commands move with it
         do { try store.renameDevice(from: r.config.id, to: to, config: renamed.json.jsonText) } catch { throw RequestError("the store: \(error)") }
         try await start(renamed, source: .mqtt)
         event("device_renamed", ["from": .string(r.config.id), "to": .string(to)])
@@ -492,20 +486,16 @@ extension Bridge {
         let newIDs = Set(new.devices.map(\.id))
         // The file's devices that left it.
         for (id, r) in current where r.source == .file && !newIDs.contains(id) {
-            registry.withLock { $0[id] = nil }
-            await r.session.stop(failingQueuedWith: CommandError(.unknownDevice, "\(id) was removed from the configuration file"))
-            withdrawDiscovery(of: r.config)
-            clearRetained(r.config)
+            await retire(r, failingQueuedWith: CommandError(.unknownDevice, "\(id) was removed from the configuration file"))
             try? store.removeDevice(id)
             removed.append(id)
         }
         // Runtime devices the file now defines (same id or address): the file wins.
         for (id, r) in current where r.source == .mqtt {
             if Self.clash(r.config, with: new.devices) != nil {
-                registry.withLock { $0[id] = nil }
-                await r.session.stop(failingQueuedWith: CommandError(.unknownDevice, "\(id) is now defined by the configuration file"))
-                withdrawDiscovery(of: r.config)
-                if !newIDs.contains(id) { clearRetained(r.config) }
+                // Its retained topics stay when the file's device takes the same id.
+                await retire(r, failingQueuedWith: CommandError(.unknownDevice, "\(id) is now defined by the configuration file"),
+                             clearingRetained: !newIDs.contains(id))
                 try? store.removeRuntimeDevice(id: id)
                 yielded.append(id)
             }
@@ -543,6 +533,16 @@ extension Bridge {
     }
 
     // MARK: Retained topics and discovery of one device
+
+    /// Takes a device out of the bridge: out of the registry (so no new command reaches it), its
+    /// session stopped (queued commands ended with `error`, or left in the outbox when nil), its
+    /// discovery withdrawn and, unless told otherwise, its retained topics emptied.
+    func retire(_ r: Registered, failingQueuedWith error: CommandError?, clearingRetained: Bool = true) async {
+        registry.withLock { $0[r.config.id] = nil }
+        await r.session.stop(failingQueuedWith: error)
+        withdrawDiscovery(of: r.config)
+        if clearingRetained { clearRetained(r.config) }
+    }
 
     func publishDiscovery(of device: DeviceConfig) {
         guard discovery != nil else { return }
