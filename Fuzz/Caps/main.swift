@@ -1,4 +1,4 @@
-// fuzz-modules: BinaryCoding CapsCodec
+// fuzz-modules: InternalCollectionsUtilities OrderedCollections BinaryCoding CapsCodec
 // Caps object decoder fuzz target: any bytes either decode or throw CapsError; what decodes
 // must re-encode, decode to the same value, and survive the canonical JSON form unchanged.
 import BinaryCoding

@@ -1,4 +1,4 @@
-// fuzz-modules: BinaryCoding CapsCodec
+// fuzz-modules: InternalCollectionsUtilities OrderedCollections BinaryCoding CapsCodec
 // Stream reader + CXR packet decoder fuzz target. The first input byte picks a chunk size; the
 // rest is fed to a CapsStreamReader in chunks of that size. The objects it yields must be the
 // ones a byte-at-a-time reader yields, and each must either be rejected as a CXR packet or

@@ -1,4 +1,4 @@
-// fuzz-modules: BinaryCoding SwiftProtobuf GoProCodec
+// fuzz-modules: InternalCollectionsUtilities OrderedCollections BinaryCoding SwiftProtobuf GoProCodec
 // GoPro assembler fuzz target (spec gopro.md §3). Input: packets as [length][bytes] records.
 // Every packet is accepted or rejected with a GoProError, never a crash; a completed message
 // is never longer than 65535 bytes; and the input bytes themselves survive packetize → reassemble.

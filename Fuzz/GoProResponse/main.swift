@@ -1,4 +1,4 @@
-// fuzz-modules: BinaryCoding SwiftProtobuf GoProCodec
+// fuzz-modules: InternalCollectionsUtilities OrderedCollections BinaryCoding SwiftProtobuf GoProCodec
 // GoPro response decoder fuzz target (spec gopro.md §4.4, incl. protobuf via SwiftProtobuf).
 // Input: byte 0 picks the notify characteristic (GP-0073, GP-0075, GP-0077, GP-0092); the rest
 // is one message. It decodes or throws GoProError; what decodes renders to JSON that parses back.

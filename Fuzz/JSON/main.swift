@@ -1,4 +1,4 @@
-// fuzz-modules: BinaryCoding
+// fuzz-modules: InternalCollectionsUtilities OrderedCollections BinaryCoding
 // JSON parser fuzz target: any bytes either parse or throw JSONParseError; what parses
 // must survive serialise → parse unchanged.
 import BinaryCoding
