@@ -16,11 +16,13 @@ struct PendingCommand: Sendable {
     var transaction: JSONValue?
     var responseTopic: String?
     var correlationData: [UInt8]?
-    var deadline: Date
+    /// When it expires unsent (`expired`), on the bridge's clock; nil: never (internal requests).
+    var deadline: ContinuousClock.Instant?
     var attribute: String?
     /// `queued` was published (the command waited), so `sent` carries news too.
     var announced = false
-    /// When it came in over MQTT (nil: resumed from the outbox, or internal), for its latency.
+    /// When it came in over MQTT, on the bridge's clock (nil: resumed from the outbox, or
+    /// internal), for its latency.
     var received: ContinuousClock.Instant?
 
     var isInternal: Bool { if case .internal = payload { return true }; return false }
@@ -44,8 +46,9 @@ struct SessionOutput: Sendable {
     let retainState: Bool
     let logger: Logger
     let counters: BridgeCounters
-    /// How the bridge's tasks wait (`Task.sleep`, or the event loop's own timers).
-    let sleep: Sleep
+    /// The bridge's one clock: every deadline is read from it, every wait is on it.
+    let clock: BridgeClock
+    var sleep: Sleep { clock.sleep }
     /// The device's `hardware` in its state changed (first known, or other): the bridge
     /// republishes its Home Assistant `device` block. Given the device id and its new state.
     var deviceInfoChanged: @Sendable (DeviceConfig, JSONObject) -> Void = { _, _ in }
@@ -62,7 +65,7 @@ struct SessionOutput: Sendable {
     func respond(_ cmd: PendingCommand, device: String, _ status: CommandStatus, data: JSONValue? = nil, error: CommandError? = nil) {
         guard !cmd.isInternal else { return }
         counters.command(status, error)
-        metrics.ended(cmd, device: device, status, error: error)
+        metrics.ended(cmd, device: device, status, error: error, at: clock.now())
         let body = CommandResponse(transaction: cmd.transaction, status: status, command: cmd.commandJSON, data: data, error: error)
         let topic = cmd.responseTopic ?? topics.response(device)
         mqtt.send(OutboundMessage(topic: topic, json: body.json, qos: 1, retain: false, correlationData: cmd.correlationData))
@@ -144,7 +147,7 @@ actor DeviceSession {
     nonisolated let writeSink: AsyncStream<WriteJob>.Continuation
     var state: JSONObject
     var available = false
-    var lastGoodExchange = ContinuousClock.now
+    var lastGoodExchange: ContinuousClock.Instant
     var nextKeepAlive: ContinuousClock.Instant?
     /// When each of the driver's polls is due next (nil while the link is down).
     var nextPolls: [ContinuousClock.Instant] = []
@@ -165,6 +168,7 @@ actor DeviceSession {
         self.central = central
         self.output = output
         self.state = initialState
+        lastGoodExchange = output.clock.now()
         reconnectMin = reconnect.min
         reconnectMax = reconnect.max
         self.connectAttempt = connectAttempt
@@ -191,7 +195,7 @@ actor DeviceSession {
 
     /// Waits until the link is up (at once when it is), the deadline passes, or the session stops.
     nonisolated func waitForLink(timeout: Duration) async -> LinkWait {
-        await withCheckedContinuation { sink.yield(.waitForLink(deadline: .now + timeout, $0)) }
+        await withCheckedContinuation { sink.yield(.waitForLink(deadline: output.clock.now() + timeout, $0)) }
     }
 
     /// Records a sighting of the device (any thread): its RSSI goes into the state (`rssi`,
@@ -201,7 +205,7 @@ actor DeviceSession {
     nonisolated func observed(rssi: Int) { sink.yield(.observed(rssi: rssi)) }
 
     /// How far the RSSI must move (dBm) before the state's `rssi` follows.
-    static let rssiStep = 5
+    static let rssiStep = BridgeDefaults.rssiStep
 
     /// Runs until cancelled or stopped: keeps the link, processes commands and notifications.
     /// Ticks come from the bridge's one ticker (``tick()``), not from a timer per session.
@@ -279,10 +283,10 @@ actor DeviceSession {
         while !Task.isCancelled {
             do throws(BLEError) {
                 let link = try await output.gate.withPermit { () async throws(BLEError) -> any BLELink in
-                    let start = ContinuousClock.now
+                    let start = output.clock.now()
                     let link = try await central.connect(address: config.address ?? "", notify: notify, pair: driverRequiresPairing,
                                                          timeout: attempt)
-                    metrics.connectDuration.record(ContinuousClock.now - start)
+                    metrics.connectDuration.record(output.clock.now() - start)
                     return link
                 }
                 backoff = reconnectMin
@@ -331,7 +335,7 @@ actor DeviceSession {
         if case let .command(body) = cmd.payload {
             do throws(CommandError) {
                 var probe = driver
-                cmd.attribute = try probe.encode(body, mtu: link?.mtu ?? 23).attribute
+                cmd.attribute = try probe.encode(body, mtu: link?.mtu ?? BridgeDefaults.attMTU).attribute
             } catch {
                 finish(cmd, .error, error: error)
                 return
@@ -380,7 +384,7 @@ actor DeviceSession {
     func linkUp(_ l: any BLELink) {
         link = l
         lastConnectError = nil
-        lastGoodExchange = .now
+        lastGoodExchange = output.clock.now()
         metrics.linkUp(pairing: l.pairDuration)
         if l.pairedOnConnect {
             // A first pairing: the registry remembers it, the driver finishes it (GoPro §2).
@@ -393,8 +397,9 @@ actor DeviceSession {
         } catch {
             output.logger.error("profile start-up failed", metadata: ["device": "\(id)", "error": "\(error)"])
         }
-        if let k = driver.keepAlive { nextKeepAlive = .now + k.interval }
-        nextPolls = driver.polls.map { _ in ContinuousClock.now }  // re-read on every connect
+        let instant = output.clock.now()
+        if let k = driver.keepAlive { nextKeepAlive = instant + k.interval }
+        nextPolls = driver.polls.map { _ in instant }  // re-read on every connect
         setAvailable(true)
         let now = Date()
         try? output.store.markSeen(id, at: now)
@@ -447,16 +452,16 @@ actor DeviceSession {
     }
 
     func tick() {
-        let now = Date()
+        let now = output.clock.now()
         if !linkWaiters.isEmpty {
-            let instant = ContinuousClock.now
+            let instant = now
             for w in linkWaiters where w.deadline <= instant { w.continuation.resume(returning: .timedOut(lastConnectError)) }
             linkWaiters.removeAll { $0.deadline <= instant }
         }
         // Queue deadlines.
         var kept: [PendingCommand] = []
         for cmd in queue {
-            if cmd.deadline <= now, !cmd.isInternal {
+            if let deadline = cmd.deadline, deadline <= now, !cmd.isInternal {
                 finish(cmd, .expired, error: CommandError(.deviceOffline, "\(id) did not become ready before the deadline"))
             } else {
                 kept.append(cmd)
@@ -464,27 +469,27 @@ actor DeviceSession {
         }
         queue = kept
         // In-flight timeout.
-        if let f = inFlight, ContinuousClock.now >= f.timeoutAt {
+        if let f = inFlight, now >= f.timeoutAt {
             inFlight = nil
             let error = CommandError(.timeout, "no answer from \(id) within \(f.limit)")
             finish(f.command, .error, error: error)
             internalFailed(f.command, error)
         }
         // Availability from the last good exchange.
-        if link != nil, available, ContinuousClock.now - lastGoodExchange > config.availabilityTimeout {
+        if link != nil, available, now - lastGoodExchange > config.availabilityTimeout {
             setAvailable(false)
         }
         // Keep-alive.
         if link != nil {
             let polls = driver.polls
-            for i in nextPolls.indices where i < polls.count && ContinuousClock.now >= nextPolls[i] {
-                nextPolls[i] = .now + polls[i].interval
-                queue.append(PendingCommand(payload: .internal(polls[i].request), deadline: now + 30))
+            for i in nextPolls.indices where i < polls.count && now >= nextPolls[i] {
+                nextPolls[i] = now + polls[i].interval
+                queue.append(PendingCommand(payload: .internal(polls[i].request), deadline: nil))
             }
         }
-        if let k = driver.keepAlive, let next = nextKeepAlive, link != nil, ContinuousClock.now >= next {
-            nextKeepAlive = .now + k.interval
-            queue.insert(PendingCommand(payload: .internal(k.request), deadline: now + 10), at: 0)
+        if let k = driver.keepAlive, let next = nextKeepAlive, link != nil, now >= next {
+            nextKeepAlive = now + k.interval
+            queue.insert(PendingCommand(payload: .internal(k.request), deadline: nil), at: 0)
         }
     }
 
@@ -496,7 +501,7 @@ actor DeviceSession {
             var cmd: PendingCommand
             if !startupQueue.isEmpty {
                 request = startupQueue.removeFirst()
-                cmd = PendingCommand(payload: .internal(request), deadline: Date() + 30)
+                cmd = PendingCommand(payload: .internal(request), deadline: nil)
             } else {
                 guard let index = queue.firstIndex(where: { !driver.isBusy || $0.mayPassBusyGate(driver) }) else {
                     for i in queue.indices where !queue[i].announced && !queue[i].isInternal {
@@ -533,7 +538,7 @@ actor DeviceSession {
                     nextSequence += 1
                     let limit = request.timeout ?? config.commandTimeout
                     inFlight = InFlight(command: cmd, expect: key, read: nil, sequence: nextSequence, limit: limit,
-                                        timeoutAt: .now + limit)
+                                        timeoutAt: output.clock.now() + limit)
                 } else {
                     finish(cmd, .ok)
                 }
@@ -543,7 +548,7 @@ actor DeviceSession {
             writing = nextSequence
             let limit = request.timeout ?? config.commandTimeout
             inFlight = InFlight(command: cmd, expect: request.read == nil ? request.expect : nil, read: request.read,
-                                sequence: nextSequence, limit: limit, timeoutAt: .now + limit)
+                                sequence: nextSequence, limit: limit, timeoutAt: output.clock.now() + limit)
             writeSink.yield(WriteJob(sequence: nextSequence, link: link, request: request))
         }
     }
@@ -562,7 +567,7 @@ actor DeviceSession {
         let cmd = f.command
         switch result {
         case let .success(value):
-            lastGoodExchange = .now
+            lastGoodExchange = output.clock.now()
             if let r = f.read {
                 inFlight = nil
                 let outputs = driver.decodeRead(r, value ?? [])
@@ -605,7 +610,7 @@ actor DeviceSession {
     ///   removed in the same commit as the new state.
     func process(_ outputs: [DriverOutput], from notification: GATTNotification?, answering: PendingCommand? = nil) {
         if notification != nil { output.counters.notification(); metrics.notifications.increment() }
-        if notification != nil { lastGoodExchange = .now; if !available, link != nil { setAvailable(true) } }
+        if notification != nil { lastGoodExchange = output.clock.now(); if !available, link != nil { setAvailable(true) } }
         // The answer's writes first, in one commit, before anything about them is published: the
         // answered command's outbox entry removed, the new state saved (write-through; in SQLite
         // no later than its retained publish).
@@ -672,8 +677,10 @@ actor DeviceSession {
     }
 
     func outboxEntry(_ cmd: PendingCommand, _ status: OutboxEntry.Status) -> OutboxEntry {
-        OutboxEntry(deviceID: id, transaction: cmd.transaction?.jsonText, command: cmd.commandJSON?.jsonText ?? "{}",
-                    attribute: cmd.attribute, status: status, createdAt: Date(), deadline: cmd.deadline,
+        let wallNow = Date()
+        let deadline = cmd.deadline.map { BridgeClock.date(of: $0, now: output.clock.now(), wallNow: wallNow) } ?? wallNow
+        return OutboxEntry(deviceID: id, transaction: cmd.transaction?.jsonText, command: cmd.commandJSON?.jsonText ?? "{}",
+                    attribute: cmd.attribute, status: status, createdAt: wallNow, deadline: deadline,
                     responseTopic: cmd.responseTopic, correlationData: cmd.correlationData.map { Data($0) })
     }
 
@@ -718,7 +725,7 @@ extension PendingCommand {
         switch payload {
         case let .command(body):
             var probe = driver
-            return (try? probe.encode(body, mtu: 23).bypassesBusyGate) ?? true
+            return (try? probe.encode(body, mtu: BridgeDefaults.attMTU).bypassesBusyGate) ?? true
         case let .internal(r): return r.bypassesBusyGate
         case .write: return false
         }
@@ -733,6 +740,3 @@ extension Duration {
     }
 }
 
-extension Date {
-    static func + (d: Date, seconds: Double) -> Date { d.addingTimeInterval(seconds) }
-}

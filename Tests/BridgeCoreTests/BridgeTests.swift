@@ -183,10 +183,10 @@ import Testing
     @Test func subSecondDeadlineIsKept() throws {
         let h = try Harness(deadline: .milliseconds(1500), present: false)
         let session = try #require(h.bridge.session("dev"))
-        let before = Date()
+        let before = h.bridge.clock.now()
         let cmd = h.bridge.pending(.command(["command": "ping"]), nil, InboundMessage(topic: "gatt2mqtt/dev/set", payload: []), session)
-        let wait = cmd.deadline.timeIntervalSince(before)
-        #expect(wait >= 1.5 && wait < 2.5, "deadline in \(wait) s")
+        let wait = try #require(cmd.deadline) - before
+        #expect(wait >= .milliseconds(1500) && wait < .milliseconds(2500), "deadline in \(wait)")
         #expect(Duration.milliseconds(500).seconds == 0.5)
         #expect(Duration.seconds(60).seconds == 60)
     }
