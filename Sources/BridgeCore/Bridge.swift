@@ -372,7 +372,7 @@ public final class Bridge: Sendable {
                 if let id = entry.id { try? store.removeCommand(id) }
                 continue
             }
-            if entry.status == .sent {
+            if CommandQueue.resumption(of: entry.status) == .interrupted {
                 if let id = entry.id { try? store.removeCommand(id) }
                 output.respond(cmd, device: entry.deviceID, .error,
                                error: CommandError(.interrupted, "the bridge stopped after the command was written (not repeated)"))
