@@ -60,6 +60,8 @@ actor DeviceSession {
         case stop(error: CommandError?, done: CheckedContinuation<Void, Never>)
         /// Someone waits for the link (``waitForLink(timeout:)``).
         case waitForLink(deadline: ContinuousClock.Instant, CheckedContinuation<LinkWait, Never>)
+        /// Resumed once every event before it was handled (``settled()``).
+        case settle(CheckedContinuation<Void, Never>)
     }
 
     /// How a wait for the link ended.
@@ -147,6 +149,13 @@ actor DeviceSession {
         await withCheckedContinuation { sink.yield(.waitForLink(deadline: output.clock.now() + timeout, $0)) }
     }
 
+    /// Returns once every event handed to the session before this call was handled (and its
+    /// dispatch done): what those events would publish or store is published or stored by then.
+    /// For an observer that must know that something did *not* happen.
+    nonisolated func settled() async {
+        await withCheckedContinuation { sink.yield(.settle($0)) }
+    }
+
     /// Records a sighting of the device (any thread): its RSSI goes into the state (`rssi`,
     /// published with `last_seen`) the first time and whenever it moved by at least
     /// ``rssiStep`` dBm since the published value, so a stream of adverts costs no publish or
@@ -183,6 +192,7 @@ actor DeviceSession {
             switch event {
             case let .stop(_, done): done.resume()
             case let .waitForLink(_, c): c.resume(returning: .stopped)
+            case let .settle(c): c.resume()
             case let .command(cmd):
                 let why = stopped.isEmpty ? "the bridge stopped before it took the command" : "\(id) was stopped (removed or reconfigured)"
                 output.respond(cmd, device: id, .error, error: CommandError(stopped.isEmpty ? .interrupted : .unknownDevice, why))
@@ -266,6 +276,7 @@ actor DeviceSession {
         case let .waitForLink(deadline, c):
             if link != nil { c.resume(returning: .up) } else { linkWaiters.append((deadline, c)) }
         case .stop: break  // taken by run()
+        case .settle: break  // resumed below, after the dispatch
         case let .notification(n): process(driver.receive(n), from: n)
         case let .observed(rssi): observe(rssi: rssi)
         case .tick: tick()
@@ -273,6 +284,7 @@ actor DeviceSession {
         }
         dispatch()
         metrics.queueDepth.record(queue.count)
+        if case let .settle(c) = event { c.resume() }
     }
 
     func accept(_ cmd: PendingCommand) {

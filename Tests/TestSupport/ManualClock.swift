@@ -33,6 +33,12 @@ public final class ManualClock: Sendable {
         BridgeClock(now: { [self] in now }, sleep: Sleep { [self] in try await sleep(for: $0) })
     }
 
+    /// Waits (up to `timeout`) until a task sleeps until `instant` — e.g. the bridge's ticker,
+    /// until now + its tick: advancing the clock then wakes it. Whether it did.
+    public func sleeper(until instant: ContinuousClock.Instant, timeout: Duration = .seconds(5)) async -> Bool {
+        await sleeps.wait(timeout: timeout) { $0.contains(instant) } != nil
+    }
+
     /// Moves the clock by `duration` and wakes every sleeper whose instant it reached.
     public func advance(by duration: Duration) {
         let woken = state.withLock { s in
