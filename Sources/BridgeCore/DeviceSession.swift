@@ -4,43 +4,6 @@ import BridgeStore
 import Foundation
 import Logging
 
-/// What the session tells the rest of the bridge (publishing, persistence).
-struct SessionOutput: Sendable {
-    let topics: Topics
-    let gate: ConnectGate
-    let history: (maxEvents: Int, maxAge: Duration)
-    let mqtt: any MQTTPort
-    let store: BridgeStore
-    let stateQoS: Int
-    let retainState: Bool
-    let logger: Logger
-    let counters: BridgeCounters
-    /// The bridge's one clock: every deadline is read from it, every wait is on it.
-    let clock: BridgeClock
-    var sleep: Sleep { clock.sleep }
-    /// The device's `hardware` in its state changed (first known, or other): the bridge
-    /// republishes its Home Assistant `device` block. Given the device id and its new state.
-    var deviceInfoChanged: @Sendable (DeviceConfig, JSONObject) -> Void = { _, _ in }
-
-    /// Publishes a bridge event and keeps it in the bounded history.
-    func event(_ kind: String, device: String, _ extra: JSONObject = [:]) {
-        var o: JSONObject = ["type": .string(kind), "device": .string(device)]
-        o.merge(extra)
-        mqtt.send(OutboundMessage(topic: topics.bridgeEvent, json: .object(o), qos: 0, retain: false))
-        try? store.appendEvent(EventRecord(deviceID: device, kind: kind, payload: JSONValue.object(o).jsonText, at: Date()),
-                               maxCount: history.maxEvents, maxAge: history.maxAge)
-    }
-
-    func respond(_ cmd: PendingCommand, device: String, _ status: CommandStatus, data: JSONValue? = nil, error: CommandError? = nil) {
-        guard !cmd.isInternal else { return }
-        counters.command(status, error)
-        metrics.ended(cmd, device: device, status, error: error, at: clock.now())
-        let body = CommandResponse(transaction: cmd.transaction, status: status, command: cmd.commandJSON, data: data, error: error)
-        let topic = cmd.responseTopic ?? topics.response(device)
-        mqtt.send(OutboundMessage(topic: topic, json: body.json, qos: 1, retain: false, correlationData: cmd.correlationData))
-    }
-}
-
 /// One device: its link, its driver, its command queue. One GATT operation in flight; one
 /// device's trouble never blocks another (each session runs in its own task).
 actor DeviceSession {
@@ -100,7 +63,8 @@ actor DeviceSession {
     var schedule: LinkSchedule
     nonisolated let writeJobs: AsyncStream<WriteJob>
     nonisolated let writeSink: AsyncStream<WriteJob>.Continuation
-    var state: JSONObject
+    /// The device's state as stored and published (``DeviceState``, no I/O).
+    var state: DeviceState
     var available = false
     /// Waiting for the link (``waitForLink(timeout:)``), with their deadlines.
     var linkWaiters: [(deadline: ContinuousClock.Instant, continuation: CheckedContinuation<LinkWait, Never>)] = []
@@ -118,7 +82,7 @@ actor DeviceSession {
         self.driver = driver
         self.central = central
         self.output = output
-        self.state = initialState
+        self.state = DeviceState(initialState)
         schedule = LinkSchedule(now: output.clock.now())
         reconnectMin = reconnect.min
         reconnectMax = reconnect.max
@@ -158,12 +122,9 @@ actor DeviceSession {
 
     /// Records a sighting of the device (any thread): its RSSI goes into the state (`rssi`,
     /// published with `last_seen`) the first time and whenever it moved by at least
-    /// ``rssiStep`` dBm since the published value, so a stream of adverts costs no publish or
+    /// ``BridgeDefaults/rssiStep`` dBm since the published value, so a stream of adverts costs no publish or
     /// store write while the signal holds steady.
     nonisolated func observed(rssi: Int) { sink.yield(.observed(rssi: rssi)) }
-
-    /// How far the RSSI must move (dBm) before the state's `rssi` follows.
-    static let rssiStep = BridgeDefaults.rssiStep
 
     /// Runs until cancelled or stopped: keeps the link, processes commands and notifications.
     /// Ticks come from the bridge's one ticker (``tick()``), not from a timer per session.
@@ -372,17 +333,13 @@ actor DeviceSession {
     /// A sighting's RSSI (``observed(rssi:)``).
     func observe(rssi: Int) {
         lastRSSI = rssi
-        if let published = state["rssi"]?.intValue, abs(published - rssi) < Self.rssiStep { return }
+        guard state.rssiIsNews(rssi) else { return }
         commitState(["rssi": .int(Int64(rssi))], at: Date())
     }
 
     /// Merges `changed` and `last_seen` into the state, stores it and publishes it.
     func commitState(_ changed: JSONObject, at date: Date) {
-        var newState = state
-        newState.merge(changed)
-        newState["last_seen"] = .string(Self.timestamp(date))
-        state = newState
-        let json = JSONValue.object(state).jsonText
+        let json = state.stamp(changed, at: date)
         do throws(StoreError) {
             try output.store.apply([.saveState(deviceID: id, json: json, at: date.timeIntervalSince1970)])
         } catch {
@@ -390,10 +347,6 @@ actor DeviceSession {
         }
         publishState(json: json)
     }
-
-    /// `last_seen`'s form: ISO 8601 in UTC (`2025-06-01T12:00:00Z`), as Home Assistant's
-    /// timestamp sensors take it.
-    static func timestamp(_ date: Date) -> String { date.formatted(Date.ISO8601FormatStyle()) }
 
     func linkDown(_ reason: String) {
         link = nil
@@ -543,20 +496,11 @@ actor DeviceSession {
         if let answered { writes.append(.removeCommand(answered)) }
         // Next handshake steps run before anything queued, in the order given.
         queue.insertSteps(outputs.compactMap { if case let .request(r) = $0 { r } else { nil } })
-        var newStateJSON: String?
-        var hardwareChanged = false
+        var merged: (json: String, hardwareChanged: Bool)?
         if !changed.isEmpty {
-            var newState = state
-            newState.merge(changed)
-            if newState != state {
-                // Whenever the state is published anyway, it says when the device was last heard.
-                hardwareChanged = newState["hardware"] != state["hardware"]
-                newState["last_seen"] = .string(Self.timestamp(Date()))
-                state = newState
-                let json = JSONValue.object(state).jsonText
-                newStateJSON = json
-                writes.append(.saveState(deviceID: id, json: json, at: Date().timeIntervalSince1970))
-            }
+            let date = Date()
+            merged = state.merge(changed, at: date)
+            if let merged { writes.append(.saveState(deviceID: id, json: merged.json, at: date.timeIntervalSince1970)) }
         }
         do throws(StoreError) { if !writes.isEmpty { try output.metrics.commit { () throws(StoreError) in try output.store.apply(writes) } } } catch {
             output.logger.error("state write failed", metadata: ["device": "\(id)", "error": "\(error)"])
@@ -589,8 +533,10 @@ actor DeviceSession {
                 break  // queued above
             }
         }
-        if let newStateJSON { publishState(json: newStateJSON) }
-        if hardwareChanged { output.deviceInfoChanged(config, state) }
+        if let merged {
+            publishState(json: merged.json)
+            if merged.hardwareChanged { output.deviceInfoChanged(config, state.values) }
+        }
     }
 
     func outboxEntry(_ cmd: PendingCommand, _ status: OutboxEntry.Status) -> OutboxEntry {
@@ -614,7 +560,7 @@ actor DeviceSession {
 
     /// - Parameter json: the state's JSON text when the caller has it (the text just stored).
     func publishState(json: String? = nil) {
-        let payload = Array((json ?? JSONValue.object(state).jsonText).utf8)
+        let payload = Array((json ?? state.json).utf8)
         output.mqtt.send(OutboundMessage(topic: output.topics.state(id), payload: payload, qos: output.stateQoS, retain: output.retainState))
     }
 
