@@ -93,6 +93,8 @@ import Testing
             let r = try await h.responses(2)
             #expect(r.map { $0["status"] } == ["queued", "expired"])
             #expect(Self.commands(m, "ping", "expired") == 1)
+            // The queue depth is recorded after the event that published `expired` was handled.
+            await h.session.settled()
             let depths = try m.expectGauge(BridgeMetrics.Name.queueDepth, [("device", "dev")]).values
             #expect(depths.contains(1) && depths.last == 0, "\(depths)")
             #expect(await eventually { (Self.device(m, counter: BridgeMetrics.Name.connectFailures) ?? 0) >= 1 })
