@@ -169,7 +169,7 @@ extension Bridge {
             return reply.ok(["scanning": false])
         }
         guard let adapter = central.adapterControl else { return reply.error("this Bluetooth central cannot scan") }
-        let until = ContinuousClock.now + .milliseconds(Int64(seconds * 1000))
+        let until = clock.now() + .milliseconds(Int64(seconds * 1000))
         let (running, generation) = scanning.withLock { s -> (Bool, Int) in
             s.generation += 1
             s.until = until
@@ -205,7 +205,7 @@ extension Bridge {
     func publishSightings(_ scan: BLEScan) async {
         for await ad in scan.advertisements {
             let payload = sighting(ad)
-            let now = ContinuousClock.now
+            let now = clock.now()
             let publish = scanning.withLock { s -> Bool in
                 s.seen[ad.address] = ad
                 if let last = s.published[ad.address], last.payload == payload, now - last.at < .seconds(1) { return false }

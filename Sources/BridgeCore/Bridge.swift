@@ -74,7 +74,9 @@ public final class Bridge: Sendable {
     let counters = BridgeCounters()
     let healthInterval: Duration
     let tick: Duration
-    let sleep: Sleep
+    /// The one clock of every deadline, timeout and wait (``BridgeClock``).
+    let clock: BridgeClock
+    var sleep: Sleep { clock.sleep }
     let connectAttempt: Duration
     let started = ContinuousClock.now
     /// The log level now (the file's, or the last `options` request).
@@ -91,7 +93,7 @@ public final class Bridge: Sendable {
 
     /// The default of `init`'s `connectAttempt`: long enough for a present device to connect and
     /// resolve its services, short enough that an away one holds the others up for at most this.
-    public static let defaultConnectAttempt: Duration = .seconds(10)
+    public static let defaultConnectAttempt: Duration = BridgeDefaults.connectAttempt
 
     /// - Parameter connectAttempt: how long one connect attempt (scan included) may hold the
     ///   adapter's connect gate, so a device that is away cannot keep the others from connecting
@@ -100,14 +102,16 @@ public final class Bridge: Sendable {
     ///   polls (one ticker for all sessions).
     /// - Parameter sleep: how the bridge's tasks wait; the runtime passes its event loop's timers
     ///   so that waiting wakes no other thread.
+    /// - Parameter clock: the clock of every deadline and wait (default: the continuous clock,
+    ///   waiting with `sleep`); tests pass a manual one.
     public init(configuration: Configuration, store: BridgeStore, mqtt: any MQTTPort, central: any BLECentral,
                 drivers: @escaping DriverFactory, version: String = "0.1.0", logger: Logger = Logger(label: "gatt2mqtt.bridge"),
-                tick: Duration = .milliseconds(50), healthInterval: Duration = .seconds(60),
-                connectAttempt: Duration = Bridge.defaultConnectAttempt, sleep: Sleep = .task,
+                tick: Duration = BridgeDefaults.tick, healthInterval: Duration = BridgeDefaults.healthInterval,
+                connectAttempt: Duration = Bridge.defaultConnectAttempt, sleep: Sleep = .task, clock: BridgeClock? = nil,
                 control: BridgeControl = BridgeControl()) throws {
         self.healthInterval = healthInterval
         self.tick = tick
-        self.sleep = sleep
+        self.clock = clock ?? .continuous(sleep: sleep)
         self.file = Mutex(configuration)
         self.topics = Topics(base: configuration.mqtt.baseTopic)
         self.store = store
@@ -125,7 +129,7 @@ public final class Bridge: Sendable {
                                    history: (configuration.database.historyMaxEvents, configuration.database.historyMaxAge),
                                    mqtt: mqtt, store: store, stateQoS: configuration.mqtt.qos,
                                    retainState: configuration.mqtt.retainState, logger: logger, counters: counters,
-                                   sleep: sleep)
+                                   clock: self.clock)
         if let discovery {
             // A device's `device` block follows what its state learnt (a GoPro's model, firmware, serial).
             output.deviceInfoChanged = { [mqtt] device, state in
@@ -353,12 +357,14 @@ public final class Bridge: Sendable {
     /// (or expire).
     func resumeOutbox(for device: String? = nil) {
         guard let pending = try? store.pendingCommands(for: device) else { return }
+        let (now, wallNow) = (clock.now(), Date())
         for entry in pending {
             let body = (try? JSONValue(parsing: entry.command))?.objectValue
             var cmd = PendingCommand(payload: .command(body ?? [:]), outboxID: entry.id,
                                      transaction: entry.transaction.flatMap { try? JSONValue(parsing: $0) },
                                      responseTopic: entry.responseTopic, correlationData: entry.correlationData.map { Array($0) },
-                                     deadline: entry.deadline, attribute: entry.attribute)
+                                     deadline: BridgeClock.instant(of: entry.deadline, now: now, wallNow: wallNow),
+                                     attribute: entry.attribute)
             if let w = body?["write"]?.stringValue, let p = body?["payload"]?.stringValue {
                 cmd.payload = .write(topic: w, payload: Array(p.utf8))
             }
@@ -366,7 +372,7 @@ public final class Bridge: Sendable {
                 if let id = entry.id { try? store.removeCommand(id) }
                 continue
             }
-            if entry.status == .sent {
+            if CommandQueue.resumption(of: entry.status) == .interrupted {
                 if let id = entry.id { try? store.removeCommand(id) }
                 output.respond(cmd, device: entry.deviceID, .error,
                                error: CommandError(.interrupted, "the bridge stopped after the command was written (not repeated)"))
@@ -419,9 +425,9 @@ public final class Bridge: Sendable {
     }
 
     func pending(_ payload: PendingCommand.Payload, _ transaction: JSONValue?, _ m: InboundMessage, _ s: DeviceSession) -> PendingCommand {
-        let deadline = Date().addingTimeInterval(s.config.offlineDeadline.seconds)
+        let now = clock.now()
         return PendingCommand(payload: payload, transaction: transaction, responseTopic: m.responseTopic,
-                              correlationData: m.correlationData, deadline: deadline, received: .now)
+                              correlationData: m.correlationData, deadline: now + s.config.offlineDeadline, received: now)
     }
 
     func session(_ device: String, _ m: InboundMessage) -> DeviceSession? {

@@ -4,71 +4,6 @@ import BridgeStore
 import Foundation
 import Logging
 
-/// A command waiting in a device session's queue (user command, raw write, or internal request).
-struct PendingCommand: Sendable {
-    enum Payload: Sendable {
-        case command(JSONObject)
-        case write(topic: String, payload: [UInt8])
-        case `internal`(DeviceRequest)
-    }
-    var payload: Payload
-    var outboxID: Int64?
-    var transaction: JSONValue?
-    var responseTopic: String?
-    var correlationData: [UInt8]?
-    var deadline: Date
-    var attribute: String?
-    /// `queued` was published (the command waited), so `sent` carries news too.
-    var announced = false
-    /// When it came in over MQTT (nil: resumed from the outbox, or internal), for its latency.
-    var received: ContinuousClock.Instant?
-
-    var isInternal: Bool { if case .internal = payload { return true }; return false }
-    var commandJSON: JSONValue? {
-        switch payload {
-        case let .command(o): return .object(o)
-        case let .write(topic, payload): return ["write": .string(topic), "payload": .string(String(decoding: payload, as: UTF8.self))]
-        case .internal: return nil
-        }
-    }
-}
-
-/// What the session tells the rest of the bridge (publishing, persistence).
-struct SessionOutput: Sendable {
-    let topics: Topics
-    let gate: ConnectGate
-    let history: (maxEvents: Int, maxAge: Duration)
-    let mqtt: any MQTTPort
-    let store: BridgeStore
-    let stateQoS: Int
-    let retainState: Bool
-    let logger: Logger
-    let counters: BridgeCounters
-    /// How the bridge's tasks wait (`Task.sleep`, or the event loop's own timers).
-    let sleep: Sleep
-    /// The device's `hardware` in its state changed (first known, or other): the bridge
-    /// republishes its Home Assistant `device` block. Given the device id and its new state.
-    var deviceInfoChanged: @Sendable (DeviceConfig, JSONObject) -> Void = { _, _ in }
-
-    /// Publishes a bridge event and keeps it in the bounded history.
-    func event(_ kind: String, device: String, _ extra: JSONObject = [:]) {
-        var o: JSONObject = ["type": .string(kind), "device": .string(device)]
-        o.merge(extra)
-        mqtt.send(OutboundMessage(topic: topics.bridgeEvent, json: .object(o), qos: 0, retain: false))
-        try? store.appendEvent(EventRecord(deviceID: device, kind: kind, payload: JSONValue.object(o).jsonText, at: Date()),
-                               maxCount: history.maxEvents, maxAge: history.maxAge)
-    }
-
-    func respond(_ cmd: PendingCommand, device: String, _ status: CommandStatus, data: JSONValue? = nil, error: CommandError? = nil) {
-        guard !cmd.isInternal else { return }
-        counters.command(status, error)
-        metrics.ended(cmd, device: device, status, error: error)
-        let body = CommandResponse(transaction: cmd.transaction, status: status, command: cmd.commandJSON, data: data, error: error)
-        let topic = cmd.responseTopic ?? topics.response(device)
-        mqtt.send(OutboundMessage(topic: topic, json: body.json, qos: 1, retain: false, correlationData: cmd.correlationData))
-    }
-}
-
 /// One device: its link, its driver, its command queue. One GATT operation in flight; one
 /// device's trouble never blocks another (each session runs in its own task).
 actor DeviceSession {
@@ -88,6 +23,8 @@ actor DeviceSession {
         case stop(error: CommandError?, done: CheckedContinuation<Void, Never>)
         /// Someone waits for the link (``waitForLink(timeout:)``).
         case waitForLink(deadline: ContinuousClock.Instant, CheckedContinuation<LinkWait, Never>)
+        /// Resumed once every event before it was handled (``settled()``).
+        case settle(CheckedContinuation<Void, Never>)
     }
 
     /// How a wait for the link ended.
@@ -105,19 +42,6 @@ actor DeviceSession {
         var request: DeviceRequest
     }
 
-    /// The command whose GATT operation is under way: its writes (and read) are with the writer
-    /// task until `.written` comes back, and/or its answer (`expect`) is awaited from a
-    /// notification — whichever comes first; the answer may arrive before BlueZ returns the write.
-    struct InFlight {
-        var command: PendingCommand
-        var expect: String?
-        var read: CharacteristicID?
-        var sequence: UInt64
-        /// How long the answer may take (the request's own timeout, else the command timeout).
-        var limit: Duration
-        var timeoutAt: ContinuousClock.Instant
-    }
-
     let config: DeviceConfig
     let central: any BLECentral
     let output: SessionOutput
@@ -133,21 +57,15 @@ actor DeviceSession {
 
     var driver: any DeviceDriver
     var link: (any BLELink)?
-    var queue: [PendingCommand] = []
-    var startupQueue: [DeviceRequest] = []
-    var inFlight: InFlight?
-    /// The GATT operation still with the writer task (one operation in flight per device: no
-    /// new one starts before BlueZ returned this one, even when its answer already came).
-    var writing: UInt64?
-    var nextSequence: UInt64 = 0
+    /// The commands: what waits, what is under way (``CommandQueue``, no I/O).
+    var queue = CommandQueue()
+    /// The link's timing: last heard, keep-alive and polls due (``LinkSchedule``, no I/O).
+    var schedule: LinkSchedule
     nonisolated let writeJobs: AsyncStream<WriteJob>
     nonisolated let writeSink: AsyncStream<WriteJob>.Continuation
-    var state: JSONObject
+    /// The device's state as stored and published (``DeviceState``, no I/O).
+    var state: DeviceState
     var available = false
-    var lastGoodExchange = ContinuousClock.now
-    var nextKeepAlive: ContinuousClock.Instant?
-    /// When each of the driver's polls is due next (nil while the link is down).
-    var nextPolls: [ContinuousClock.Instant] = []
     /// Waiting for the link (``waitForLink(timeout:)``), with their deadlines.
     var linkWaiters: [(deadline: ContinuousClock.Instant, continuation: CheckedContinuation<LinkWait, Never>)] = []
     /// Why the last connect attempt failed (cleared at link up).
@@ -164,7 +82,8 @@ actor DeviceSession {
         self.driver = driver
         self.central = central
         self.output = output
-        self.state = initialState
+        self.state = DeviceState(initialState)
+        schedule = LinkSchedule(now: output.clock.now())
         reconnectMin = reconnect.min
         reconnectMax = reconnect.max
         self.connectAttempt = connectAttempt
@@ -191,17 +110,21 @@ actor DeviceSession {
 
     /// Waits until the link is up (at once when it is), the deadline passes, or the session stops.
     nonisolated func waitForLink(timeout: Duration) async -> LinkWait {
-        await withCheckedContinuation { sink.yield(.waitForLink(deadline: .now + timeout, $0)) }
+        await withCheckedContinuation { sink.yield(.waitForLink(deadline: output.clock.now() + timeout, $0)) }
+    }
+
+    /// Returns once every event handed to the session before this call was handled (and its
+    /// dispatch done): what those events would publish or store is published or stored by then.
+    /// For an observer that must know that something did *not* happen.
+    nonisolated func settled() async {
+        await withCheckedContinuation { sink.yield(.settle($0)) }
     }
 
     /// Records a sighting of the device (any thread): its RSSI goes into the state (`rssi`,
     /// published with `last_seen`) the first time and whenever it moved by at least
-    /// ``rssiStep`` dBm since the published value, so a stream of adverts costs no publish or
+    /// ``BridgeDefaults/rssiStep`` dBm since the published value, so a stream of adverts costs no publish or
     /// store write while the signal holds steady.
     nonisolated func observed(rssi: Int) { sink.yield(.observed(rssi: rssi)) }
-
-    /// How far the RSSI must move (dBm) before the state's `rssi` follows.
-    static let rssiStep = 5
 
     /// Runs until cancelled or stopped: keeps the link, processes commands and notifications.
     /// Ticks come from the bridge's one ticker (``tick()``), not from a timer per session.
@@ -230,6 +153,7 @@ actor DeviceSession {
             switch event {
             case let .stop(_, done): done.resume()
             case let .waitForLink(_, c): c.resume(returning: .stopped)
+            case let .settle(c): c.resume()
             case let .command(cmd):
                 let why = stopped.isEmpty ? "the bridge stopped before it took the command" : "\(id) was stopped (removed or reconfigured)"
                 output.respond(cmd, device: id, .error, error: CommandError(stopped.isEmpty ? .interrupted : .unknownDevice, why))
@@ -242,12 +166,11 @@ actor DeviceSession {
 
     /// The queued commands when the session stops: ended with `error`, or left in the outbox.
     func stopQueued(_ error: CommandError?) {
-        if let f = inFlight {
-            inFlight = nil
+        let (interrupted, waiting) = queue.stop()
+        if let f = interrupted {
             finish(f.command, .error, error: CommandError(.interrupted, "\(id) was stopped after the command was written (not repeated)"))
         }
-        if let error { for cmd in queue where !cmd.isInternal { finish(cmd, .error, error: error) } }
-        queue = []
+        if let error { for cmd in waiting where !cmd.isInternal { finish(cmd, .error, error: error) } }
     }
 
     /// The writer task: performs each GATT operation's writes (and read) in turn and reports the
@@ -273,19 +196,19 @@ actor DeviceSession {
 
     /// Connect → services resolved → subscribed; on loss, jittered exponential backoff.
     nonisolated func maintainLink() async {
-        var backoff = reconnectMin
+        var backoff = Backoff(min: reconnectMin, max: reconnectMax)
         let notify = driverNotifyCharacteristics
         let attempt = connectAttempt
         while !Task.isCancelled {
             do throws(BLEError) {
                 let link = try await output.gate.withPermit { () async throws(BLEError) -> any BLELink in
-                    let start = ContinuousClock.now
+                    let start = output.clock.now()
                     let link = try await central.connect(address: config.address ?? "", notify: notify, pair: driverRequiresPairing,
                                                          timeout: attempt)
-                    metrics.connectDuration.record(ContinuousClock.now - start)
+                    metrics.connectDuration.record(output.clock.now() - start)
                     return link
                 }
-                backoff = reconnectMin
+                backoff.reset()
                 sink.yield(.linkUp(link))
                 await link.deliverNotifications { [sink] n in sink.yield(.notification(n)) }
                 sink.yield(.linkDown("link lost"))
@@ -294,9 +217,7 @@ actor DeviceSession {
                 sink.yield(.connectFailed(error))
             }
             if Task.isCancelled { break }
-            let jitter = Double.random(in: 0.5...1.0)
-            try? await output.sleep(backoff * jitter)
-            backoff = min(backoff * 2, reconnectMax)
+            try? await output.sleep(backoff.next(jitter: Double.random(in: 0.5...1.0)))
         }
     }
 
@@ -316,6 +237,7 @@ actor DeviceSession {
         case let .waitForLink(deadline, c):
             if link != nil { c.resume(returning: .up) } else { linkWaiters.append((deadline, c)) }
         case .stop: break  // taken by run()
+        case .settle: break  // resumed below, after the dispatch
         case let .notification(n): process(driver.receive(n), from: n)
         case let .observed(rssi): observe(rssi: rssi)
         case .tick: tick()
@@ -323,64 +245,69 @@ actor DeviceSession {
         }
         dispatch()
         metrics.queueDepth.record(queue.count)
+        if case let .settle(c) = event { c.resume() }
     }
 
     func accept(_ cmd: PendingCommand) {
         var cmd = cmd
-        // Validate now, so a bad command is answered at once even while the device is away.
+        // Validate now, so a bad command is answered at once even while the device is away. One
+        // that goes out at once is encoded here by the driver itself, for this link, once; any
+        // other is validated on a copy of the driver (encoding assigns sequence numbers and
+        // registers the expected answer, so it happens for real when the command is sent).
         if case let .command(body) = cmd.payload {
             do throws(CommandError) {
-                var probe = driver
-                cmd.attribute = try probe.encode(body, mtu: link?.mtu ?? 23).attribute
+                if let link, queue.isIdle, !driver.isBusy {
+                    let request = try driver.encode(body, mtu: link.mtu)
+                    cmd.encoded = request
+                    cmd.attribute = request.attribute
+                    cmd.bypassesBusyGate = request.bypassesBusyGate
+                } else {
+                    var probe = driver
+                    let request = try probe.encode(body, mtu: link?.mtu ?? BridgeDefaults.attMTU)
+                    cmd.attribute = request.attribute
+                    cmd.bypassesBusyGate = request.bypassesBusyGate
+                }
             } catch {
                 finish(cmd, .error, error: error)
                 return
             }
         }
-        if link == nil, !cmd.isInternal {
-            switch config.offlinePolicy {
-            case .reject:
-                finish(cmd, .error, error: CommandError(.deviceOffline, "\(id) is not connected"))
-                return
-            case .queue, .latest:
-                break
-            }
-        }
-        // A command that goes out at once (link up, nothing ahead of it) is written to the outbox
-        // by `dispatch` as `sent`, in one commit, before it is written to the device; any other
-        // is stored `queued` here.
-        let immediate = link != nil && inFlight == nil && writing == nil && startupQueue.isEmpty && queue.isEmpty
-            && (!driver.isBusy || cmd.mayPassBusyGate(driver))
-        if cmd.outboxID == nil, !cmd.isInternal, !immediate {
-            let entry = outboxEntry(cmd, .queued)
-            do throws(StoreError) {
-                let latest = config.offlinePolicy == .latest && cmd.attribute != nil
-                let (saved, replaced) = try output.metrics.commit { () throws(StoreError) in try output.store.enqueue(entry, replacingSameAttribute: latest) }
-                cmd.outboxID = saved.id
-                if !replaced.isEmpty {
-                    let ids = Set(replaced.compactMap(\.id))
-                    for old in queue where old.outboxID.map(ids.contains) == true {
-                        output.respond(old, device: id, .error, error: CommandError(.superseded, "replaced by a newer \(cmd.attribute ?? "") command"))
-                    }
-                    queue.removeAll { $0.outboxID.map(ids.contains) == true }
-                }
-            } catch {
-                output.logger.error("outbox write failed", metadata: ["device": "\(id)", "error": "\(error)"])
-            }
-        }
-        if link == nil || (inFlight != nil && driver.isBusy) {
-            if !cmd.announced, !cmd.isInternal {
+        switch queue.admission(of: cmd, linkUp: link != nil, busy: driver.isBusy, policy: config.offlinePolicy, device: id) {
+        case let .reject(error):
+            finish(cmd, .error, error: error)
+        case let .accept(immediate, announce):
+            // A command that goes out at once is written to the outbox by `dispatch` as `sent`,
+            // in one commit, before it is written to the device; any other is stored `queued` here.
+            if cmd.outboxID == nil, !cmd.isInternal, !immediate { store(&cmd) }
+            if announce {
                 cmd.announced = true
                 output.respond(cmd, device: id, .queued)
             }
+            queue.append(cmd)
         }
-        queue.append(cmd)
+    }
+
+    /// Stores a command that waits (`queued`); under the `latest` policy the waiting commands
+    /// for the same attribute end `superseded`.
+    func store(_ cmd: inout PendingCommand) {
+        let entry = outboxEntry(cmd, .queued)
+        do throws(StoreError) {
+            let latest = config.offlinePolicy == .latest && cmd.attribute != nil
+            let (saved, replaced) = try output.metrics.commit { () throws(StoreError) in try output.store.enqueue(entry, replacingSameAttribute: latest) }
+            cmd.outboxID = saved.id
+            if !replaced.isEmpty {
+                for old in queue.remove(outboxIDs: Set(replaced.compactMap(\.id))) {
+                    output.respond(old, device: id, .error, error: CommandError(.superseded, "replaced by a newer \(cmd.attribute ?? "") command"))
+                }
+            }
+        } catch {
+            output.logger.error("outbox write failed", metadata: ["device": "\(id)", "error": "\(error)"])
+        }
     }
 
     func linkUp(_ l: any BLELink) {
         link = l
         lastConnectError = nil
-        lastGoodExchange = .now
         metrics.linkUp(pairing: l.pairDuration)
         if l.pairedOnConnect {
             // A first pairing: the registry remembers it, the driver finishes it (GoPro §2).
@@ -389,12 +316,11 @@ actor DeviceSession {
             output.event("device_paired", device: id)
         }
         do throws(CommandError) {
-            startupQueue = try driver.startupRequests()
+            queue.startUp(try driver.startupRequests())
         } catch {
             output.logger.error("profile start-up failed", metadata: ["device": "\(id)", "error": "\(error)"])
         }
-        if let k = driver.keepAlive { nextKeepAlive = .now + k.interval }
-        nextPolls = driver.polls.map { _ in ContinuousClock.now }  // re-read on every connect
+        schedule.up(at: output.clock.now(), keepAlive: driver.keepAlive?.interval, polls: driver.polls.count)
         setAvailable(true)
         let now = Date()
         try? output.store.markSeen(id, at: now)
@@ -407,17 +333,13 @@ actor DeviceSession {
     /// A sighting's RSSI (``observed(rssi:)``).
     func observe(rssi: Int) {
         lastRSSI = rssi
-        if let published = state["rssi"]?.intValue, abs(published - rssi) < Self.rssiStep { return }
+        guard state.rssiIsNews(rssi) else { return }
         commitState(["rssi": .int(Int64(rssi))], at: Date())
     }
 
     /// Merges `changed` and `last_seen` into the state, stores it and publishes it.
     func commitState(_ changed: JSONObject, at date: Date) {
-        var newState = state
-        newState.merge(changed)
-        newState["last_seen"] = .string(Self.timestamp(date))
-        state = newState
-        let json = JSONValue.object(state).jsonText
+        let json = state.stamp(changed, at: date)
         do throws(StoreError) {
             try output.store.apply([.saveState(deviceID: id, json: json, at: date.timeIntervalSince1970)])
         } catch {
@@ -426,20 +348,13 @@ actor DeviceSession {
         publishState(json: json)
     }
 
-    /// `last_seen`'s form: ISO 8601 in UTC (`2025-06-01T12:00:00Z`), as Home Assistant's
-    /// timestamp sensors take it.
-    static func timestamp(_ date: Date) -> String { date.formatted(Date.ISO8601FormatStyle()) }
-
     func linkDown(_ reason: String) {
         link = nil
         metrics.linkDown()
         driver.linkLost()
-        startupQueue = []
-        nextKeepAlive = nil
-        nextPolls = []
-        writing = nil  // the writer task's pending call fails on the dead link; its result is ignored
-        if let f = inFlight {
-            inFlight = nil
+        schedule.down()
+        // The writer task's pending call fails on the dead link; its result is ignored.
+        if let f = queue.linkLost() {
             finish(f.command, .error, error: CommandError(.interrupted, "the link to \(id) was lost after the command was written (not repeated)"))
         }
         setAvailable(false)
@@ -447,75 +362,50 @@ actor DeviceSession {
     }
 
     func tick() {
-        let now = Date()
+        let now = output.clock.now()
         if !linkWaiters.isEmpty {
-            let instant = ContinuousClock.now
-            for w in linkWaiters where w.deadline <= instant { w.continuation.resume(returning: .timedOut(lastConnectError)) }
-            linkWaiters.removeAll { $0.deadline <= instant }
+            for w in linkWaiters where w.deadline <= now { w.continuation.resume(returning: .timedOut(lastConnectError)) }
+            linkWaiters.removeAll { $0.deadline <= now }
         }
-        // Queue deadlines.
-        var kept: [PendingCommand] = []
-        for cmd in queue {
-            if cmd.deadline <= now, !cmd.isInternal {
-                finish(cmd, .expired, error: CommandError(.deviceOffline, "\(id) did not become ready before the deadline"))
-            } else {
-                kept.append(cmd)
-            }
+        let (expired, timedOut) = queue.expire(at: now)
+        for cmd in expired {
+            finish(cmd, .expired, error: CommandError(.deviceOffline, "\(id) did not become ready before the deadline"))
         }
-        queue = kept
-        // In-flight timeout.
-        if let f = inFlight, ContinuousClock.now >= f.timeoutAt {
-            inFlight = nil
+        if let f = timedOut {
             let error = CommandError(.timeout, "no answer from \(id) within \(f.limit)")
             finish(f.command, .error, error: error)
             internalFailed(f.command, error)
         }
         // Availability from the last good exchange.
-        if link != nil, available, ContinuousClock.now - lastGoodExchange > config.availabilityTimeout {
-            setAvailable(false)
-        }
-        // Keep-alive.
-        if link != nil {
-            let polls = driver.polls
-            for i in nextPolls.indices where i < polls.count && ContinuousClock.now >= nextPolls[i] {
-                nextPolls[i] = .now + polls[i].interval
-                queue.append(PendingCommand(payload: .internal(polls[i].request), deadline: now + 30))
-            }
-        }
-        if let k = driver.keepAlive, let next = nextKeepAlive, link != nil, ContinuousClock.now >= next {
-            nextKeepAlive = .now + k.interval
-            queue.insert(PendingCommand(payload: .internal(k.request), deadline: now + 10), at: 0)
-        }
+        if available, schedule.silent(at: now, timeout: config.availabilityTimeout) { setAvailable(false) }
+        // Polls and keep-alive.
+        if schedule.isUp { schedule.duePolls(at: now, driver.polls) { queue.appendInternal($0) } }
+        if let k = driver.keepAlive, schedule.keepAliveDue(at: now, interval: k.interval) { queue.pushInternal(k.request) }
     }
 
     // MARK: Dispatch (one GATT operation in flight)
 
     func dispatch() {
-        while inFlight == nil, writing == nil, let link {
-            let request: DeviceRequest
+        while let link {
             var cmd: PendingCommand
-            if !startupQueue.isEmpty {
-                request = startupQueue.removeFirst()
-                cmd = PendingCommand(payload: .internal(request), deadline: Date() + 30)
-            } else {
-                guard let index = queue.firstIndex(where: { !driver.isBusy || $0.mayPassBusyGate(driver) }) else {
-                    for i in queue.indices where !queue[i].announced && !queue[i].isInternal {
-                        queue[i].announced = true
-                        output.respond(queue[i], device: id, .queued)
-                    }
-                    return
+            switch queue.next(busy: driver.isBusy) {
+            case .underWay: return
+            case .blocked:
+                queue.announceWaiting { output.respond($0, device: id, .queued) }
+                return
+            case let .send(c): cmd = c
+            }
+            let request: DeviceRequest
+            do throws(CommandError) {
+                switch cmd.payload {
+                case let .internal(r): request = r
+                case let .command(body):
+                    if let encoded = cmd.encoded { request = encoded } else { request = try driver.encode(body, mtu: link.mtu) }
+                case let .write(topic, payload): request = try driver.encodeWrite(topic: topic, payload: payload, mtu: link.mtu)
                 }
-                cmd = queue.remove(at: index)
-                do throws(CommandError) {
-                    switch cmd.payload {
-                    case let .command(body): request = try driver.encode(body, mtu: link.mtu)
-                    case let .write(topic, payload): request = try driver.encodeWrite(topic: topic, payload: payload, mtu: link.mtu)
-                    case let .internal(r): request = r
-                    }
-                } catch {
-                    finish(cmd, .error, error: error)
-                    continue
-                }
+            } catch {
+                finish(cmd, .error, error: error)
+                continue
             }
             // At most once: the outbox says `sent` before the device gets the first byte.
             if let oid = cmd.outboxID {
@@ -528,66 +418,52 @@ actor DeviceSession {
                 }
             }
             if cmd.announced { output.respond(cmd, device: id, .sent) }
-            if request.writes.isEmpty, request.read == nil {
-                if let key = request.expect {
-                    nextSequence += 1
-                    let limit = request.timeout ?? config.commandTimeout
-                    inFlight = InFlight(command: cmd, expect: key, read: nil, sequence: nextSequence, limit: limit,
-                                        timeoutAt: .now + limit)
-                } else {
-                    finish(cmd, .ok)
-                }
-                continue
+            cmd.encoded = nil
+            switch queue.start(cmd, request, commandTimeout: config.commandTimeout, now: output.clock.now()) {
+            case .done: finish(cmd, .ok)
+            case .awaiting: break
+            case let .write(sequence): writeSink.yield(WriteJob(sequence: sequence, link: link, request: request))
             }
-            nextSequence += 1
-            writing = nextSequence
-            let limit = request.timeout ?? config.commandTimeout
-            inFlight = InFlight(command: cmd, expect: request.read == nil ? request.expect : nil, read: request.read,
-                                sequence: nextSequence, limit: limit, timeoutAt: .now + limit)
-            writeSink.yield(WriteJob(sequence: nextSequence, link: link, request: request))
         }
     }
 
     /// The writer task finished operation `sequence`.
     func written(_ sequence: UInt64, _ result: Result<[UInt8]?, BLEError>) {
-        guard writing == sequence else { return }  // from a link that is gone
-        writing = nil
-        guard let f = inFlight, f.sequence == sequence else {
-            // Already answered by a notification (or timed out): nothing left but the write's fate.
-            if case let .failure(error) = result {
-                output.logger.debug("write failed after its answer", metadata: ["device": "\(id)", "error": "\(error)"])
-            }
-            return
-        }
-        let cmd = f.command
+        var failure: BLEError?
+        var value: [UInt8]?
         switch result {
-        case let .success(value):
-            lastGoodExchange = .now
-            if let r = f.read {
-                inFlight = nil
-                let outputs = driver.decodeRead(r, value ?? [])
-                // The command's data: the decoded characteristic value, else the state it changed.
-                var characteristic: JSONValue?
-                var changed = JSONObject()
-                for o in outputs {
-                    if case let .state(s) = o { changed.merge(s) }
-                    if case let .characteristic(_, v) = o { characteristic = v }
-                }
-                process(outputs, from: nil, answering: cmd)
-                finish(cmd, .ok, data: characteristic ?? (changed.isEmpty ? nil : .object(changed)), removed: true)
-            } else if f.expect == nil {
-                inFlight = nil
-                finish(cmd, .ok)
+        case let .success(v): value = v
+        case let .failure(e): failure = e
+        }
+        let outcome = queue.written(sequence, failure: failure)
+        switch outcome {
+        case .read, .done, .awaitingAnswer: schedule.heard(at: output.clock.now())
+        default: break
+        }
+        switch outcome {
+        case .stale, .awaitingAnswer:
+            break  // from a link that is gone; or the answer is awaited from a notification
+        case .alreadyEnded:
+            // Already answered by a notification (or timed out): nothing left but the write's fate.
+            if let failure { output.logger.debug("write failed after its answer", metadata: ["device": "\(id)", "error": "\(failure)"]) }
+        case let .read(f):
+            let outputs = driver.decodeRead(f.read!, value ?? [])
+            // The command's data: the decoded characteristic value, else the state it changed.
+            var characteristic: JSONValue?
+            var changed = JSONObject()
+            for o in outputs {
+                if case let .state(s) = o { changed.merge(s) }
+                if case let .characteristic(_, v) = o { characteristic = v }
             }
-            // else: the answer is awaited from a notification (until the command's timeout).
-        case let .failure(error):
-            inFlight = nil
-            if error.kind == .notConnected, !cmd.isInternal {
-                // Not written: keep it for when the link is back.
-                if let oid = cmd.outboxID { try? output.store.setStatus(.queued, for: oid) }
-                queue.insert(cmd, at: 0)
-                return
-            }
+            process(outputs, from: nil, answering: f.command)
+            finish(f.command, .ok, data: characteristic ?? (changed.isEmpty ? nil : .object(changed)), removed: true)
+        case let .done(cmd):
+            finish(cmd, .ok)
+        case let .requeued(cmd):
+            // Not written: kept (at the front) for when the link is back.
+            if let oid = cmd.outboxID { try? output.store.setStatus(.queued, for: oid) }
+        case let .failed(cmd):
+            let error = failure!
             let failure = CommandError(.bluetoothError, error.description)
             finish(cmd, .error, error: failure)
             if error.kind != .notConnected { internalFailed(cmd, failure) }  // else linkDown follows
@@ -605,7 +481,7 @@ actor DeviceSession {
     ///   removed in the same commit as the new state.
     func process(_ outputs: [DriverOutput], from notification: GATTNotification?, answering: PendingCommand? = nil) {
         if notification != nil { output.counters.notification(); metrics.notifications.increment() }
-        if notification != nil { lastGoodExchange = .now; if !available, link != nil { setAvailable(true) } }
+        if notification != nil { schedule.heard(at: output.clock.now()); if !available, link != nil { setAvailable(true) } }
         // The answer's writes first, in one commit, before anything about them is published: the
         // answered command's outbox entry removed, the new state saved (write-through; in SQLite
         // no later than its retained publish).
@@ -613,27 +489,18 @@ actor DeviceSession {
         for o in outputs { if case let .state(s) = o { changed.merge(s) } }
         var writes: [BridgeStore.Write] = []
         var answered = answering?.outboxID
-        if answered == nil, let f = inFlight, let expect = f.expect,
+        if answered == nil, let expect = queue.awaitedKey,
            outputs.contains(where: { if case .response(expect, _) = $0 { return true }; return false }) {
-            answered = f.command.outboxID
+            answered = queue.inFlight?.command.outboxID
         }
         if let answered { writes.append(.removeCommand(answered)) }
         // Next handshake steps run before anything queued, in the order given.
-        startupQueue.insert(contentsOf: outputs.compactMap { if case let .request(r) = $0 { r } else { nil } }, at: 0)
-        var newStateJSON: String?
-        var hardwareChanged = false
+        queue.insertSteps(outputs.compactMap { if case let .request(r) = $0 { r } else { nil } })
+        var merged: (json: String, hardwareChanged: Bool)?
         if !changed.isEmpty {
-            var newState = state
-            newState.merge(changed)
-            if newState != state {
-                // Whenever the state is published anyway, it says when the device was last heard.
-                hardwareChanged = newState["hardware"] != state["hardware"]
-                newState["last_seen"] = .string(Self.timestamp(Date()))
-                state = newState
-                let json = JSONValue.object(state).jsonText
-                newStateJSON = json
-                writes.append(.saveState(deviceID: id, json: json, at: Date().timeIntervalSince1970))
-            }
+            let date = Date()
+            merged = state.merge(changed, at: date)
+            if let merged { writes.append(.saveState(deviceID: id, json: merged.json, at: date.timeIntervalSince1970)) }
         }
         do throws(StoreError) { if !writes.isEmpty { try output.metrics.commit { () throws(StoreError) in try output.store.apply(writes) } } } catch {
             output.logger.error("state write failed", metadata: ["device": "\(id)", "error": "\(error)"])
@@ -643,11 +510,10 @@ actor DeviceSession {
             case .state:
                 break
             case let .response(key, result):
-                guard let f = inFlight, f.expect == key, f.read == nil else {
+                guard let f = queue.answer(key) else {
                     output.logger.debug("unmatched response", metadata: ["device": "\(id)", "key": "\(key)"])
                     continue
                 }
-                inFlight = nil
                 switch result {
                 case let .success(data): finish(f.command, .ok, data: data, removed: true)
                 case let .failure(error): finish(f.command, .error, error: error, removed: true)
@@ -667,13 +533,17 @@ actor DeviceSession {
                 break  // queued above
             }
         }
-        if let newStateJSON { publishState(json: newStateJSON) }
-        if hardwareChanged { output.deviceInfoChanged(config, state) }
+        if let merged {
+            publishState(json: merged.json)
+            if merged.hardwareChanged { output.deviceInfoChanged(config, state.values) }
+        }
     }
 
     func outboxEntry(_ cmd: PendingCommand, _ status: OutboxEntry.Status) -> OutboxEntry {
-        OutboxEntry(deviceID: id, transaction: cmd.transaction?.jsonText, command: cmd.commandJSON?.jsonText ?? "{}",
-                    attribute: cmd.attribute, status: status, createdAt: Date(), deadline: cmd.deadline,
+        let wallNow = Date()
+        let deadline = cmd.deadline.map { BridgeClock.date(of: $0, now: output.clock.now(), wallNow: wallNow) } ?? wallNow
+        return OutboxEntry(deviceID: id, transaction: cmd.transaction?.jsonText, command: cmd.commandJSON?.jsonText ?? "{}",
+                    attribute: cmd.attribute, status: status, createdAt: wallNow, deadline: deadline,
                     responseTopic: cmd.responseTopic, correlationData: cmd.correlationData.map { Data($0) })
     }
 
@@ -690,14 +560,14 @@ actor DeviceSession {
 
     /// - Parameter json: the state's JSON text when the caller has it (the text just stored).
     func publishState(json: String? = nil) {
-        let payload = Array((json ?? JSONValue.object(state).jsonText).utf8)
+        let payload = Array((json ?? state.json).utf8)
         output.mqtt.send(OutboundMessage(topic: output.topics.state(id), payload: payload, qos: output.stateQoS, retain: output.retainState))
     }
 
     /// For the health topic: link state and queue depth.
     func health() -> JSONValue {
         ["connected": .bool(link != nil), "available": .bool(available), "queue": .int(Int64(queue.count)),
-         "in_flight": .bool(inFlight != nil)]
+         "in_flight": .bool(queue.inFlight != nil)]
     }
 
     /// Republishes retained topics (after the broker came back).
@@ -713,18 +583,6 @@ actor DeviceSession {
     }
 }
 
-extension PendingCommand {
-    func mayPassBusyGate(_ driver: any DeviceDriver) -> Bool {
-        switch payload {
-        case let .command(body):
-            var probe = driver
-            return (try? probe.encode(body, mtu: 23).bypassesBusyGate) ?? true
-        case let .internal(r): return r.bypassesBusyGate
-        case .write: return false
-        }
-    }
-}
-
 extension Duration {
     /// The whole duration in seconds, sub-second part included (`500ms` → 0.5).
     var seconds: Double {
@@ -733,6 +591,3 @@ extension Duration {
     }
 }
 
-extension Date {
-    static func + (d: Date, seconds: Double) -> Date { d.addingTimeInterval(seconds) }
-}

@@ -55,9 +55,9 @@ public struct GoProDriver: DeviceDriver {
         var out: [DeviceRequest] = []
         if pairingFinishDue { out.append(try pairingFinish()) }
         for name in ["register_status_value_updates", "register_setting_value_updates"] {
-            out.append(try encode(["query": .string(name)], mtu: 23))
+            out.append(try encode(["query": .string(name)], mtu: BridgeDefaults.attMTU))
         }
-        var hardwareInfo = try encode(["command": "get_hardware_info"], mtu: 23)
+        var hardwareInfo = try encode(["command": "get_hardware_info"], mtu: BridgeDefaults.attMTU)
         hardwareInfo.bypassesBusyGate = true  // a query in all but name: it changes nothing
         out.append(hardwareInfo)
         return out

@@ -60,7 +60,7 @@ public struct RokidDriver: DeviceDriver {
         let auth = CXRPacket.authRequest(CXRAuthRequest(serviceRecord: info.serviceRecord, clientTime: now()))
         let bytes: [UInt8]
         do { bytes = try auth.encoded() } catch { return refuse("AUTH_REQ cannot be encoded (\(error))") }
-        return [.request(DeviceRequest(writes: Self.slices(bytes, mtu: 23), expect: Self.authKey, timeout: authWait))]
+        return [.request(DeviceRequest(writes: Self.slices(bytes, mtu: BridgeDefaults.attMTU), expect: Self.authKey, timeout: authWait))]
     }
 
     public mutating func internalRequestFailed(_ request: DeviceRequest, _ error: CommandError) -> [DriverOutput] {

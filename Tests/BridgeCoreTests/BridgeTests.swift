@@ -14,9 +14,11 @@ import Testing
         let device = FakeDevice()
         let store: BridgeStore
         let bridge: Bridge
+        /// The bridge's clock when the test moves time itself.
+        let clock: ManualClock?
 
         init(policy: OfflinePolicy = .queue, deadline: Duration = .seconds(60), timeout: Duration = .seconds(5),
-             present: Bool = true, store: BridgeStore? = nil,
+             present: Bool = true, store: BridgeStore? = nil, clock: ManualClock? = nil,
              mappings: [CharacteristicMapping] = [CharacteristicMapping(uuid: "FFF2", codec: .raw, directions: [.notify], topic: "reading")]) throws {
             var config = Configuration()
             config.mqtt.reconnectMin = .milliseconds(20)
@@ -30,9 +32,22 @@ import Testing
             config.devices = [d]
             device.setPresent(present)
             self.store = try store ?? BridgeStore.inMemory()
+            self.clock = clock
             bridge = try Bridge(configuration: config, store: self.store, mqtt: mqtt,
                                 central: FakeCentral(["C0:FF:EE:00:00:09": device]),
-                                drivers: { _ in TestDriver() }, tick: .milliseconds(10))
+                                drivers: { _ in TestDriver() }, tick: Self.tick, clock: clock?.bridgeClock)
+        }
+
+        static let tick: Duration = .milliseconds(10)
+
+        var session: DeviceSession { bridge.session("dev")! }
+
+        /// Moves the manual clock by `d` and returns once the session handled a tick at the new
+        /// instant (the bridge's ticker wakes by the same clock, a tick after its last one).
+        func advance(by d: Duration) async throws {
+            try #require(clock).advance(by: d)
+            session.tickNow()
+            await session.settled()
         }
 
         func set(_ json: String, retain: Bool = false, responseTopic: String? = nil, correlation: [UInt8]? = nil) {
@@ -110,9 +125,13 @@ import Testing
             let first = try await h.responses(1)
             #expect(first[0]["transaction"] == "a")
             #expect(first[0]["status"] == "ok")
-            #expect(h.device.heldWrites == 1)
-            try await Task.sleep(for: .milliseconds(50))
-            #expect(h.device.writes == [[1, 5]])  // ping 6 waits for the write of ping 5 to return
+            // The answer may be published before the fake device starts holding the write's return.
+            #expect(await eventually(timeout: .seconds(3)) { h.device.heldWrites == 1 })
+            // Both commands were taken (and dispatched if they could be): ping 6 still waits
+            // for the write of ping 5 to return.
+            await h.session.settled()
+            #expect(await h.session.health()["queue"] == 1)
+            #expect(h.device.writes == [[1, 5]])
             h.device.releaseWrites()
             let both = try await h.responses(2)
             #expect(both[1]["transaction"] == "b")
@@ -169,10 +188,16 @@ import Testing
         }
     }
 
+    /// A command expires exactly at its deadline on the bridge's clock: not a tick before.
     @Test func deadlinePassedEndsExpired() async throws {
-        let h = try Harness(deadline: .milliseconds(100), present: false)
+        let h = try Harness(deadline: .milliseconds(100), present: false, clock: ManualClock())
         try await h.running {
             h.set(#"{"command":"ping","value":1}"#)
+            _ = try await h.responses(1)
+            try await h.advance(by: .milliseconds(99))
+            #expect(h.mqtt.messages("gatt2mqtt/dev/response").count == 1, "still queued 1 ms before its deadline")
+            #expect(try h.store.pendingCommands().count == 1)
+            try await h.advance(by: .milliseconds(1))
             let r = try await h.responses(2)
             #expect(r.map { $0["status"] } == ["queued", "expired"])
             #expect(try h.store.pendingCommands().isEmpty)
@@ -183,10 +208,10 @@ import Testing
     @Test func subSecondDeadlineIsKept() throws {
         let h = try Harness(deadline: .milliseconds(1500), present: false)
         let session = try #require(h.bridge.session("dev"))
-        let before = Date()
+        let before = h.bridge.clock.now()
         let cmd = h.bridge.pending(.command(["command": "ping"]), nil, InboundMessage(topic: "gatt2mqtt/dev/set", payload: []), session)
-        let wait = cmd.deadline.timeIntervalSince(before)
-        #expect(wait >= 1.5 && wait < 2.5, "deadline in \(wait) s")
+        let wait = try #require(cmd.deadline) - before
+        #expect(wait >= .milliseconds(1500) && wait < .milliseconds(2500), "deadline in \(wait)")
         #expect(Duration.milliseconds(500).seconds == 0.5)
         #expect(Duration.seconds(60).seconds == 60)
     }
@@ -258,14 +283,20 @@ import Testing
         }
     }
 
+    /// The answer may take the command timeout, on the bridge's clock, and not a tick more.
     @Test func silentDeviceTimesOut() async throws {
-        let h = try Harness(timeout: .milliseconds(100))
+        let h = try Harness(timeout: .milliseconds(100), clock: ManualClock())
         h.device.setAnswering(false)
         try await h.running {
             _ = try await h.mqtt.wait(for: "gatt2mqtt/dev/availability")
             h.set(#"{"command":"ping","value":5}"#)
+            #expect(await h.device.writeLog.wait(timeout: .seconds(3)) { !$0.isEmpty } != nil)
+            try await h.advance(by: .milliseconds(99))
+            #expect(h.mqtt.messages("gatt2mqtt/dev/response").isEmpty, "no timeout 1 ms before the limit")
+            try await h.advance(by: .milliseconds(1))
             let r = try await h.responses(1)
             #expect(r[0]["status"] == "error" && r[0]["error"]?["code"] == "timeout")
+            #expect(r[0]["error"]?["message"] == "no answer from dev within 0.1 seconds")
         }
     }
 
@@ -275,7 +306,7 @@ import Testing
         try await h.running {
             _ = try await h.mqtt.wait(for: "gatt2mqtt/dev/availability")
             h.set(#"{"command":"ping","value":5}"#)
-            while h.device.writes.isEmpty { try await Task.sleep(for: .milliseconds(5)) }
+            #expect(await h.device.writeLog.wait(timeout: .seconds(3)) { !$0.isEmpty } != nil)
             h.device.dropLink()
             let r = try await h.responses(1)
             #expect(r[0]["error"]?["code"] == "interrupted")
@@ -338,7 +369,7 @@ import Testing
             session.observed(rssi: -65)
             let second = try await h.mqtt.wait(for: "gatt2mqtt/dev", count: 2)
             #expect(try JSONValue(parsing: second[1].payload)["rssi"] == -65)
-            try await Task.sleep(for: .milliseconds(50))
+            await session.settled()  // every sighting handled: none published since
             #expect(h.mqtt.messages("gatt2mqtt/dev").count == 2)
             #expect(try h.store.states()["dev"]?["rssi"] == -65)
         }
@@ -496,19 +527,35 @@ import Testing
         let mqtt = FakeMQTT()
         var driver = TestDriver()
         driver.polls = [(.milliseconds(50), DeviceRequest(writes: [], read: CharacteristicID("2A19")))]
+        let clock = ManualClock()
+        let tick = Duration.milliseconds(10)
         let bridge = try Bridge(configuration: config, store: try BridgeStore.inMemory(), mqtt: mqtt,
                                 central: FakeCentral(["C0:FF:EE:00:00:09": device]), drivers: { [driver] _ in driver },
-                                tick: .milliseconds(10))
+                                tick: tick, clock: clock.bridgeClock)
+        let session = try #require(bridge.session("dev"))
+        /// Moves the clock; returns once the session handled a tick at the new instant.
+        func advance(by d: Duration) async {
+            clock.advance(by: d)
+            session.tickNow()
+            await session.settled()
+        }
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { await bridge.run() }
             defer { group.cancelAll() }
+            _ = try await mqtt.wait(for: "gatt2mqtt/dev/availability")
+            await advance(by: tick)  // the first tick after the connect reads
             let state = try await mqtt.wait(for: "gatt2mqtt/dev", count: 2)  // link up, then the first read
             #expect(try withoutLastSeen(state[1]) == ["battery": 42])
-            let deadline = ContinuousClock.now + .seconds(3)
-            while device.state.withLock({ $0.reads }) < 3, ContinuousClock.now < deadline {
-                try await Task.sleep(for: .milliseconds(10))
+            #expect(device.readLog.elements.count == 1)
+            await advance(by: .milliseconds(49))
+            // No poll at this tick: none read, and none under way (its read still to come).
+            #expect(device.readLog.elements.count == 1, "not before the interval")
+            #expect(await session.health()["in_flight"] == false)
+            for n in 2...4 {
+                await advance(by: n == 2 ? .milliseconds(1) : .milliseconds(50))
+                #expect(await device.readLog.wait(timeout: .seconds(3)) { $0.count >= n } != nil, "read \(n)")
             }
-            #expect(device.state.withLock { $0.reads } >= 3)
+            // The 4th read went out after the 3rd's value was handled (one operation at a time).
             #expect(mqtt.messages("gatt2mqtt/dev").count == 2, "unchanged values are not republished")
             #expect(mqtt.messages("gatt2mqtt/dev/response").isEmpty, "polls are internal: no lifecycle messages")
         }

@@ -60,13 +60,10 @@ import Testing
 
     /// The first terminal response (`ok`/`error`/`expired`), waiting up to 3 s.
     func terminal(_ mqtt: FakeMQTT) async throws -> JSONValue? {
-        let deadline = ContinuousClock.now + .seconds(3)
-        while true {
-            let r = try mqtt.messages("gatt2mqtt/dev/response").map { try JSONValue(parsing: $0.payload) }
-            if let t = r.first(where: { ["ok", "error", "expired"].contains($0["status"]?.stringValue ?? "") }) { return t }
-            if ContinuousClock.now >= deadline { return nil }
-            try await Task.sleep(for: .milliseconds(10))
-        }
+        @Sendable func status(_ m: OutboundMessage) -> JSONValue? { (try? JSONValue(parsing: m.payload))?["status"] }
+        let isTerminal: @Sendable (OutboundMessage) -> Bool = { ["ok", "error", "expired"].contains(status($0)?.stringValue ?? "") }
+        let r = try? await mqtt.wait(for: "gatt2mqtt/dev/response", "a terminal response") { $0.contains(where: isTerminal) }
+        return try r?.first(where: isTerminal).map { try JSONValue(parsing: $0.payload) }
     }
 
     @Test func theReadValueLeadsToTheNextStepBeforeCommands() async throws {

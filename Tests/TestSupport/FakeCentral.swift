@@ -16,6 +16,10 @@ public final class FakeDevice: Sendable {
     }
 
     public let state = Mutex(State())
+    /// Every write the device took, in order (to wait on).
+    public let writeLog = WaitableLog<[UInt8]>()
+    /// Every read the device answered (to wait on).
+    public let readLog = WaitableLog<CharacteristicID>()
 
     public init() {}
 
@@ -61,6 +65,7 @@ public final class FakeLink: BLELink {
         let (connected, answer) = device.state.withLock { s in (s.link === self, s.answer) }
         guard connected else { throw BLEError(.notConnected, "Not connected") }
         device.state.withLock { $0.writes.append(value) }
+        device.writeLog.append(value)
         // The scripted device: [1, x] → notifies [1, x] (the answer) on FFF2.
         if answer, value.first == 1, value.count == 2 { continuation.yield(GATTNotification(characteristic: CharacteristicID("FFF2"), value: value)) }
         if device.state.withLock({ $0.holdWrites }) {
@@ -70,6 +75,7 @@ public final class FakeLink: BLELink {
 
     public func read(_ characteristic: CharacteristicID) async throws(BLEError) -> [UInt8] {
         device.state.withLock { $0.reads += 1 }
+        device.readLog.append(characteristic)
         return [42]
     }
 

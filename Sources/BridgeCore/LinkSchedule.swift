@@ -1,0 +1,73 @@
+/// A device's link over time, without I/O: up or down, when it was last heard (availability),
+/// when the keep-alive and each poll are due. Driven by events and the bridge's clock's instants.
+struct LinkSchedule: Sendable {
+    private(set) var isUp = false
+    /// The last good exchange with the device (link up, a write returned, a notification).
+    private(set) var lastHeard: ContinuousClock.Instant
+    private(set) var nextKeepAlive: ContinuousClock.Instant?
+    /// When each of the driver's polls is due next (empty while the link is down).
+    private(set) var nextPolls: [ContinuousClock.Instant] = []
+
+    init(now: ContinuousClock.Instant) { lastHeard = now }
+
+    /// The link came up at `now`: the keep-alive is due one interval later, every poll at once
+    /// (a connect re-reads them).
+    mutating func up(at now: ContinuousClock.Instant, keepAlive: Duration?, polls: Int) {
+        isUp = true
+        lastHeard = now
+        nextKeepAlive = keepAlive.map { now + $0 }
+        nextPolls = Array(repeating: now, count: polls)
+    }
+
+    mutating func down() {
+        isUp = false
+        nextKeepAlive = nil
+        nextPolls = []
+    }
+
+    /// A good exchange with the device at `now`.
+    mutating func heard(at now: ContinuousClock.Instant) { lastHeard = now }
+
+    /// Whether the device, while the link is up, has been silent for longer than `timeout`.
+    func silent(at now: ContinuousClock.Instant, timeout: Duration) -> Bool { isUp && now - lastHeard > timeout }
+
+    /// Hands `body` the requests of the polls due at `now`, in order (each is due again one
+    /// interval later).
+    mutating func duePolls(at now: ContinuousClock.Instant, _ polls: [(interval: Duration, request: DeviceRequest)],
+                           _ body: (DeviceRequest) -> Void) {
+        guard isUp else { return }
+        for i in nextPolls.indices where i < polls.count && now >= nextPolls[i] {
+            nextPolls[i] = now + polls[i].interval
+            body(polls[i].request)
+        }
+    }
+
+    /// Whether the keep-alive is due at `now` (then it is due again one `interval` later).
+    mutating func keepAliveDue(at now: ContinuousClock.Instant, interval: Duration?) -> Bool {
+        guard isUp, let interval, let next = nextKeepAlive, now >= next else { return false }
+        nextKeepAlive = now + interval
+        return true
+    }
+}
+
+/// The wait between connect attempts: from `min`, doubled after each failure up to `max`,
+/// back to `min` after a connect; each wait is scaled by a jitter in 0.5…1.
+struct Backoff: Sendable {
+    let min: Duration
+    let max: Duration
+    private(set) var current: Duration
+
+    init(min: Duration, max: Duration) {
+        self.min = min
+        self.max = max
+        current = min
+    }
+
+    mutating func reset() { current = min }
+
+    /// The wait before the next attempt, for `jitter` in 0.5…1; the one after it doubles.
+    mutating func next(jitter: Double) -> Duration {
+        defer { current = Swift.min(current * 2, max) }
+        return current * jitter
+    }
+}

@@ -1,0 +1,42 @@
+import BinaryCoding
+import BridgeConfig
+import BridgeStore
+import Foundation
+import Logging
+
+/// What the session tells the rest of the bridge (publishing, persistence).
+struct SessionOutput: Sendable {
+    let topics: Topics
+    let gate: ConnectGate
+    let history: (maxEvents: Int, maxAge: Duration)
+    let mqtt: any MQTTPort
+    let store: BridgeStore
+    let stateQoS: Int
+    let retainState: Bool
+    let logger: Logger
+    let counters: BridgeCounters
+    /// The bridge's one clock: every deadline is read from it, every wait is on it.
+    let clock: BridgeClock
+    var sleep: Sleep { clock.sleep }
+    /// The device's `hardware` in its state changed (first known, or other): the bridge
+    /// republishes its Home Assistant `device` block. Given the device id and its new state.
+    var deviceInfoChanged: @Sendable (DeviceConfig, JSONObject) -> Void = { _, _ in }
+
+    /// Publishes a bridge event and keeps it in the bounded history.
+    func event(_ kind: String, device: String, _ extra: JSONObject = [:]) {
+        var o: JSONObject = ["type": .string(kind), "device": .string(device)]
+        o.merge(extra)
+        mqtt.send(OutboundMessage(topic: topics.bridgeEvent, json: .object(o), qos: 0, retain: false))
+        try? store.appendEvent(EventRecord(deviceID: device, kind: kind, payload: JSONValue.object(o).jsonText, at: Date()),
+                               maxCount: history.maxEvents, maxAge: history.maxAge)
+    }
+
+    func respond(_ cmd: PendingCommand, device: String, _ status: CommandStatus, data: JSONValue? = nil, error: CommandError? = nil) {
+        guard !cmd.isInternal else { return }
+        counters.command(status, error)
+        metrics.ended(cmd, device: device, status, error: error, at: clock.now())
+        let body = CommandResponse(transaction: cmd.transaction, status: status, command: cmd.commandJSON, data: data, error: error)
+        let topic = cmd.responseTopic ?? topics.response(device)
+        mqtt.send(OutboundMessage(topic: topic, json: body.json, qos: 1, retain: false, correlationData: cmd.correlationData))
+    }
+}
