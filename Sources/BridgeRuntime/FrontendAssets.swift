@@ -22,7 +22,7 @@ main { padding: 20px; max-width: 1200px; margin: 0 auto; }
 h1 { font-size: 20px; margin: 0 0 14px; }
 h2 { font-size: 15px; margin: 0 0 10px; }
 .card { background: var(--card); border: 1px solid var(--line); border-radius: 8px; padding: 14px 16px; margin-bottom: 16px; }
-.grid { display: grid; grid-template-columns: repeat(auto-fit, minmax(340px, 1fr)); gap: 16px; }
+.grid { display: grid; grid-template-columns: repeat(auto-fit, minmax(420px, 1fr)); gap: 16px; align-items: start; }
 table { border-collapse: collapse; width: 100%; }
 th, td { text-align: left; padding: 6px 8px; border-bottom: 1px solid var(--line); vertical-align: top; }
 th { color: var(--muted); font-weight: 600; font-size: 12px; text-transform: uppercase; letter-spacing: .03em; }
@@ -54,6 +54,10 @@ a { color: var(--accent); }
 .add-id { width: 130px; }
 .spacer { flex: 1; }
 .row label.inline { min-width: 0; color: var(--fg); }
+.kv td.mono, td.mono { word-break: break-word; white-space: normal; }
+h1 .sub { font-weight: 400; font-size: 14px; color: var(--muted); }
+.controls select { max-width: 190px; }
+.controls .feedback { margin: 0; font-size: 12px; }
 """#),
         "/app.js": File(contentType: "text/javascript; charset=utf-8", body: ##"""
 // gatt2mqtt's web frontend (docs/frontend.md). Everything it shows comes from the messages the
@@ -316,7 +320,7 @@ function viewDevice(view, id) {
     const d = deviceInfo(id);
     const av = model.availability[id];
     return [d ? (d.name || id) + " " : id + " ", pill(av || "unknown", av || "pending"), " ", link(id),
-      h("span", { class: "muted" }, d ? `  ${d.profile} · ${d.address || d.name_pattern || ""} · from ${d.source}` : "  (not configured)")];
+      h("span", { class: "sub" }, d ? `  ${d.profile} · ${d.address || d.name_pattern || ""} · from ${d.source}` : "  (not configured)")];
   }));
   const grid = h("div", { class: "grid" });
   view.append(grid);
@@ -357,7 +361,8 @@ function viewDevice(view, id) {
     return mine.map((e) => h("div", {}, h("span", { class: "muted" }, e.time.toLocaleTimeString() + " " + e.topic.slice(model.base.length + 1) + " "), h("code", {}, fmt(e.payload))));
   }));
 
-  grid.append(state, controls, cmds, events, manage(id));
+  // Two columns: what the device says (state, commands' lifecycle, events), what to tell it.
+  grid.append(h("div", {}, state, cmds, events), h("div", {}, controls, manage(id)));
 }
 
 async function loadControls(id, el) {
@@ -392,7 +397,7 @@ async function loadControls(id, el) {
       case "setting": {
         const sel = h("select", { id: "control-" + c.object }, (c.options || []).map((o) => h("option", { value: o }, o)));
         const cur = (model.states[id] || {})[c.object];
-        if (cur !== undefined) sel.value = String(cur);
+        if (cur !== undefined && (c.options || []).includes(String(cur))) sel.value = String(cur);
         row.append(label, sel, h("button", { onclick: () => send(c.command_topic,
           c.command_template ? c.command_template.replace("{{ value }}", sel.value.replace(/["\\]/g, "\\$&")) : sel.value, fb) }, "Apply"));
         break;
@@ -500,6 +505,7 @@ function viewScan(view) {
 
 function viewBridge(view) {
   view.append(h("h1", {}, "Bridge"));
+  refreshHealth();
   const grid = h("div", { class: "grid" });
   view.append(grid);
   const info = h("div", { class: "card" }, h("h2", {}, "Health"));

@@ -195,6 +195,12 @@ struct FrontendRouter: Sendable {
 
     static let cookie = "gatt2mqtt_token"
 
+    static let unauthorizedPage = """
+        <!doctype html><html lang="en"><head><meta charset="utf-8"><title>gatt2mqtt: unauthorized</title></head>
+        <body><h1>401 unauthorized</h1><p>This gatt2mqtt frontend needs its token: open <code>/?token=TOKEN</code> once
+        (the token is in the file <code>frontend.auth_token_file</code> names); a cookie keeps it.</p></body></html>
+        """
+
     /// What a request gets: one answer, or an event stream.
     enum Outcome: Sendable {
         case response(HTTPResponse)
@@ -209,6 +215,11 @@ struct FrontendRouter: Sendable {
 
     func route(_ r: HTTPRequest) async -> Outcome {
         guard authorized(r) else {
+            if r.method == "GET", r.header("accept")?.contains("text/html") == true {
+                // A browser: a page that says what to do (and runs nothing).
+                return .response(HTTPResponse(status: 401, headers: [("Content-Type", "text/html; charset=utf-8"), ("WWW-Authenticate", #"Bearer realm="gatt2mqtt""#)]
+                    + Self.pageHeaders, body: Array(Self.unauthorizedPage.utf8)))
+            }
             return .response(.error(401, "unauthorized: open /?token=TOKEN once in the browser (it sets a cookie), or send Authorization: Bearer TOKEN",
                                     headers: [("WWW-Authenticate", #"Bearer realm="gatt2mqtt""#)]))
         }

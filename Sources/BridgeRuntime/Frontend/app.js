@@ -258,7 +258,7 @@ function viewDevice(view, id) {
     const d = deviceInfo(id);
     const av = model.availability[id];
     return [d ? (d.name || id) + " " : id + " ", pill(av || "unknown", av || "pending"), " ", link(id),
-      h("span", { class: "muted" }, d ? `  ${d.profile} · ${d.address || d.name_pattern || ""} · from ${d.source}` : "  (not configured)")];
+      h("span", { class: "sub" }, d ? `  ${d.profile} · ${d.address || d.name_pattern || ""} · from ${d.source}` : "  (not configured)")];
   }));
   const grid = h("div", { class: "grid" });
   view.append(grid);
@@ -299,7 +299,8 @@ function viewDevice(view, id) {
     return mine.map((e) => h("div", {}, h("span", { class: "muted" }, e.time.toLocaleTimeString() + " " + e.topic.slice(model.base.length + 1) + " "), h("code", {}, fmt(e.payload))));
   }));
 
-  grid.append(state, controls, cmds, events, manage(id));
+  // Two columns: what the device says (state, commands' lifecycle, events), what to tell it.
+  grid.append(h("div", {}, state, cmds, events), h("div", {}, controls, manage(id)));
 }
 
 async function loadControls(id, el) {
@@ -334,7 +335,7 @@ async function loadControls(id, el) {
       case "setting": {
         const sel = h("select", { id: "control-" + c.object }, (c.options || []).map((o) => h("option", { value: o }, o)));
         const cur = (model.states[id] || {})[c.object];
-        if (cur !== undefined) sel.value = String(cur);
+        if (cur !== undefined && (c.options || []).includes(String(cur))) sel.value = String(cur);
         row.append(label, sel, h("button", { onclick: () => send(c.command_topic,
           c.command_template ? c.command_template.replace("{{ value }}", sel.value.replace(/["\\]/g, "\\$&")) : sel.value, fb) }, "Apply"));
         break;
@@ -442,6 +443,7 @@ function viewScan(view) {
 
 function viewBridge(view) {
   view.append(h("h1", {}, "Bridge"));
+  refreshHealth();
   const grid = h("div", { class: "grid" });
   view.append(grid);
   const info = h("div", { class: "card" }, h("h2", {}, "Health"));
