@@ -58,6 +58,7 @@ a { color: var(--accent); }
 h1 .sub { font-weight: 400; font-size: 14px; color: var(--muted); }
 .controls select { max-width: 190px; }
 .controls .feedback { margin: 0; font-size: 12px; }
+.level-warning code, .level-error code, .level-critical code { color: var(--bad); }
 """#),
         "/app.js": File(contentType: "text/javascript; charset=utf-8", body: ##"""
 // gatt2mqtt's web frontend (docs/frontend.md). Everything it shows comes from the messages the
@@ -76,6 +77,7 @@ const model = {
   availability: {},     // id -> "online" | "offline"
   health: null,         // bridge/health or the last health_check answer
   events: [],           // [{time, topic, payload}] newest last (bridge/event, <id>/response, bridge/response/…)
+  logs: [],             // [{time, level, message}] newest last (the log tail)
   sightings: {},        // address -> bridge/scan payload
   commands: {},         // transaction -> {device, command, status, history, error, data}
   commandOrder: [],
@@ -85,7 +87,7 @@ const maxEvents = 300;
 
 function reset() {
   Object.assign(model, { bridgeState: null, info: null, devices: [], states: {}, availability: {}, health: null,
-    events: [], sightings: {}, scanning: false });
+    events: [], logs: [], sightings: {}, scanning: false });
 }
 
 function pushEvent(topic, payload) {
@@ -113,6 +115,10 @@ function apply(msg) {
         if (p && p.type === "scan_stopped") model.scanning = false;
         pushEvent(msg.topic, p); return;
       case "response": pushEvent(msg.topic, p); return;
+      case "logging":   // the log tail (frontend only: not published on MQTT)
+        model.logs.push({ time: new Date(), level: p && p.level, message: p && p.message });
+        if (model.logs.length > maxEvents) model.logs.splice(0, model.logs.length - maxEvents);
+        return;
       default: return;
     }
   }
@@ -539,7 +545,11 @@ function viewBridge(view) {
   const tail = h("div", { class: "card" }, h("h2", {}, "Events"));
   tail.append(live(h("div", { id: "event-tail", class: "log" }), () => model.events.slice(-100).reverse().map((e) =>
     h("div", {}, h("span", { class: "muted" }, e.time.toLocaleTimeString() + " " + e.topic.slice(model.base.length + 1) + " "), h("code", {}, fmt(e.payload))))));
-  grid.append(info, counters, settings, tail);
+  const logs = h("div", { class: "card" }, h("h2", {}, "Log"));
+  logs.append(live(h("div", { id: "log-tail", class: "log" }), () => model.logs.length
+    ? model.logs.slice(-150).reverse().map((l) => h("div", { class: "level-" + l.level }, h("span", { class: "muted" }, l.time.toLocaleTimeString() + " " + l.level + " "), h("code", {}, l.message)))
+    : h("p", { class: "muted" }, "No log lines yet (at the bridge's log level).")));
+  grid.append(info, counters, settings, tail, logs);
 }
 
 window.addEventListener("hashchange", route);

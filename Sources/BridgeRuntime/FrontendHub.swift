@@ -38,6 +38,8 @@ public final class FrontendHub: Sendable {
     static let replyPrefix = "$gatt2mqtt-frontend/"
     /// How many non-retained messages are kept for pages that reconnect (and the first snapshot).
     static let recentLimit = 400
+    /// How many log lines are kept.
+    static let logLimit = 200
     /// A stream that falls this far behind is closed (the page reconnects and gets a snapshot).
     static let streamBuffer = 2000
 
@@ -54,6 +56,9 @@ public final class FrontendHub: Sendable {
         var recent: [Item] = []
         /// The newest `bridge/health` (published every minute; a page shows it at once).
         var health: Item?
+        /// The newest log lines (``log(level:message:)``), oldest first: a ring of their own, so
+        /// chatty debug logging does not push the events out.
+        var logs: [Item] = []
         var subscribers: [Int: AsyncStream<Event>.Continuation] = [:]
         var nextID = 0
         var waiters: [String: CheckedContinuation<OutboundMessage?, Never>] = [:]
@@ -109,13 +114,34 @@ public final class FrontendHub: Sendable {
                 s.recent.append(item)
                 if s.recent.count > Self.recentLimit { s.recent.removeFirst(s.recent.count - Self.recentLimit) }
             }
-            var overflowed: [Int] = []
-            for (id, c) in s.subscribers {
-                if case .dropped = c.yield(.item(item)) { overflowed.append(id) }
-            }
-            for id in overflowed { s.subscribers.removeValue(forKey: id)?.finish() }
+            Self.broadcast(item, &s)
         }
         return false
+    }
+
+    /// The log tail's topic: `<base>/bridge/logging`, `{"level","message"}`. Shown by the pages
+    /// only: the bridge does not publish its log on MQTT.
+    public var loggingTopic: String { "\(topics.base)/bridge/logging" }
+
+    /// One log line, for the pages' log tail.
+    public func log(level: String, message: String) {
+        let payload: JSONValue = ["level": .string(level), "message": .string(message)]
+        state.withLock { s in
+            s.seq += 1
+            let item = Item(seq: s.seq, topic: loggingTopic, payload: Array(payload.jsonText.utf8), retain: false)
+            s.logs.append(item)
+            if s.logs.count > Self.logLimit { s.logs.removeFirst(s.logs.count - Self.logLimit) }
+            Self.broadcast(item, &s)
+        }
+    }
+
+    /// Hands `item` to every stream; one that is full is closed (its page reconnects).
+    private static func broadcast(_ item: Item, _ s: inout State) {
+        var overflowed: [Int] = []
+        for (id, c) in s.subscribers {
+            if case .dropped = c.yield(.item(item)) { overflowed.append(id) }
+        }
+        for id in overflowed { s.subscribers.removeValue(forKey: id)?.finish() }
     }
 
     // MARK: The pages' side
@@ -136,7 +162,7 @@ public final class FrontendHub: Sendable {
                 // The recent list must reach back to it, or a message in between may be lost.
                 if seq >= (s.recent.first.map { $0.seq - 1 } ?? 0) || s.recent.count < Self.recentLimit { after = seq }
             }
-            var items = Array(s.retained.values) + s.recent + (s.health.map { [$0] } ?? [])
+            var items = Array(s.retained.values) + s.recent + s.logs + (s.health.map { [$0] } ?? [])
             if let after {
                 items = items.filter { $0.seq > after }
             } else {
@@ -166,7 +192,7 @@ public final class FrontendHub: Sendable {
 
     private func subscribeOnce() -> [Item] {
         state.withLock { s in
-            (Array(s.retained.values.filter { !$0.payload.isEmpty }) + s.recent + (s.health.map { [$0] } ?? [])).sorted { $0.seq < $1.seq }
+            (Array(s.retained.values.filter { !$0.payload.isEmpty }) + s.recent + s.logs + (s.health.map { [$0] } ?? [])).sorted { $0.seq < $1.seq }
         }
     }
 

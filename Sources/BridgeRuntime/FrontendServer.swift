@@ -68,6 +68,9 @@ public struct FrontendServer: Service {
         logger.info("web frontend on http://\(settings.listen)/\(router.token == nil ? "" : " (token required)")")
         let pool: some AsyncSocketPool = .ePoll()
         let active = ConnectionCount()
+        let hub = router.hub
+        LogTap.shared.set { level, message in hub.log(level: level.rawValue, message: message) }
+        defer { LogTap.shared.set(nil) }
         do {
             try await pool.prepare()
             let listener = try AsyncSocket(socket: socket, pool: pool)

@@ -125,6 +125,18 @@ import Testing
         #expect(other.snapshot.map(\.topic) == ["gatt2mqtt/bridge/event", "gatt2mqtt/bridge/event"])
     }
 
+    /// Log lines go to the pages' log tail, in a ring of their own.
+    @Test func logLinesForTheTail() async {
+        let hub = FrontendHub(baseTopic: "gatt2mqtt")
+        hub.observe(OutboundMessage(topic: "gatt2mqtt/bridge/event", payload: Array(#"{"type":"a"}"#.utf8), qos: 0, retain: false))
+        for i in 0..<(FrontendHub.logLimit + 5) { hub.log(level: "info", message: "line \(i)") }
+        let s = hub.subscribe(lastEventID: nil)
+        #expect(s.snapshot.first?.topic == "gatt2mqtt/bridge/event")  // not pushed out by the log
+        #expect(s.snapshot.count == 1 + FrontendHub.logLimit)
+        #expect(s.snapshot.last.map { String(decoding: $0.payload, as: UTF8.self) } == #"{"level":"info","message":"line \#(FrontendHub.logLimit + 4)"}"#)
+        hub.unsubscribe(s.id)
+    }
+
     @Test func liveEventsAndRepliesThatNeverReachTheBroker() async {
         let hub = FrontendHub(baseTopic: "gatt2mqtt")
         let broker = FakeMQTT()

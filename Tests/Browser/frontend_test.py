@@ -204,6 +204,7 @@ def main():
         browser.css("#log-level-apply").click()
         browser.wait("the log level applied", lambda d: "log level: debug" in d.page_source)
         browser.wait("info says debug", lambda d: "debug" in browser.text("#health"))
+        browser.wait("the log tail", lambda d: "connected to the broker" in browser.text("#log-tail"))
         browser.shot("5-bridge")
         boot = d.find_element(By.TAG_NAME, "body").get_attribute("data-boot")
         status, body = http(base + "/api/request/restart", method="POST", body=b"{}", headers={"Authorization": "Bearer " + TOKEN})
