@@ -254,6 +254,21 @@ import Testing
         #expect(Self.response(await router.route(try Self.request("POST", "/api/devices/camera/set", body: "{}")))?.status == 503)
     }
 
+    /// With `metrics` configured the frontend's listener serves /metrics too, behind the token.
+    @Test func metricsBehindTheToken() async throws {
+        let (hub, _) = Self.hub()
+        let router = FrontendRouter(hub: hub, token: Self.token,
+                                    metrics: MetricsHandler(registry: PrometheusBackend.registry, process: PrometheusBackend.process))
+        #expect(Self.response(await router.route(try Self.request("GET", "/metrics")))?.status == 401)
+        let scrape = Self.response(await router.route(try Self.request("GET", "/metrics", headers: ["Authorization: Bearer \(Self.token)"])))
+        #expect(scrape?.status == 200)
+        #expect(scrape?.header("Content-Type") == MetricsHandler.textFormat)
+        #expect(Self.body(scrape).contains("process_resident_memory_bytes"))
+        // Without metrics configured, /metrics is just another unknown path.
+        let plain = FrontendRouter(hub: hub, token: nil, metrics: nil)
+        #expect(Self.response(await plain.route(try Self.request("GET", "/metrics")))?.status == 404)
+    }
+
     @Test func tokenFiles() throws {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("frontend-token-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
