@@ -46,7 +46,8 @@ public struct FrontendServer: Service {
             throw StartupError("frontend.listen \(settings.listen): \(MetricsServer.describe(error))")
         }
         router = FrontendRouter(hub: hub, token: token,
-                                metrics: metrics ? MetricsHandler(registry: PrometheusBackend.registry, process: PrometheusBackend.process) : nil)
+                                metrics: metrics ? MetricsHandler(registry: PrometheusBackend.registry, process: PrometheusBackend.process) : nil,
+                                loopback: settings.host.hasPrefix("127.") || settings.host == "::1")
     }
 
     struct TokenError: Error { let description: String }
@@ -195,6 +196,10 @@ struct FrontendRouter: Sendable {
     /// nil: no authentication.
     let token: String?
     let metrics: MetricsHandler?
+    /// Listening on a loopback address: without a token, only requests for a loopback name are
+    /// served (a page of another site whose name was made to point at 127.0.0.1 — DNS
+    /// rebinding — gets 403).
+    var loopback = false
 
     static let cookie = "gatt2mqtt_token"
 
@@ -225,6 +230,9 @@ struct FrontendRouter: Sendable {
             }
             return .response(.error(401, "unauthorized: open /?token=TOKEN once in the browser (it sets a cookie), or send Authorization: Bearer TOKEN",
                                     headers: [("WWW-Authenticate", #"Bearer realm="gatt2mqtt""#)]))
+        }
+        if token == nil, loopback, !Self.isLoopbackHost(r.header("host")) {
+            return .response(.error(403, "this frontend answers to 127.0.0.1, [::1] and localhost only (set frontend.auth_token_file to use other names)"))
         }
         // Another site's page must not drive the bridge through a browser that can reach it.
         if r.method != "GET", r.method != "HEAD", crossSite(r) {
@@ -272,6 +280,17 @@ struct FrontendRouter: Sendable {
             return .response(command(device: parts[0], parts.count == 3 ? .write(parts[1]) : parts[1] == "set" ? .set : parts[1] == "get" ? .get : nil, r.body))
         }
         return .response(.error(404, "not found: \(path)"))
+    }
+
+    /// `127.x.y.z`, `[::1]` or `localhost`, with or without a port (no Host header: HTTP/1.0, a script).
+    static func isLoopbackHost(_ host: String?) -> Bool {
+        guard let host else { return true }
+        var name = Substring(host.lowercased())
+        if name.hasPrefix("[") { return name.hasPrefix("[::1]") }
+        if let colon = name.lastIndex(of: ":") { name = name[..<colon] }
+        if name == "localhost" { return true }
+        let parts = name.split(separator: ".", omittingEmptySubsequences: false)
+        return parts.count == 4 && parts[0] == "127" && parts.allSatisfy { UInt8($0) != nil }
     }
 
     static func notAllowed(_ allow: String) -> HTTPResponse { .error(405, "method not allowed (allowed: \(allow))", headers: [("Allow", allow)]) }

@@ -269,6 +269,26 @@ import Testing
         #expect(Self.response(await plain.route(try Self.request("GET", "/metrics")))?.status == 404)
     }
 
+    /// On a loopback address without a token, a request for another name (DNS rebinding) is refused.
+    @Test func loopbackNamesOnlyWithoutAToken() async throws {
+        let (hub, _) = Self.hub()
+        let router = FrontendRouter(hub: hub, token: nil, metrics: nil, loopback: true)
+        for host in ["127.0.0.1:8080", "localhost:8080", "[::1]:8080", "127.0.0.2"] {
+            var r = try Self.request("GET", "/api/state")
+            r.headers = [("host", host)]
+            #expect(Self.response(await router.route(r))?.status == 200, "\(host)")
+        }
+        for host in ["evil.example:8080", "127.0.0.1.evil.example", "[::2]:8080"] {
+            var r = try Self.request("GET", "/api/state")
+            r.headers = [("host", host)]
+            #expect(Self.response(await router.route(r))?.status == 403, "\(host)")
+        }
+        // With a token, the token decides.
+        var r = try Self.request("GET", "/api/state", headers: ["Authorization: Bearer \(Self.token)"])
+        r.headers = r.headers.filter { $0.name != "host" } + [("host", "bridge.example:8080")]
+        #expect(Self.response(await FrontendRouter(hub: hub, token: Self.token, metrics: nil, loopback: true).route(r))?.status == 200)
+    }
+
     @Test func tokenFiles() throws {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("frontend-token-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
