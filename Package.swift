@@ -90,7 +90,9 @@ let package = Package(
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "FlyingSocks", package: "FlyingFox"),
-            ]
+            ],
+            // The web frontend's pages: built into FrontendAssets.swift by scripts/gen-frontend.
+            exclude: ["Frontend"]
         ),
         .target(
             name: "DeviceSimulators",

@@ -23,6 +23,11 @@ extension Configuration {
                 try m.load(n, path: "metrics")
                 metrics = m
             }
+            if let n = top.take("frontend") {
+                var f = FrontendSettings()
+                try f.load(n, path: "frontend")
+                frontend = f
+            }
             if let v = try top.enumeration("log_level", LogLevel.self) { logLevel = v }
             if let n = top.take("devices") {
                 guard case let .sequence(items) = n.kind else {
@@ -58,10 +63,11 @@ extension Configuration {
     /// keys of `mqtt`, `bluetooth`, `database`, `homeassistant` and `metrics`, e.g.
     /// `GATT2MQTT_MQTT_URL`, `GATT2MQTT_MQTT_BASE_TOPIC`, `GATT2MQTT_BLUETOOTH_ADAPTER`,
     /// `GATT2MQTT_DATABASE_PATH`, `GATT2MQTT_METRICS_LISTEN` (which turns the endpoint on; empty
-    /// turns it off); and `GATT2MQTT_LOG_LEVEL` for the top-level `log_level`.
+    /// turns it off), `GATT2MQTT_FRONTEND_LISTEN` and `GATT2MQTT_FRONTEND_AUTH_TOKEN_FILE` (the
+    /// same for the web frontend); and `GATT2MQTT_LOG_LEVEL` for the top-level `log_level`.
     public mutating func applyEnvironment(_ environment: [String: String]) throws(ConfigError) {
         let sections = ["MQTT": "mqtt", "BLUETOOTH": "bluetooth", "DATABASE": "database", "HOMEASSISTANT": "homeassistant",
-                        "METRICS": "metrics"]
+                        "METRICS": "metrics", "FRONTEND": "frontend"]
         for (name, value) in environment.sorted(by: { $0.key < $1.key }) where name.hasPrefix("GATT2MQTT_") {
             if name == "GATT2MQTT_LOG_LEVEL" {
                 guard let level = LogLevel(rawValue: value) else {
@@ -74,7 +80,7 @@ extension Configuration {
             let rest = name.dropFirst("GATT2MQTT_".count)
             guard let sep = rest.firstIndex(of: "_"), let section = sections[String(rest[..<sep])] else {
                 if name == "GATT2MQTT_CONFIG" { continue }
-                throw ConfigError(path: name, line: nil, message: "unknown environment override (expected GATT2MQTT_<MQTT|BLUETOOTH|DATABASE|HOMEASSISTANT|METRICS>_<KEY> or GATT2MQTT_LOG_LEVEL)")
+                throw ConfigError(path: name, line: nil, message: "unknown environment override (expected GATT2MQTT_<MQTT|BLUETOOTH|DATABASE|HOMEASSISTANT|METRICS|FRONTEND>_<KEY> or GATT2MQTT_LOG_LEVEL)")
             }
             let key = rest[rest.index(after: sep)...].lowercased()
             let path = "\(section).\(key) (from \(name))"
@@ -90,6 +96,14 @@ extension Configuration {
                     var m = metrics ?? MetricsSettings()
                     try m.load(node, path: path, partial: true)
                     metrics = m
+                }
+            case "frontend":
+                if key == "listen", value.isEmpty {
+                    frontend = nil
+                } else {
+                    var f = frontend ?? FrontendSettings()
+                    try f.load(node, path: path, partial: true)
+                    frontend = f
                 }
             default: try homeAssistant.load(node, path: path, partial: true)
             }
@@ -352,6 +366,28 @@ extension MetricsSettings {
     static func isIP(_ text: String, family: Int32) -> Bool {
         var buffer = [UInt8](repeating: 0, count: 16)
         return inet_pton(family, text, &buffer) == 1
+    }
+}
+
+extension FrontendSettings {
+    mutating func load(_ node: ConfigNode, path: String, partial: Bool = false) throws(ConfigError) {
+        var r = try MappingReader(node, path: path)
+        if let v = try r.string("listen") {
+            guard let (h, p) = MetricsSettings.parseListen(v) else {
+                throw ConfigError(path: partial ? path : r.child("listen"), line: partial ? nil : node.line,
+                                  message: "'\(v)' is not HOST:PORT with an IP address and a port 1…65535 (e.g. 127.0.0.1:8080, [::1]:8080, 0.0.0.0:8080)")
+            }
+            host = h
+            port = p
+        }
+        if let v = try r.string("auth_token_file") {
+            guard !v.isEmpty else {
+                throw ConfigError(path: partial ? path : r.child("auth_token_file"), line: partial ? nil : node.line,
+                                  message: "expected the path of a file holding the token")
+            }
+            authTokenFile = v
+        }
+        try r.finish()
     }
 }
 

@@ -9,6 +9,8 @@ public struct Configuration: Sendable, Equatable {
     public var homeAssistant = HomeAssistantSettings()
     /// `metrics`: the Prometheus endpoint; nil (no `metrics` section) = off.
     public var metrics: MetricsSettings?
+    /// `frontend`: the web frontend (docs/frontend.md); nil (no `frontend` section) = off.
+    public var frontend: FrontendSettings?
     public var devices: [DeviceConfig] = []
     /// `log_level` (environment `GATT2MQTT_LOG_LEVEL`); `gatt2mqtt run --log-level` wins over both.
     public var logLevel: LogLevel = .info
@@ -98,6 +100,26 @@ public struct MetricsSettings: Sendable, Equatable {
     public init(host: String, port: Int) {
         self.host = host
         self.port = port
+    }
+
+    /// `HOST:PORT` (`[HOST]:PORT` for IPv6).
+    public var listen: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
+}
+
+/// `frontend`: where the web frontend (docs/frontend.md) listens, and the token it asks for.
+public struct FrontendSettings: Sendable, Equatable {
+    /// An IP address (IPv6 without brackets); `localhost` is taken as `127.0.0.1`.
+    public var host = "127.0.0.1"
+    public var port = 8080
+    /// A file holding the token every request must carry (nil: no authentication).
+    public var authTokenFile: String?
+
+    public init() {}
+
+    public init(host: String, port: Int, authTokenFile: String? = nil) {
+        self.host = host
+        self.port = port
+        self.authTokenFile = authTokenFile
     }
 
     /// `HOST:PORT` (`[HOST]:PORT` for IPv6).

@@ -16,9 +16,11 @@ public struct BlueZBridgeService: Service {
     let logger: Logger
     let busAddress: String?
     let control: BridgeControl
+    let frontend: FrontendHub?
 
-    public init(configuration: Configuration, logger: Logger, control: BridgeControl = BridgeControl()) {
+    public init(configuration: Configuration, logger: Logger, control: BridgeControl = BridgeControl(), frontend: FrontendHub? = nil) {
         self.configuration = configuration
+        self.frontend = frontend
         self.control = control
         self.logger = logger
         busAddress = configuration.bluetooth.busAddress
@@ -35,7 +37,7 @@ public struct BlueZBridgeService: Service {
             try await BridgeService(configuration: configuration, central: BlueZCentral(client: client, adapter: adapter,
                                                                                              notifyMethod: configuration.bluetooth.notify == .start ? .startNotify : .automatic,
                                                                                              onRecovery: { [logger] in logger.warning("\($0)") }),
-                                    logger: logger, loop: loop, control: control).run()
+                                    logger: logger, loop: loop, control: control, frontend: frontend).run()
         }
     }
 }

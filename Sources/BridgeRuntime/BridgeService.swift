@@ -27,13 +27,17 @@ public struct BridgeService: Service {
     let databasePath: String
     let loop: EventLoop?
     let control: BridgeControl
+    /// The web frontend's hub (nil: the frontend is off): it sees every message the bridge
+    /// publishes, and hands the pages' requests to the bridge.
+    let frontend: FrontendHub?
 
     /// - Parameter loop: the event loop to run on (the MQTT client on it, the bridge's tasks
     ///   preferring it, waits on its timers); nil: the MQTT client's own thread and the task pool.
     /// - Parameter control: restart, reload and log-level hooks for the bridge's requests.
     public init(configuration: Configuration, central: any BLECentral, logger: Logger, loop: EventLoop? = nil,
-                control: BridgeControl = BridgeControl()) {
+                control: BridgeControl = BridgeControl(), frontend: FrontendHub? = nil) {
         self.configuration = configuration
+        self.frontend = frontend
         self.control = control
         self.central = central
         self.logger = logger
@@ -93,7 +97,8 @@ public struct BridgeService: Service {
         }
         let port = MosquittoPort(client: client, logger: logger)
         let clock = { @Sendable () -> UInt64 in UInt64(Date().timeIntervalSince1970 * 1e9) }
-        let bridge = try Bridge(configuration: configuration, store: store, mqtt: port, central: central,
+        let bridge = try Bridge(configuration: configuration, store: store, mqtt: frontend.map { FrontendTee(inner: port, hub: $0) } ?? port,
+                                central: central,
                                 drivers: { try makeDriver(for: $0, now: clock) }, logger: logger,
                                 sleep: loop.map { loop in Sleep { try await loop.sleep(for: $0) } } ?? .task, control: control)
         var subscriptions: [MQTTSubscription] = []
@@ -106,6 +111,9 @@ public struct BridgeService: Service {
                                              responseTopic: m.properties.responseTopic, correlationData: m.properties.correlationData))
             })
         }
+        // The frontend's requests and commands go the way MQTT's do.
+        frontend?.attach({ bridge.handle($0) }, controls: { bridge.controls(for: $0) })
+        defer { frontend?.attach(nil) }
         let events = client.connectionEvents()
         do { try await client.connect() } catch { throw StartupError("MQTT broker \(configuration.mqtt.host):\(configuration.mqtt.port): \(error)") }
         logger.info("connected to the broker", metadata: ["host": "\(configuration.mqtt.host)", "port": "\(configuration.mqtt.port)"])

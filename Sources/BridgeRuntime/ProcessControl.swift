@@ -38,7 +38,27 @@ struct LevelledHandler: LogHandler {
         set { inner[metadataKey: key] = newValue }
     }
 
-    func log(event: LogEvent) { inner.log(event: event) }
+    func log(event: LogEvent) {
+        inner.log(event: event)
+        LogTap.shared.forward(event, metadata: inner.metadata)
+    }
+}
+
+/// Where the log lines also go besides stderr: the web frontend's log tail (``FrontendHub``,
+/// docs/frontend.md), while it runs; nowhere otherwise (one lock and a nil check per line).
+public final class LogTap: Sendable {
+    public static let shared = LogTap()
+    let sink = Mutex<(@Sendable (Logger.Level, String) -> Void)?>(nil)
+
+    public func set(_ sink: (@Sendable (Logger.Level, String) -> Void)?) { self.sink.withLock { $0 = sink } }
+
+    func forward(_ event: LogEvent, metadata: Logger.Metadata) {
+        guard let sink = sink.withLock({ $0 }) else { return }
+        var all = metadata
+        if let m = event.metadata { all.merge(m) { _, new in new } }
+        let fields = all.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " ")
+        sink(event.level, fields.isEmpty ? "\(event.message)" : "\(event.message) \(fields)")
+    }
 }
 
 /// `bridge/request/restart`: the bridge stops gracefully (offline published, links closed, the

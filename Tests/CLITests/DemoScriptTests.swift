@@ -74,6 +74,8 @@ import Glibc
             var environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("GATT2MQTT_") }
             environment["GATT2MQTT_RUN_BINARY"] = CLI.executable.path
             environment["GATT2MQTT_RUN_MQTT_PORT"] = String(port)
+            // The web frontend on a port of its own (not 8080, which another demo may hold).
+            environment["GATT2MQTT_RUN_FRONTEND_PORT"] = String(try freeLoopbackPort())
             // The bridge's own override: the demo's database in the test's directory, not the checkout.
             environment["GATT2MQTT_DATABASE_PATH"] = directory.path + "/demo.sqlite"
             environment["SWIFT_BACKTRACE"] = "enable=no"

@@ -1,0 +1,368 @@
+import BinaryCoding
+import BridgeConfig
+import BridgeCore
+import Foundation
+import Logging
+import ServiceLifecycle
+import Synchronization
+import TestSupport
+import Testing
+@testable import BridgeRuntime
+
+/// The web frontend's HTTP side (docs/frontend.md): request parsing, SSE framing, the hub's
+/// snapshot and replay, the routes (auth, request and command injection, errors), and one event
+/// stream over a real socket. The pages themselves are tested in a browser (Tests/Browser).
+@Suite struct FrontendTests {
+    static let token = "token-1234567890"
+
+    /// A hub whose "bridge" records what it is handed and answers requests with `answer`.
+    final class Received: Sendable {
+        let messages = Mutex<[InboundMessage]>([])
+        func withLock<T>(_ body: (inout [InboundMessage]) -> T) -> T { messages.withLock { body(&$0) } }
+    }
+
+    static func hub(answer: String = #"{"status":"ok","data":{}}"#) -> (FrontendHub, Received) {
+        let hub = FrontendHub(baseTopic: "gatt2mqtt")
+        let received = Received()
+        hub.attach { [weak hub] m in
+            received.withLock { $0.append(m) }
+            if let topic = m.responseTopic {
+                hub?.observe(OutboundMessage(topic: topic, payload: Array(answer.utf8), qos: 1, retain: false))
+            }
+        }
+        hub.observe(OutboundMessage(topic: "gatt2mqtt/bridge/devices", payload: Array(#"[{"id":"camera"}]"#.utf8), qos: 1, retain: true))
+        return (hub, received)
+    }
+
+    static func request(_ method: String, _ target: String, headers: [String] = [], body: String = "") throws -> HTTPRequest {
+        let head = "\(method) \(target) HTTP/1.1\r\nHost: 127.0.0.1:8080\r\n" + headers.map { $0 + "\r\n" }.joined() + "\r\n"
+        var r = try HTTPRequest.parse(head: Array(head.utf8))
+        r.body = Array(body.utf8)
+        return r
+    }
+
+    static func response(_ outcome: FrontendRouter.Outcome) -> HTTPResponse? {
+        if case let .response(r) = outcome { return r }
+        return nil
+    }
+
+    static func body(_ r: HTTPResponse?) -> String { String(decoding: r?.body ?? [], as: UTF8.self) }
+
+    // MARK: The assets
+
+    /// FrontendAssets.swift is generated from Sources/BridgeRuntime/Frontend/ (scripts/gen-frontend).
+    @Test func generatedAssetsMatchTheSources() throws {
+        let dir = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../Sources/BridgeRuntime/Frontend").standardized
+        let names = try FileManager.default.contentsOfDirectory(atPath: dir.path).filter { !$0.hasPrefix(".") }.sorted()
+        #expect(names == ["app.css", "app.js", "index.html"])
+        #expect(FrontendAssets.files.keys.sorted() == names.map { "/" + $0 })
+        for name in names {
+            var text = try String(contentsOf: dir.appendingPathComponent(name), encoding: .utf8)
+            while text.hasSuffix("\n") { text.removeLast() }
+            #expect(FrontendAssets.files["/" + name]?.body == text, "\(name) changed: run scripts/gen-frontend")
+        }
+        #expect(FrontendAssets.files["/app.js"]?.contentType == "text/javascript; charset=utf-8")
+    }
+
+    // MARK: HTTP and SSE
+
+    @Test func parsesARequestHead() throws {
+        let r = try Self.request("GET", "/api/events?token=a%2Fb+c&x", headers: ["Cookie: a=1; gatt2mqtt_token=t0k", "Last-Event-ID: b-7"])
+        #expect(r.method == "GET")
+        #expect(r.path == "/api/events")
+        #expect(r.query == ["token": "a/b c", "x": ""])
+        #expect(r.cookies == ["a": "1", "gatt2mqtt_token": "t0k"])
+        #expect(r.header("last-event-id") == "b-7")
+    }
+
+    @Test func refusesMalformedHeads() {
+        #expect(throws: HTTPRequest.ParseError.malformed("expected an HTTP/1.x request line")) {
+            try HTTPRequest.parse(head: Array("GET /\r\n\r\n".utf8))
+        }
+        #expect(throws: HTTPRequest.ParseError.malformed("malformed header line")) {
+            try HTTPRequest.parse(head: Array("GET / HTTP/1.1\r\nno colon\r\n\r\n".utf8))
+        }
+        #expect(throws: HTTPRequest.ParseError.lengthRequired) {
+            try HTTPRequest.parse(head: Array("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n".utf8))
+        }
+        #expect(throws: HTTPRequest.ParseError.tooLarge) {
+            try HTTPRequest.parse(head: Array("POST / HTTP/1.1\r\nContent-Length: 100000000\r\n\r\n".utf8))
+        }
+    }
+
+    @Test func sseFraming() {
+        #expect(String(decoding: SSE.event("hello", id: "b-1", data: "a\nb"), as: UTF8.self) == "event: hello\nid: b-1\ndata: a\ndata: b\n\n")
+        #expect(String(decoding: SSE.event(data: "{}"), as: UTF8.self) == "data: {}\n\n")
+        #expect(String(decoding: SSE.comment("ping"), as: UTF8.self) == ": ping\n\n")
+    }
+
+    // MARK: The hub
+
+    @Test func snapshotThenReplayAfterTheLastEvent() {
+        let hub = FrontendHub(baseTopic: "gatt2mqtt")
+        hub.observe(OutboundMessage(topic: "gatt2mqtt/camera", payload: Array(#"{"encoding":false}"#.utf8), qos: 1, retain: true))
+        hub.observe(OutboundMessage(topic: "homeassistant/switch/x/config", payload: Array("{}".utf8), qos: 1, retain: true))
+        hub.observe(OutboundMessage(topic: "gatt2mqtt/camera", payload: Array(#"{"encoding":true}"#.utf8), qos: 1, retain: true))
+        hub.observe(OutboundMessage(topic: "gatt2mqtt/bridge/event", payload: Array(#"{"type":"a"}"#.utf8), qos: 0, retain: false))
+        let first = hub.subscribe(lastEventID: nil)
+        #expect(first.reset)
+        // The newest retained value per topic, then the recent events, in publish order; not the
+        // discovery topics.
+        #expect(first.snapshot.map(\.topic) == ["gatt2mqtt/camera", "gatt2mqtt/bridge/event"])
+        #expect(first.snapshot.first?.payload == Array(#"{"encoding":true}"#.utf8))
+        hub.unsubscribe(first.id)
+
+        let last = first.snapshot.last!.seq
+        hub.observe(OutboundMessage(topic: "gatt2mqtt/camera", payload: [], qos: 1, retain: true))  // cleared
+        hub.observe(OutboundMessage(topic: "gatt2mqtt/bridge/event", payload: Array(#"{"type":"b"}"#.utf8), qos: 0, retain: false))
+        let again = hub.subscribe(lastEventID: "\(hub.boot)-\(last)")
+        #expect(!again.reset)
+        #expect(again.snapshot.map(\.topic) == ["gatt2mqtt/camera", "gatt2mqtt/bridge/event"])
+        #expect(again.snapshot.first?.payload == [])  // the clearing is news to this page
+        // Another process' id (a restart): reset, and a cleared topic is not in a full snapshot.
+        let other = hub.subscribe(lastEventID: "00000000-\(last)")
+        #expect(other.reset)
+        #expect(other.snapshot.map(\.topic) == ["gatt2mqtt/bridge/event", "gatt2mqtt/bridge/event"])
+    }
+
+    /// Log lines go to the pages' log tail, in a ring of their own.
+    @Test func logLinesForTheTail() async {
+        let hub = FrontendHub(baseTopic: "gatt2mqtt")
+        hub.observe(OutboundMessage(topic: "gatt2mqtt/bridge/event", payload: Array(#"{"type":"a"}"#.utf8), qos: 0, retain: false))
+        for i in 0..<(FrontendHub.logLimit + 5) { hub.log(level: "info", message: "line \(i)") }
+        let s = hub.subscribe(lastEventID: nil)
+        #expect(s.snapshot.first?.topic == "gatt2mqtt/bridge/event")  // not pushed out by the log
+        #expect(s.snapshot.count == 1 + FrontendHub.logLimit)
+        #expect(s.snapshot.last.map { String(decoding: $0.payload, as: UTF8.self) } == #"{"level":"info","message":"line \#(FrontendHub.logLimit + 4)"}"#)
+        hub.unsubscribe(s.id)
+    }
+
+    @Test func liveEventsAndRepliesThatNeverReachTheBroker() async {
+        let hub = FrontendHub(baseTopic: "gatt2mqtt")
+        let broker = FakeMQTT()
+        let tee = FrontendTee(inner: broker, hub: hub)
+        let s = hub.subscribe(lastEventID: nil)
+        tee.send(OutboundMessage(topic: "gatt2mqtt/camera/response", payload: Array(#"{"status":"ok"}"#.utf8), qos: 1, retain: false))
+        tee.send(OutboundMessage(topic: FrontendHub.replyPrefix + "x", payload: Array("{}".utf8), qos: 1, retain: false))
+        hub.ping(s.id)
+        let events = await collect(s.events, count: 2)
+        guard case let .item(item)? = events.first else { Issue.record("no item: \(events)"); return }
+        #expect(item.topic == "gatt2mqtt/camera/response")
+        #expect(events.last == .ping)
+        #expect(broker.sent.map(\.topic) == ["gatt2mqtt/camera/response"])
+        hub.unsubscribe(s.id)
+    }
+
+    // MARK: Routes
+
+    @Test func everythingNeedsTheTokenWhenOneIsSet() async throws {
+        let (hub, received) = Self.hub()
+        let router = FrontendRouter(hub: hub, token: Self.token, metrics: nil)
+        for (method, path) in [("GET", "/"), ("GET", "/app.js"), ("GET", "/api/events"), ("GET", "/api/state"),
+                               ("POST", "/api/request/info"), ("POST", "/api/devices/camera/set"), ("GET", "/nope")] {
+            let r = Self.response(await router.route(try Self.request(method, path, body: "{}")))
+            #expect(r?.status == 401, "\(method) \(path)")
+            #expect(r?.header("WWW-Authenticate") == #"Bearer realm="gatt2mqtt""#)
+        }
+        #expect(Self.response(await router.route(try Self.request("GET", "/api/state", headers: ["Authorization: Bearer nope-nope"])))?.status == 401)
+        #expect(received.withLock { $0 }.isEmpty)
+        // Bearer, the cookie, the query.
+        #expect(Self.response(await router.route(try Self.request("GET", "/api/state", headers: ["Authorization: Bearer \(Self.token)"])))?.status == 200)
+        #expect(Self.response(await router.route(try Self.request("GET", "/app.js", headers: ["Cookie: gatt2mqtt_token=\(Self.token)"])))?.status == 200)
+        guard case .events = await router.route(try Self.request("GET", "/api/events", headers: ["Cookie: gatt2mqtt_token=\(Self.token)"])) else {
+            Issue.record("no event stream with the cookie")
+            return
+        }
+        // The token in the address bar becomes an HttpOnly, SameSite=Strict cookie and leaves it.
+        let login = Self.response(await router.route(try Self.request("GET", "/?token=\(Self.token)")))
+        #expect(login?.status == 303)
+        #expect(login?.header("Location") == "/")
+        #expect(login?.header("Set-Cookie") == "gatt2mqtt_token=\(Self.token); Path=/; HttpOnly; SameSite=Strict")
+    }
+
+    @Test func noTokenConfiguredServesThePages() async throws {
+        let (hub, _) = Self.hub()
+        let router = FrontendRouter(hub: hub, token: nil, metrics: nil)
+        let page = Self.response(await router.route(try Self.request("GET", "/")))
+        #expect(page?.status == 200)
+        #expect(page?.header("Content-Type") == "text/html; charset=utf-8")
+        #expect(Self.body(page).contains("<script src=\"/app.js\""))
+        #expect(page?.header("Content-Security-Policy")?.contains("default-src 'self'") == true)
+    }
+
+    @Test func requestsGoToTheBridgeAndTheAnswerComesBack() async throws {
+        let (hub, received) = Self.hub(answer: #"{"status":"ok","data":{"version":"1"},"transaction":"t1"}"#)
+        let router = FrontendRouter(hub: hub, token: nil, metrics: nil)
+        let r = Self.response(await router.route(try Self.request("POST", "/api/request/device/remove", body: #"{"id":"x","transaction":"t1"}"#)))
+        #expect(r?.status == 200)
+        #expect(Self.body(r) == #"{"status":"ok","data":{"version":"1"},"transaction":"t1"}"#)
+        let m = try #require(received.withLock { $0.first })
+        #expect(m.topic == "gatt2mqtt/bridge/request/device/remove")
+        #expect(m.payload == Array(#"{"id":"x","transaction":"t1"}"#.utf8))
+        #expect(m.responseTopic?.hasPrefix(FrontendHub.replyPrefix) == true)
+
+        // The bridge's refusal: 400 with its answer.
+        let (refusing, _) = Self.hub(answer: #"{"status":"error","error":"invalid JSON: …"}"#)
+        let bad = Self.response(await FrontendRouter(hub: refusing, token: nil, metrics: nil).route(try Self.request("POST", "/api/request/info", body: "{oops")))
+        #expect(bad?.status == 400)
+        #expect(Self.body(bad).contains("invalid JSON"))
+    }
+
+    @Test func commandsGetATransactionAndGoToTheDevicesTopics() async throws {
+        let (hub, received) = Self.hub()
+        let router = FrontendRouter(hub: hub, token: nil, metrics: nil)
+        let r = Self.response(await router.route(try Self.request("POST", "/api/devices/camera/set", body: #"{"shutter":true}"#)))
+        #expect(r?.status == 202)
+        let answer = try #require(try JSONValue(parsing: Self.body(r)).objectValue)
+        let transaction = try #require(answer["transaction"]?.stringValue)
+        #expect(transaction.hasPrefix("web-"))
+        let set = try #require(received.withLock { $0.last })
+        #expect(set.topic == "gatt2mqtt/camera/set")
+        #expect(try JSONValue(parsing: set.payload) == ["shutter": true, "transaction": .string(transaction)])
+
+        // A transaction of the caller's own is kept; /get with no body reads nothing in particular.
+        _ = await router.route(try Self.request("POST", "/api/devices/camera/set", body: #"{"shutter":false,"transaction":"mine"}"#))
+        #expect(try JSONValue(parsing: received.withLock { $0.last!.payload })["transaction"] == "mine")
+        #expect(Self.response(await router.route(try Self.request("POST", "/api/devices/camera/get")))?.status == 202)
+        #expect(received.withLock { $0.last!.topic } == "gatt2mqtt/camera/get")
+        #expect(Self.response(await router.route(try Self.request("POST", "/api/devices/camera/control/write", body: "01")))?.status == 202)
+        #expect(received.withLock { $0.last! } == InboundMessage(topic: "gatt2mqtt/camera/control/write", payload: Array("01".utf8)))
+        let count = received.withLock { $0.count }
+
+        // Refused at the door, nothing handed to the bridge.
+        let malformed = Self.response(await router.route(try Self.request("POST", "/api/devices/camera/set", body: "{oops")))
+        #expect(malformed?.status == 400)
+        #expect(Self.body(malformed).hasPrefix(#"{"error":"invalid JSON"#))
+        #expect(Self.response(await router.route(try Self.request("POST", "/api/devices/camera/set", body: "7")))?.status == 400)
+        #expect(Self.response(await router.route(try Self.request("POST", "/api/devices/nobody/set", body: "{}")))?.status == 404)
+        #expect(Self.response(await router.route(try Self.request("POST", "/api/devices/ca%2Fm/set", body: "{}")))?.status == 400)
+        #expect(Self.response(await router.route(try Self.request("GET", "/api/devices/camera/set")))?.status == 405)
+        #expect(Self.response(await router.route(try Self.request("POST", "/api/devices/camera/explode", body: "{}")))?.status == 404)
+        #expect(Self.response(await router.route(try Self.request("GET", "/nothing/here")))?.status == 404)
+        #expect(Self.response(await router.route(try Self.request("DELETE", "/")))?.status == 405)
+        #expect(received.withLock { $0.count } == count)
+        // Another site's page may not post through the user's browser.
+        let cross = Self.response(await router.route(try Self.request("POST", "/api/devices/camera/set", headers: ["Origin: http://evil.example"], body: "{}")))
+        #expect(cross?.status == 403)
+        #expect(received.withLock { $0.count } == count)
+    }
+
+    @Test func nothingToTalkToWhenTheBridgeIsNotRunning() async throws {
+        let hub = FrontendHub(baseTopic: "gatt2mqtt")
+        let router = FrontendRouter(hub: hub, token: nil, metrics: nil)
+        #expect(Self.response(await router.route(try Self.request("POST", "/api/request/info")))?.status == 503)
+        #expect(Self.response(await router.route(try Self.request("POST", "/api/devices/camera/set", body: "{}")))?.status == 503)
+    }
+
+    /// With `metrics` configured the frontend's listener serves /metrics too, behind the token.
+    @Test func metricsBehindTheToken() async throws {
+        let (hub, _) = Self.hub()
+        let router = FrontendRouter(hub: hub, token: Self.token,
+                                    metrics: MetricsHandler(registry: PrometheusBackend.registry, process: PrometheusBackend.process))
+        #expect(Self.response(await router.route(try Self.request("GET", "/metrics")))?.status == 401)
+        let scrape = Self.response(await router.route(try Self.request("GET", "/metrics", headers: ["Authorization: Bearer \(Self.token)"])))
+        #expect(scrape?.status == 200)
+        #expect(scrape?.header("Content-Type") == MetricsHandler.textFormat)
+        #expect(Self.body(scrape).contains("process_resident_memory_bytes"))
+        // Without metrics configured, /metrics is just another unknown path.
+        let plain = FrontendRouter(hub: hub, token: nil, metrics: nil)
+        #expect(Self.response(await plain.route(try Self.request("GET", "/metrics")))?.status == 404)
+    }
+
+    /// On a loopback address without a token, a request for another name (DNS rebinding) is refused.
+    @Test func loopbackNamesOnlyWithoutAToken() async throws {
+        let (hub, _) = Self.hub()
+        let router = FrontendRouter(hub: hub, token: nil, metrics: nil, loopback: true)
+        for host in ["127.0.0.1:8080", "localhost:8080", "[::1]:8080", "127.0.0.2"] {
+            var r = try Self.request("GET", "/api/state")
+            r.headers = [("host", host)]
+            #expect(Self.response(await router.route(r))?.status == 200, "\(host)")
+        }
+        for host in ["evil.example:8080", "127.0.0.1.evil.example", "[::2]:8080"] {
+            var r = try Self.request("GET", "/api/state")
+            r.headers = [("host", host)]
+            #expect(Self.response(await router.route(r))?.status == 403, "\(host)")
+        }
+        // With a token, the token decides.
+        var r = try Self.request("GET", "/api/state", headers: ["Authorization: Bearer \(Self.token)"])
+        r.headers = r.headers.filter { $0.name != "host" } + [("host", "bridge.example:8080")]
+        #expect(Self.response(await FrontendRouter(hub: hub, token: Self.token, metrics: nil, loopback: true).route(r))?.status == 200)
+    }
+
+    @Test func tokenFiles() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("frontend-token-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let good = dir.appendingPathComponent("good").path
+        try " secret-token-1\n".write(toFile: good, atomically: true, encoding: .utf8)
+        #expect(try FrontendServer.readToken(good) == "secret-token-1")
+        let short = dir.appendingPathComponent("short").path
+        try "abc".write(toFile: short, atomically: true, encoding: .utf8)
+        #expect(throws: FrontendServer.TokenError.self) { try FrontendServer.readToken(short) }
+        let spaced = dir.appendingPathComponent("spaced").path
+        try "two words here".write(toFile: spaced, atomically: true, encoding: .utf8)
+        #expect(throws: FrontendServer.TokenError.self) { try FrontendServer.readToken(spaced) }
+        #expect(throws: FrontendServer.TokenError.self) { try FrontendServer.readToken(dir.appendingPathComponent("missing").path) }
+    }
+
+    // MARK: Over a socket
+
+    /// Sends `request` to 127.0.0.1:`port` and reads until `until` is in the answer (or it ends).
+    static func exchange(port: Int, _ request: String, until: String? = nil, then: (@Sendable () -> Void)? = nil, until2: String? = nil) -> String {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var tv = timeval(tv_sec: 10, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+        guard connectLoopback(fd, port: port) else { return "" }
+        _ = request.withCString { send(fd, $0, strlen($0), 0) }
+        var out = [UInt8]()
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        var stage = 0
+        while true {
+            let n = recv(fd, &buffer, buffer.count, 0)
+            if n <= 0 { break }
+            out += buffer[..<n]
+            let text = String(decoding: out, as: UTF8.self)
+            if stage == 0, let until, text.contains(until) {
+                guard let then else { break }
+                then()
+                stage = 1
+            }
+            if stage == 1, let until2, text.contains(until2) { break }
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    @Test(.timeLimit(.minutes(1))) func eventStreamOverASocket() async throws {
+        let (hub, _) = Self.hub()
+        hub.observe(OutboundMessage(topic: "gatt2mqtt/bridge/state", payload: Array(#"{"state":"online"}"#.utf8), qos: 1, retain: true))
+        let port = try freeLoopbackPort()
+        let server = try FrontendServer(settings: FrontendSettings(host: "127.0.0.1", port: port), hub: hub, metrics: false,
+                                        logger: Logger(label: "frontend-test"))
+        let group = ServiceGroup(configuration: .init(services: [server], logger: Logger(label: "frontend-test")))
+        try await withThrowingTaskGroup(of: Void.self) { tasks in
+            tasks.addTask { try await group.run() }
+            let text = await Task.detached {
+                Self.exchange(port: port, "GET /api/events HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", until: "event: ready", then: {
+                    hub.observe(OutboundMessage(topic: "gatt2mqtt/camera", payload: Array(#"{"encoding":true}"#.utf8), qos: 1, retain: true))
+                }, until2: "encoding")
+            }.value
+            #expect(text.hasPrefix("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream; charset=utf-8\r\n"))
+            #expect(text.contains("retry: 2000\n\n"))
+            #expect(text.contains("event: hello\ndata: {\"boot\":\"\(hub.boot)\",\"base\":\"gatt2mqtt\",\"reset\":true}\n\n"))
+            #expect(text.contains("id: \(hub.boot)-2\ndata: {\"seq\":2,\"topic\":\"gatt2mqtt/bridge/state\",\"retain\":true,\"payload\":{\"state\":\"online\"}}\n\n"))
+            #expect(text.contains("event: ready\ndata: {}\n\n"))
+            #expect(text.contains("\"topic\":\"gatt2mqtt/camera\",\"retain\":true,\"payload\":{\"encoding\":true}}\n\n"))
+
+            // A malformed request and an unknown path, over the wire.
+            let bad = await Task.detached { Self.exchange(port: port, "NOT HTTP\r\n\r\n") }.value
+            #expect(bad.hasPrefix("HTTP/1.1 400 Bad Request\r\n"))
+            let missing = await Task.detached { Self.exchange(port: port, "GET /missing HTTP/1.1\r\n\r\n") }.value
+            #expect(missing.hasPrefix("HTTP/1.1 404 Not Found\r\n"))
+            #expect(missing.hasSuffix(#"{"error":"not found: /missing"}"#))
+            await group.triggerGracefulShutdown()
+            try await tasks.waitForAll()
+        }
+        #expect(await eventually { hub.subscriberCount == 0 })
+    }
+}
