@@ -3,7 +3,10 @@ import PackageDescription
 
 // Layering (see docs/architecture.md and ../shared/STYLE.md):
 //   pure codecs (no I/O):   BinaryCoding ← CapsCodec, GoProCodec, GattLayout (BridgeCore reads the latter two's tables for HA discovery)
-//   one wrapper per C lib:  CMosquitto ← Mosquitto,  CDBus ← DBus
+//   one wrapper per C lib:  CMosquitto ← Mosquitto,  CDBus ← DBus,  CEpoll ← Reactor
+//   clients over them:      BlueZ (DBus, PacketSocket, Reactor; knows nothing of the bridge)
+//   the bridge core:        BridgeCore over ports (MQTTPort, BLECentral), with BridgeConfig, BridgeStore
+//   adapters to the ports:  BlueZPort (BlueZ → BLECentral), BridgeRuntime (Mosquitto → MQTTPort, wiring)
 //   thin executable:        gatt2mqtt
 //   tests:                  Tests/<Module>Tests, sharing TestSupport (Tests/TestSupport: fakes, generators,
 //                           launchers, waits), a target, not a product
@@ -68,7 +71,8 @@ let package = Package(
         // The one epoll(7) thread the bridge runs on (executor, descriptors, timers).
         .systemLibrary(name: "CEpoll"),
         .target(name: "Reactor", dependencies: ["CEpoll", .product(name: "HeapModule", package: "swift-collections")]),
-        .target(name: "BlueZ", dependencies: ["DBus", "BridgeCore", "PacketSocket", "Reactor"]),
+        // The typed BlueZ client: D-Bus, the AcquireWrite/AcquireNotify sockets and the loop only.
+        .target(name: "BlueZ", dependencies: ["DBus", "PacketSocket", "Reactor"]),
         .target(name: "BlueZSimulator", dependencies: ["DBus", "PacketSocket", "Reactor"]),
 
         // MARK: The bridge
@@ -79,11 +83,15 @@ let package = Package(
             dependencies: ["BinaryCoding", "BridgeConfig", "BridgeStore", "GattLayout", "GoProCodec", .product(name: "Logging", package: "swift-log"),
                            .product(name: "CoreMetrics", package: "swift-metrics")]
         ),
+        // The adapter from BridgeCore's BLE ports (BLECentral, BLELink, BLEAdapterControl) to the
+        // BlueZ client, beside the MQTT one (BridgeRuntime's MosquittoPort): the core does not
+        // know BlueZ, and the BlueZ client does not know the core.
+        .target(name: "BlueZPort", dependencies: ["BlueZ", "BridgeCore", "DBus", "Reactor"]),
         .target(name: "DeviceProfiles", dependencies: ["BridgeCore", "BridgeConfig", "BinaryCoding", "CapsCodec", "GoProCodec", "GattLayout"]),
         .target(
             name: "BridgeRuntime",
             dependencies: [
-                "BridgeCore", "BridgeConfig", "BridgeStore", "DeviceProfiles", "Mosquitto", "BinaryCoding", "BlueZ", "DBus", "Reactor",
+                "BridgeCore", "BridgeConfig", "BridgeStore", "DeviceProfiles", "Mosquitto", "BinaryCoding", "BlueZ", "BlueZPort", "DBus", "Reactor",
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
@@ -137,7 +145,7 @@ let package = Package(
         .testTarget(name: "DBusTests", dependencies: ["DBus", "Reactor", "TestSupport"]),
         .testTarget(
             name: "BlueZTests",
-            dependencies: ["BlueZ", "BlueZSimulator", "DBus", "BridgeCore", "BridgeConfig", "BridgeStore", "DeviceProfiles", "DeviceSimulators", "GoProCodec", "PacketSocket", "Reactor",
+            dependencies: ["BlueZ", "BlueZPort", "BlueZSimulator", "DBus", "BridgeCore", "BridgeConfig", "BridgeStore", "DeviceProfiles", "DeviceSimulators", "GoProCodec", "PacketSocket", "Reactor",
                            "TestSupport"]
         ),
         .testTarget(name: "BridgeConfigTests", dependencies: ["BridgeConfig", "BinaryCoding"]),

@@ -79,7 +79,7 @@ public final class ScanSession: Sendable {
     let task: Task<Void, Never>
     let stopped = Mutex(false)
 
-    init(client: BlueZClient, adapter: BlueZAdapter) {
+    package init(client: BlueZClient, adapter: BlueZAdapter) {
         self.client = client
         self.adapter = adapter
         let (events, _, remove) = client.listen()
@@ -120,7 +120,7 @@ public final class ScanSession: Sendable {
     /// Ends ``devices`` without `StopDiscovery`, for a session bluetoothd already ended (the
     /// adapter was powered off or bluetoothd went away: 5.66 `adapter_stop` drops every
     /// discovery client). Idempotent; ``stop()`` afterwards does nothing.
-    func abandon() {
+    package func abandon() {
         let already = stopped.withLock { s -> Bool in
             defer { s = true }
             return s

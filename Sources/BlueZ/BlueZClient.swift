@@ -14,16 +14,16 @@ import Synchronization
 public final class BlueZClient: Sendable {
     /// BlueZ's bus name.
     public static let busName = "org.bluez"
-    static let adapter1 = "org.bluez.Adapter1"
-    static let device1 = "org.bluez.Device1"
-    static let service1 = "org.bluez.GattService1"
-    static let char1 = "org.bluez.GattCharacteristic1"
+    package static let adapter1 = "org.bluez.Adapter1"
+    package static let device1 = "org.bluez.Device1"
+    package static let service1 = "org.bluez.GattService1"
+    package static let char1 = "org.bluez.GattCharacteristic1"
 
     /// An object's interfaces and their properties, as cached.
     public typealias Interfaces = [String: [String: DBusValue]]
 
     /// A change of the cache, as listeners see it.
-    enum Event: Sendable {
+    package enum Event: Sendable {
         case added(DBusObjectPath, [String])
         case removed(DBusObjectPath, [String])
         case changed(DBusObjectPath, String, [String: DBusValue], [String])
@@ -62,12 +62,12 @@ public final class BlueZClient: Sendable {
 
     /// Starts a task that prefers the client's loop (an ordinary task without one).
     @discardableResult
-    func spawn(_ body: sending @escaping @isolated(any) () async -> Void) -> Task<Void, Never> {
+    package func spawn(_ body: sending @escaping @isolated(any) () async -> Void) -> Task<Void, Never> {
         Task(executorPreference: loop, operation: body)
     }
 
     /// Sleeps on the loop's timers when there is a loop (no timer thread involved).
-    static func sleep(on loop: EventLoop?, for duration: Duration) async throws {
+    package static func sleep(on loop: EventLoop?, for duration: Duration) async throws {
         if let loop { try await loop.sleep(for: duration) } else { try await Task.sleep(for: duration) }
     }
 
@@ -291,7 +291,7 @@ public final class BlueZClient: Sendable {
     }
 
     /// Registers a listener of cache events; call `remove` when done.
-    func listen() -> (AsyncStream<Event>, id: UInt64, remove: @Sendable () -> Void) {
+    package func listen() -> (AsyncStream<Event>, id: UInt64, remove: @Sendable () -> Void) {
         let (stream, continuation) = AsyncStream<Event>.makeStream(bufferingPolicy: .bufferingNewest(4096))
         let id = store.withLock { s -> UInt64? in
             guard !s.closed else { return nil }
@@ -316,7 +316,7 @@ public final class BlueZClient: Sendable {
     ///
     /// `listener` lets a caller register before it sends the call whose effects it waits for;
     /// `failed` sees every event after that.
-    func waitFor<T: Sendable>(
+    package func waitFor<T: Sendable>(
         _ what: String, timeout: Duration,
         listener: (AsyncStream<Event>, id: UInt64, remove: @Sendable () -> Void)? = nil,
         failure: @escaping @Sendable ([DBusObjectPath: Interfaces]) -> BlueZError? = { _ in nil },
@@ -352,7 +352,7 @@ public final class BlueZClient: Sendable {
 
     /// Calls a BlueZ method, mapping failures to ``BlueZError``.
     @discardableResult
-    func call(_ path: DBusObjectPath, _ interface: String, _ method: String, _ args: [DBusValue] = [],
+    package func call(_ path: DBusObjectPath, _ interface: String, _ method: String, _ args: [DBusValue] = [],
               timeout: Duration? = nil) async throws(BlueZError) -> DBusMessage
     {
         do {

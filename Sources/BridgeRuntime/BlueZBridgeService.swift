@@ -1,4 +1,5 @@
 import BlueZ
+import BlueZPort
 import BridgeConfig
 import BridgeCore
 import Logging

@@ -1,4 +1,5 @@
-@testable import BlueZ
+import BlueZ
+@testable import BlueZPort
 import BlueZSimulator
 import BridgeCore
 import DBus

@@ -1,4 +1,5 @@
 import BlueZ
+import BlueZPort
 import DBus
 import Testing
 

@@ -1,4 +1,5 @@
 import BlueZ
+import BlueZPort
 import BlueZSimulator
 import BridgeCore
 import DBus

@@ -1,3 +1,4 @@
+import BlueZ
 import BridgeCore
 import DBus
 import Synchronization
