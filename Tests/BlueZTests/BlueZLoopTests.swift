@@ -12,7 +12,9 @@ import TestSupport
 import Testing
 
 /// The BlueZ client on one event loop against the emulator on another (docs/bluez.md "On an
-/// event loop"), through a real dbus-daemon.
+/// event loop"), through a real dbus-daemon. The delivering tasks prefer the client's loop, as
+/// the bridge's do: notifications that arrive before the handler is installed are buffered and
+/// handed over on the task that installs it.
 @Suite(.serialized, .timeLimit(.minutes(1))) struct BlueZLoopTests {
     /// A bus, the emulator on `simLoop`, a client on `clientLoop`; all closed afterwards, then
     /// both loops must be left with no watch, timer or hook.
@@ -73,7 +75,7 @@ import Testing
             // AcquireNotify is offered, so the link subscribed through the socket.
             #expect(sim.isAcquired(device.address, characteristic: notifyID.uuid, write: false))
             let got = Mutex<[(GATTNotification, Bool)]>([])
-            let delivering = Task { await link.deliverNotifications { n in got.withLock { $0.append((n, cLoop.inLoop)) } } }
+            let delivering = Task(executorPreference: cLoop) { await link.deliverNotifications { n in got.withLock { $0.append((n, cLoop.inLoop)) } } }
             for i in 1...20 {
                 try await link.write([UInt8(i), 0xAB], to: writeID, withResponse: i % 2 == 0)
             }
@@ -102,7 +104,7 @@ import Testing
             #expect(!sim.isAcquired(hr.address, characteristic: "2A37", write: false))
             #expect(sim.notifySessions(hr.address, characteristic: "2A37").count == 1)
             let got = Mutex<[([UInt8], Bool)]>([])
-            let delivering = Task { await link.deliverNotifications { n in got.withLock { $0.append((n.value, cLoop.inLoop)) } } }
+            let delivering = Task(executorPreference: cLoop) { await link.deliverNotifications { n in got.withLock { $0.append((n.value, cLoop.inLoop)) } } }
             // PropertiesChanged(Value) through the bus → the client's signal pump on its loop.
             for bpm in UInt8(60)..<UInt8(70) { #expect(hr.notify("2A37", [0x00, bpm])) }
             #expect(await eventually(timeout: .seconds(5)) { got.withLock { $0.count } == 10 })
@@ -121,7 +123,7 @@ import Testing
             let link = try await central.connect(address: camera.address, notify: [response], timeout: .seconds(5))
             #expect(sim.isAcquired(camera.address, characteristic: response.uuid, write: false))
             let got = Mutex<[([UInt8], Bool)]>([])
-            let delivering = Task { await link.deliverNotifications { n in got.withLock { $0.append((n.value, cLoop.inLoop)) } } }
+            let delivering = Task(executorPreference: cLoop) { await link.deliverNotifications { n in got.withLock { $0.append((n.value, cLoop.inLoop)) } } }
             // Keep-alive (setting 0x5B = 0x42) on GP-0074 → `02 5B 00` on GP-0075 (gopro.md §9).
             try await link.write([0x03, 0x5B, 0x01, 0x42], to: CharacteristicID(GoProCharacteristic.settings.uuid),
                                  withResponse: true)

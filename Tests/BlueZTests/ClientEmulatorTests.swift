@@ -55,7 +55,7 @@ func code(_ e: any Error) -> String { (e as? BlueZError)?.code ?? "\(e)" }
     }
 
     @Test func connectWaitsForServicesResolvedAndReads() async throws {
-        try await withEmulator(devices: [GenericDevice.batteryHeartRate()]) { env in
+        try await withEmulator(devices: [GenericDevice.batteryHeartRate(), echoDevice()]) { env in
             let device = try await discover(env, hrAddress)
             #expect(throws: BlueZError.self) { try env.client.characteristic("2A19", on: device) }
             try await env.client.connect(device, timeout: .seconds(5))
@@ -68,7 +68,7 @@ func code(_ e: any Error) -> String { (e as? BlueZError)?.code ?? "\(e)" }
                 try env.client.characteristic("2A19", service: "180D", on: device)
             }
             // Connected devices do not vanish after discovery stopped.
-            try await Task.sleep(for: .milliseconds(450))
+            #expect(try await removalDelayPassed(env, marker: echoAddress))
             #expect(env.simulator.isExported(hrAddress))
             try await env.client.disconnect(device)
             #expect(env.client.connectionState(device) == ConnectionState(connected: false, servicesResolved: false))
@@ -222,8 +222,10 @@ func code(_ e: any Error) -> String { (e as? BlueZError)?.code ?? "\(e)" }
             }
             // A Disconnect while connecting cancels the attempt.
             try env.simulator.updateFaults(hrAddress) { $0 = .init(); $0.silent = true }
+            let connects = env.simulator.received(hrAddress).filter { $0.method == "Connect" }.count
             async let attempt: Void = env.client.connect(device)
-            try await Task.sleep(for: .milliseconds(50))
+            // The attempt is under way once the emulator has the call.
+            #expect(await eventually { env.simulator.received(hrAddress).filter { $0.method == "Connect" }.count > connects })
             _ = try await env.client.connection.call(destination: "org.bluez", path: device.path,
                                                   interface: "org.bluez.Device1", method: "Disconnect")
             do {
@@ -332,7 +334,7 @@ func code(_ e: any Error) -> String { (e as? BlueZError)?.code ?? "\(e)" }
     }
 
     @Test func pairTrustRemove() async throws {
-        try await withEmulator(devices: [GenericDevice.batteryHeartRate()]) { env in
+        try await withEmulator(devices: [GenericDevice.batteryHeartRate(), echoDevice()]) { env in
             let device = try await discover(env, hrAddress)
             try await env.client.registerHeadlessAgent()
             // The agent answers as a headless bridge must (an independent caller checks it).
@@ -349,7 +351,7 @@ func code(_ e: any Error) -> String { (e as? BlueZError)?.code ?? "\(e)" }
                 return p?["Paired"]?.boolValue == true && p?["Trusted"]?.boolValue == true
             })
             // Paired devices do not vanish after discovery stopped.
-            try await Task.sleep(for: .milliseconds(450))
+            #expect(try await removalDelayPassed(env, marker: echoAddress))
             #expect(env.client.object(device.path) != nil)
             try await env.client.remove(device)
             #expect(await eventually { env.client.object(device.path) == nil })
@@ -471,7 +473,7 @@ func code(_ e: any Error) -> String { (e as? BlueZError)?.code ?? "\(e)" }
     @Test func disconnectWindowRSSIInvalidationAndAConnectedDeviceStays() async throws {
         var options = Emulator.fast
         options.disconnectDelay = .milliseconds(400)
-        try await withEmulator(options, devices: [GenericDevice.batteryHeartRate()]) { env in
+        try await withEmulator(options, devices: [GenericDevice.batteryHeartRate(), echoDevice()]) { env in
             let adapter = try env.client.adapter()
             let scan = try await env.client.scan(adapter)
             let device = try await env.client.waitForDevice(hrAddress, timeout: .seconds(2))
@@ -483,7 +485,7 @@ func code(_ e: any Error) -> String { (e as? BlueZError)?.code ?? "\(e)" }
             let m = try env.client.characteristic("2A37", on: device)
             // Disconnect takes a while; StartNotify meanwhile fails NotConnected (behaviour 5).
             async let gone: Void = env.client.disconnect(device)
-            try await Task.sleep(for: .milliseconds(100))
+            #expect(await eventually { env.simulator.received(hrAddress).contains { $0.method == "Disconnect" } })
             await #expect(throws: BlueZError.notConnected("Not Connected (StartNotify on \(m.path))")) {
                 _ = try await env.client.notifications(m, using: .startNotify)
             }
@@ -491,7 +493,7 @@ func code(_ e: any Error) -> String { (e as? BlueZError)?.code ?? "\(e)" }
             // Unpaired and disconnected with no discovery: a device a client connected is no
             // longer temporary (bluetoothd 5.66, seen on the real stack), so it stays, GATT objects
             // included, past removalDelay (300 ms here); RemoveDevice removes it, children first.
-            try await Task.sleep(for: .milliseconds(450))
+            #expect(try await removalDelayPassed(env, marker: echoAddress))
             #expect(env.client.object(device.path) != nil && env.client.object(m.path) != nil)
             let removals = env.client.connectionStates(device)
             try await env.client.remove(device)
@@ -519,8 +521,9 @@ func code(_ e: any Error) -> String { (e as? BlueZError)?.code ?? "\(e)" }
                 #expect(code(error) == "timeout")
             }
             // The silent device's pending call fails once the link drops.
+            let reads = env.simulator.received(hrAddress).filter { $0.method == "ReadValue" }.count
             async let pending = env.client.read(battery, timeout: .seconds(5))
-            try await Task.sleep(for: .milliseconds(100))
+            #expect(await eventually { env.simulator.received(hrAddress).filter { $0.method == "ReadValue" }.count > reads })
             try env.simulator.dropLink(hrAddress)
             do {
                 _ = try await pending

@@ -67,3 +67,14 @@ func discover(_ env: Emulator, _ address: String) async throws -> BlueZDevice {
 final class Collected<T: Sendable>: Sendable {
     let items = Mutex<[T]>([])
 }
+
+/// The removal delay has passed for every device whose removal was scheduled before now: the
+/// event an absence check ("this device did *not* vanish") waits for instead of sleeping.
+/// `marker` (an unconnected, unpaired device in range, e.g. ``echoDevice()``) is discovered in a
+/// scan of its own and that scan stopped, so its removal is scheduled after every earlier one,
+/// with the same delay (behaviour 4); once BlueZ has removed it, an earlier-scheduled removal
+/// that was going to happen has happened.
+func removalDelayPassed(_ env: Emulator, marker: String) async throws -> Bool {
+    _ = try await discover(env, marker)
+    return await eventually(timeout: .seconds(10)) { !env.simulator.isExported(marker) }
+}

@@ -82,10 +82,10 @@ func withBridge(_ env: Emulator, device: DeviceConfig, store: BridgeStore, drive
                 // Pairing Finish (03 01) went out before the registrations (§2 step 5).
                 let first = try #require(camera.receivedMessages.first)
                 #expect(Array(first.prefix(2)) == [0x03, 0x01])
-                // Well past the sleep timer: the 100 ms keep-alive kept it awake.
-                try await Task.sleep(for: .milliseconds(2500))
+                // Well past the 1.2 s sleep timer (25 keep-alives 100 ms apart: at least 2.4 s),
+                // and the keep-alives kept it awake.
+                #expect(await eventually(timeout: .seconds(15)) { camera.receivedMessages.filter { $0 == [0x5B, 0x01, 0x42] }.count >= 25 })
                 #expect(camera.sleepCount == 0)
-                #expect(camera.receivedMessages.filter { $0 == [0x5B, 0x01, 0x42] }.count >= 10)
                 #expect(mqtt.events("device_connected") == 1)
                 // Get Hardware Info (0x3C) after the registrations: the state's `hardware`, and the
                 // camera's Home Assistant device republished with its model and serial number.

@@ -99,9 +99,9 @@ import Testing
         let bridge = try Self.bridge(store, mqtt, central: Self.central())
         try await Self.running(bridge) {
             let r = try await Self.request(bridge, mqtt, "device/add",
-                                           #"{"id":"ghost","address":"C0:FF:EE:00:00:0F","profile":"battery","timeout":0.3}"#)
+                                           #"{"id":"ghost","address":"C0:FF:EE:00:00:0F","profile":"battery","timeout":2}"#)
             #expect(r.objectValue?["status"] == "error")
-            #expect(r.objectValue?["error"]?.stringValue?.hasPrefix("C0:FF:EE:00:00:0F was not connected within 0.3 s: not_found:") == true, "\(r.jsonText)")
+            #expect(r.objectValue?["error"]?.stringValue?.hasPrefix("C0:FF:EE:00:00:0F was not connected within 2 s: not_found:") == true, "\(r.jsonText)")
             #expect(r.objectValue?["error"]?.stringValue?.hasSuffix("; nothing was added") == true)
             #expect(bridge.session("ghost") == nil)
             #expect(try store.runtimeDevices().isEmpty && store.devices().map(\.id) == ["dev"])

@@ -342,11 +342,11 @@ import Testing
         let group = ServiceGroup(configuration: .init(services: [server], logger: Logger(label: "frontend-test")))
         try await withThrowingTaskGroup(of: Void.self) { tasks in
             tasks.addTask { try await group.run() }
-            let text = await Task.detached {
+            let text = await offThePool {
                 Self.exchange(port: port, "GET /api/events HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", until: "event: ready", then: {
                     hub.observe(OutboundMessage(topic: "gatt2mqtt/camera", payload: Array(#"{"encoding":true}"#.utf8), qos: 1, retain: true))
                 }, until2: "encoding")
-            }.value
+            }
             #expect(text.hasPrefix("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream; charset=utf-8\r\n"))
             #expect(text.contains("retry: 2000\n\n"))
             #expect(text.contains("event: hello\ndata: {\"boot\":\"\(hub.boot)\",\"base\":\"gatt2mqtt\",\"reset\":true}\n\n"))
@@ -355,9 +355,9 @@ import Testing
             #expect(text.contains("\"topic\":\"gatt2mqtt/camera\",\"retain\":true,\"payload\":{\"encoding\":true}}\n\n"))
 
             // A malformed request and an unknown path, over the wire.
-            let bad = await Task.detached { Self.exchange(port: port, "NOT HTTP\r\n\r\n") }.value
+            let bad = await offThePool { Self.exchange(port: port, "NOT HTTP\r\n\r\n") }
             #expect(bad.hasPrefix("HTTP/1.1 400 Bad Request\r\n"))
-            let missing = await Task.detached { Self.exchange(port: port, "GET /missing HTTP/1.1\r\n\r\n") }.value
+            let missing = await offThePool { Self.exchange(port: port, "GET /missing HTTP/1.1\r\n\r\n") }
             #expect(missing.hasPrefix("HTTP/1.1 404 Not Found\r\n"))
             #expect(missing.hasSuffix(#"{"error":"not found: /missing"}"#))
             await group.triggerGracefulShutdown()

@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Testing
 
 /// bleak (PyPI, installed by scripts/setup), an independent BlueZ client, against
@@ -20,7 +21,11 @@ import Testing
     }
 
     /// Runs the bleak script against the bus, waiting at most `limit`; killed by its pid then.
-    static func bleak(_ bus: String, _ args: [String], limit: TimeInterval = 40) throws -> Finished {
+    static func bleak(_ bus: String, _ args: [String], limit: TimeInterval = 40) async throws -> Finished {
+        try await offThePool { try runBleak(bus, args, limit: limit) }
+    }
+
+    private static func runBleak(_ bus: String, _ args: [String], limit: TimeInterval) throws -> Finished {
         let p = Process()
         p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         p.arguments = ["python3", script] + args
@@ -49,8 +54,8 @@ import Testing
     }
 
     /// `simulate --device gopro@…` (optionally on its event loop); stop it by pid.
-    static func simulate(_ extra: [String]) throws -> (Process, String) {
-        try BluetoothCLITests.simulate(["--device", "gopro@\(gopro)"] + extra)
+    static func simulate(_ extra: [String]) async throws -> (Process, String) {
+        try await BluetoothCLITests.simulate(["--device", "gopro@\(gopro)"] + extra)
     }
 
     static func stop(_ sim: Process) {
@@ -59,10 +64,10 @@ import Testing
     }
 
     @Test("bleak finds, connects, pairs and commands the simulated GoPro", arguments: [false, true])
-    func bleakDrivesTheSimulatedGoPro(eventLoop: Bool) throws {
-        let (sim, bus) = try Self.simulate(eventLoop ? ["--event-loop"] : [])
+    func bleakDrivesTheSimulatedGoPro(eventLoop: Bool) async throws {
+        let (sim, bus) = try await Self.simulate(eventLoop ? ["--event-loop"] : [])
         defer { Self.stop(sim) }
-        let run = try Self.bleak(bus, [Self.gopro])
+        let run = try await Self.bleak(bus, [Self.gopro])
         #expect(!run.timedOut)
         #expect(run.status == 0, "bleak: \(run.lines) \(run.stderr)")
         #expect(run.lines == ["found \(Self.gopro) GoPro 1234", "connected True", "paired",
@@ -72,10 +77,10 @@ import Testing
 
     /// The emulator as it was before behaviour 10 (announced once, then silent): bleak's
     /// `find_device_by_address` subscribes after StartDiscovery and never sees the device.
-    @Test func withoutAdvertisementUpdatesBleakFindsNothing() throws {
-        let (sim, bus) = try Self.simulate(["--advertising-interval", "0"])
+    @Test func withoutAdvertisementUpdatesBleakFindsNothing() async throws {
+        let (sim, bus) = try await Self.simulate(["--advertising-interval", "0"])
         defer { Self.stop(sim) }
-        let run = try Self.bleak(bus, [Self.gopro, "--find-only", "--find-timeout", "3"])
+        let run = try await Self.bleak(bus, [Self.gopro, "--find-only", "--find-timeout", "3"])
         #expect(!run.timedOut)
         #expect(run.status == 2, "bleak: \(run.lines) \(run.stderr)")
         #expect(run.lines == ["not-found \(Self.gopro)"])

@@ -1,10 +1,16 @@
 import Foundation
+import TestSupport
 import Testing
 
 /// `gatt2mqtt simulate` (private bus + emulated BlueZ) driven by `gatt2mqtt scan` and `gatt`.
 @Suite(.serialized, .timeLimit(.minutes(1))) struct BluetoothCLITests {
     /// Starts `gatt2mqtt simulate`, returns its process and bus address; stop it by pid.
-    static func simulate(_ extra: [String] = []) throws -> (Process, String) {
+    static func simulate(_ extra: [String] = []) async throws -> (Process, String) {
+        try await offThePool { try startSimulator(extra) }
+    }
+
+    /// Blocks until the simulator printed its bus address (or 10 s).
+    private static func startSimulator(_ extra: [String]) throws -> (Process, String) {
         let p = Process()
         p.executableURL = CLI.executable
         p.arguments = ["simulate", "--seconds", "40", "--heart-rate-interval", "0.2"] + extra
@@ -33,31 +39,31 @@ import Testing
 
     struct CLIError: Error { let text: String; init(_ t: String) { text = t } }
 
-    @Test func scanReadWriteNotifyAgainstTheSimulator() throws {
-        let (sim, bus) = try Self.simulate()
+    @Test func scanReadWriteNotifyAgainstTheSimulator() async throws {
+        let (sim, bus) = try await Self.simulate()
         defer {
             kill(sim.processIdentifier, SIGTERM)
             sim.waitUntilExit()
         }
-        let table = try CLI.run(["scan", "--bus", bus, "--seconds", "0.5"])
+        let table = try await CLI.run(["scan", "--bus", bus, "--seconds", "0.5"])
         #expect(table.status == 0)
         #expect(table.stdout.hasPrefix("C0:FF:EE:00:00:01  -55 dBm  Sim HR  "))
-        let scan = try CLI.run(["scan", "--bus", bus, "--seconds", "0.5", "--uuid", "180D", "--json"])
+        let scan = try await CLI.run(["scan", "--bus", bus, "--seconds", "0.5", "--uuid", "180D", "--json"])
         #expect(scan.status == 0)
         #expect(scan.stdout.contains(#""address":"C0:FF:EE:00:00:01","name":"Sim HR","rssi":-55"#))
         #expect(scan.stdout.contains(#""manufacturer_data":{"65535":"0102"}"#))
 
-        let read = try CLI.run(["gatt", "--bus", bus, "--device", "C0:FF:EE:00:00:01", "--read", "2A19"])
+        let read = try await CLI.run(["gatt", "--bus", bus, "--device", "C0:FF:EE:00:00:01", "--read", "2A19"])
         #expect(read.status == 0)
         #expect(read.stdout == "55\n")
 
-        let write = try CLI.run(["gatt", "--bus", bus, "--device", "C0:FF:EE:00:00:01", "--write", "2A39", "01"])
+        let write = try await CLI.run(["gatt", "--bus", bus, "--device", "C0:FF:EE:00:00:01", "--write", "2A39", "01"])
         #expect(write.stdout == "ok\n")
-        let refused = try CLI.run(["gatt", "--bus", bus, "--device", "C0:FF:EE:00:00:01", "--write", "2A39", "02"])
+        let refused = try await CLI.run(["gatt", "--bus", bus, "--device", "C0:FF:EE:00:00:01", "--write", "2A39", "02"])
         #expect(refused.status == 1)
         #expect(refused.stderr == "error: C0:FF:EE:00:00:01 2A39: att_error: ATT error 0x80\n")
 
-        let notify = try CLI.run(["gatt", "--bus", bus, "--device", "C0:FF:EE:00:00:01", "--listen", "2A37", "--seconds", "1"])
+        let notify = try await CLI.run(["gatt", "--bus", bus, "--device", "C0:FF:EE:00:00:01", "--listen", "2A37", "--seconds", "1"])
         #expect(notify.status == 0)
         let lines = notify.stdout.split(separator: "\n")
         #expect(lines.count >= 2)
@@ -65,7 +71,7 @@ import Testing
 
         // Combined: subscribe first, then write the control point (which makes the sensor notify),
         // then list the services.
-        let combined = try CLI.run(["gatt", "--bus", bus, "--device", "C0:FF:EE:00:00:01", "--listen", "2A37",
+        let combined = try await CLI.run(["gatt", "--bus", bus, "--device", "C0:FF:EE:00:00:01", "--listen", "2A37",
                                     "--write", "2A39", "01", "--services", "--seconds", "1"])
         #expect(combined.status == 0)
         let out = combined.stdout.split(separator: "\n").map(String.init)
@@ -74,27 +80,27 @@ import Testing
         #expect(out.contains { $0.hasPrefix("  characteristic 00002a37-0000-1000-8000-00805f9b34fb [") && $0.contains("notify") })
         #expect(out.contains("08000000"), "the control point's notification")
 
-        let missing = try CLI.run(["gatt", "--bus", bus, "--device", "C0:FF:EE:00:00:01", "--read", "2A99"])
+        let missing = try await CLI.run(["gatt", "--bus", bus, "--device", "C0:FF:EE:00:00:01", "--read", "2A99"])
         #expect(missing.status == 1)
         #expect(missing.stderr.hasPrefix("error: C0:FF:EE:00:00:01 2A99: not_found"))
     }
 
     /// `simulate --event-loop`: the emulator and its devices on one event-loop thread serve the
     /// same tools (docs/bluez.md "On an event loop"), and SIGTERM still ends it cleanly.
-    @Test func eventLoopModeServesTheSameTools() throws {
-        let (sim, bus) = try Self.simulate(["--event-loop", "--device", "hr@C0:FF:EE:00:00:01",
+    @Test func eventLoopModeServesTheSameTools() async throws {
+        let (sim, bus) = try await Self.simulate(["--event-loop", "--device", "hr@C0:FF:EE:00:00:01",
                                             "--device", "gopro@C0:FF:EE:00:00:05"])
         defer {
             if sim.isRunning { kill(sim.processIdentifier, SIGKILL) }
             sim.waitUntilExit()
         }
-        let read = try CLI.run(["gatt", "--bus", bus, "--device", "C0:FF:EE:00:00:01", "--read", "2A19"])
+        let read = try await CLI.run(["gatt", "--bus", bus, "--device", "C0:FF:EE:00:00:01", "--read", "2A19"])
         #expect(read.status == 0)
         #expect(read.stdout == "55\n")
-        let refused = try CLI.run(["gatt", "--bus", bus, "--device", "C0:FF:EE:00:00:01", "--write", "2A39", "02"])
+        let refused = try await CLI.run(["gatt", "--bus", bus, "--device", "C0:FF:EE:00:00:01", "--write", "2A39", "02"])
         #expect(refused.stderr == "error: C0:FF:EE:00:00:01 2A39: att_error: ATT error 0x80\n")
         // Heart beats come from a task on the loop; the control point's answer from the device.
-        let combined = try CLI.run(["gatt", "--bus", bus, "--device", "C0:FF:EE:00:00:01", "--listen", "2A37",
+        let combined = try await CLI.run(["gatt", "--bus", bus, "--device", "C0:FF:EE:00:00:01", "--listen", "2A37",
                                     "--write", "2A39", "01", "--seconds", "1"])
         #expect(combined.status == 0)
         let lines = combined.stdout.split(separator: "\n").map(String.init)
@@ -102,7 +108,7 @@ import Testing
         #expect(lines.contains("08000000"))
         #expect(lines.filter { $0.count == 4 && $0.hasPrefix("00") }.count >= 2)
         // The GoPro: pair, subscribe to GP-0075 (AcquireNotify), keep-alive on GP-0074 → `02 5B 00`.
-        let gopro = try CLI.run(["gatt", "--bus", bus, "--device", "C0:FF:EE:00:00:05", "--pair", "--listen", "GP-0075",
+        let gopro = try await CLI.run(["gatt", "--bus", bus, "--device", "C0:FF:EE:00:00:05", "--pair", "--listen", "GP-0075",
                                  "--write", "GP-0074", "035B0142", "--seconds", "1"])
         #expect(gopro.status == 0)
         #expect(gopro.stdout.split(separator: "\n").map(String.init) == ["ok", "025b00"])
@@ -111,26 +117,26 @@ import Testing
         #expect(sim.terminationStatus == 0)
     }
 
-    @Test func faultFlags() throws {
+    @Test func faultFlags() async throws {
         let hr = "C0:FF:EE:00:00:01"
         do {
-            let (sim, bus) = try Self.simulate(["--fault", "\(hr):refuse-connections=true"])
+            let (sim, bus) = try await Self.simulate(["--fault", "\(hr):refuse-connections=true"])
             defer {
                 kill(sim.processIdentifier, SIGTERM)
                 sim.waitUntilExit()
             }
-            let read = try CLI.run(["gatt", "--bus", bus, "--device", hr, "--read", "2A19"])
+            let read = try await CLI.run(["gatt", "--bus", bus, "--device", hr, "--read", "2A19"])
             #expect(read.status == 1)
             #expect(read.stderr.contains("connection_failed"), "\(read.stderr)")
         }
         do {
             // The first notification that reaches a subscriber is sent twice.
-            let (sim, bus) = try Self.simulate(["--fault", "\(hr):duplicate-notification=1", "--fault", "\(hr):reply-delay-ms=0"])
+            let (sim, bus) = try await Self.simulate(["--fault", "\(hr):duplicate-notification=1", "--fault", "\(hr):reply-delay-ms=0"])
             defer {
                 kill(sim.processIdentifier, SIGTERM)
                 sim.waitUntilExit()
             }
-            let notify = try CLI.run(["gatt", "--bus", bus, "--device", hr, "--listen", "2A37", "--seconds", "1"])
+            let notify = try await CLI.run(["gatt", "--bus", bus, "--device", hr, "--listen", "2A37", "--seconds", "1"])
             #expect(notify.status == 0)
             let lines = notify.stdout.split(separator: "\n")
             #expect(lines.count >= 3)
@@ -140,40 +146,40 @@ import Testing
             }
         }
         do {
-            let (sim, bus) = try Self.simulate(["--adapter-off"])
+            let (sim, bus) = try await Self.simulate(["--adapter-off"])
             defer {
                 kill(sim.processIdentifier, SIGTERM)
                 sim.waitUntilExit()
             }
-            let scan = try CLI.run(["scan", "--bus", bus, "--seconds", "0.5"])
+            let scan = try await CLI.run(["scan", "--bus", bus, "--seconds", "0.5"])
             #expect(scan.status == 1)
             #expect(scan.stderr.contains("not_ready"), "\(scan.stderr)")
         }
-        let unknown = try CLI.run(["simulate", "--seconds", "1", "--fault", "\(hr):explode=1"])
+        let unknown = try await CLI.run(["simulate", "--seconds", "1", "--fault", "\(hr):explode=1"])
         #expect(unknown.status != 0)
         #expect(unknown.stderr.contains("unknown fault \"explode\""), "\(unknown.stderr)")
-        let badValue = try CLI.run(["simulate", "--seconds", "1", "--fault", "\(hr):silent=maybe"])
+        let badValue = try await CLI.run(["simulate", "--seconds", "1", "--fault", "\(hr):silent=maybe"])
         #expect(badValue.status != 0)
         #expect(badValue.stderr.contains("expected true or false"))
-        let noDevice = try CLI.run(["simulate", "--seconds", "1", "--fault", "C0:FF:EE:00:00:09:silent=true"])
+        let noDevice = try await CLI.run(["simulate", "--seconds", "1", "--fault", "C0:FF:EE:00:00:09:silent=true"])
         #expect(noDevice.status != 0)
         #expect(noDevice.stderr.contains("no simulated device C0:FF:EE:00:00:09"))
-        let malformed = try CLI.run(["simulate", "--seconds", "1", "--fault", "silent=true"])
+        let malformed = try await CLI.run(["simulate", "--seconds", "1", "--fault", "silent=true"])
         #expect(malformed.status != 0)
         #expect(malformed.stderr.contains("expected ADDRESS:NAME=VALUE"))
-        let badAuth = try CLI.run(["simulate", "--seconds", "1", "--rokid-auth", "maybe"])
+        let badAuth = try await CLI.run(["simulate", "--seconds", "1", "--rokid-auth", "maybe"])
         #expect(badAuth.status != 0)
         #expect(badAuth.stderr.contains("--rokid-auth maybe: expected refuse, silent, ok, taken"), "\(badAuth.stderr)")
     }
 
-    @Test func badArgumentsAndNoBus() throws {
-        let badUUID = try CLI.run(["gatt", "--device", "C0:FF:EE:00:00:01", "--read", "xyz"])
+    @Test func badArgumentsAndNoBus() async throws {
+        let badUUID = try await CLI.run(["gatt", "--device", "C0:FF:EE:00:00:01", "--read", "xyz"])
         #expect(badUUID.status == 1)
         #expect(badUUID.stderr.contains("xyz"))
-        let badHex = try CLI.run(["gatt", "--device", "C0:FF:EE:00:00:01", "--write", "2A39", "zz"])
+        let badHex = try await CLI.run(["gatt", "--device", "C0:FF:EE:00:00:01", "--write", "2A39", "zz"])
         #expect(badHex.status == 1)
         #expect(badHex.stderr == "error: --write value: invalid hex at character 0: unexpected character 'z'\n")
-        let noBus = try CLI.run(["scan", "--bus", "unix:path=/tmp/gatt2mqtt-no-such-bus", "--seconds", "1"])
+        let noBus = try await CLI.run(["scan", "--bus", "unix:path=/tmp/gatt2mqtt-no-such-bus", "--seconds", "1"])
         #expect(noBus.status == 1)
         #expect(noBus.stderr.hasPrefix("error: cannot reach BlueZ on unix:path=/tmp/gatt2mqtt-no-such-bus"))
     }

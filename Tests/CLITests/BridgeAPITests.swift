@@ -58,7 +58,7 @@ import Testing
     /// scan → add (profile guessed from the scan) → use → rename → options → restart (the device
     /// comes back from the store) → remove with forget; the file's device is refused every change.
     @Test func scanAddUseRenameOptionsRemove() async throws {
-        let env = try EndToEnd(simulate: ["--device", "gopro@C0:FF:EE:00:00:01", "--device", "hr@C0:FF:EE:00:00:03",
+        let env = try await EndToEnd(simulate: ["--device", "gopro@C0:FF:EE:00:00:01", "--device", "hr@C0:FF:EE:00:00:03",
                                           "--device", "thermo@C0:FF:EE:00:00:04"])
         defer { env.stop() }
         let hub = try await env.broker.client()
@@ -121,7 +121,7 @@ import Testing
         // Restart of the process: the device added over MQTT comes back from the store.
         let first = try #require(env.bridge)
         kill(first.processIdentifier, SIGTERM)
-        first.waitUntilExit()
+        await first.exited()
         let devices = try await hub.subscribe("gatt2mqtt/bridge/devices")
         _ = try env.startBridge(devices: Self.heartRate)
         #expect(await Self.first(availability) { $0.topic == "gatt2mqtt/garden/availability" && $0.payloadString.contains("online") } != nil)
@@ -144,7 +144,7 @@ import Testing
     /// config/reload (by request and by SIGHUP) without dropping other links, restart in place,
     /// the MQTT 5 response topic, and bad input answered with errors while nothing changes.
     @Test func operationsReloadRestartAndBadInput() async throws {
-        let env = try EndToEnd(simulate: ["--device", "hr@C0:FF:EE:00:00:03", "--device", "hr@C0:FF:EE:00:00:04"])
+        let env = try await EndToEnd(simulate: ["--device", "hr@C0:FF:EE:00:00:03", "--device", "hr@C0:FF:EE:00:00:04"])
         defer { env.stop() }
         let hub = try await env.broker.client()
         let responses = try await hub.subscribe("gatt2mqtt/bridge/response/#")
@@ -236,7 +236,7 @@ import Testing
 
     /// pair / unpair by request: BlueZ's bond is made and removed; bridge/devices says so.
     @Test func pairAndUnpair() async throws {
-        let env = try EndToEnd(simulate: ["--device", "hr@C0:FF:EE:00:00:03"])
+        let env = try await EndToEnd(simulate: ["--device", "hr@C0:FF:EE:00:00:03"])
         defer { env.stop() }
         let hub = try await env.broker.client()
         let responses = try await hub.subscribe("gatt2mqtt/bridge/response/#")
@@ -260,7 +260,7 @@ import Testing
     /// device, and the next scan reports its GATT services (GAP and GATT included) as its UUIDs;
     /// it can be added again from that sighting.
     @Test func removeWithoutForgetKeepsTheDeviceAndItsServices() async throws {
-        let env = try EndToEnd(simulate: ["--device", "thermo@C0:FF:EE:00:00:04"])
+        let env = try await EndToEnd(simulate: ["--device", "thermo@C0:FF:EE:00:00:04"])
         defer { env.stop() }
         let hub = try await env.broker.client()
         let responses = try await hub.subscribe("gatt2mqtt/bridge/response/#")
@@ -287,7 +287,7 @@ import Testing
     /// The demo as `scripts/run` starts it: config/demo.yaml and the four simulated devices, of
     /// which the thermometer is not in the file. Scan → add → use, as the demo's "Try" lists.
     @Test func theDemoAddsItsFourthDeviceOverMQTT() async throws {
-        let env = try EndToEnd(simulate: ["--device", "gopro@C0:FF:EE:00:00:01", "--device", "rokid@C0:FF:EE:00:00:02",
+        let env = try await EndToEnd(simulate: ["--device", "gopro@C0:FF:EE:00:00:01", "--device", "rokid@C0:FF:EE:00:00:02",
                                           "--device", "hr@C0:FF:EE:00:00:03", "--device", "thermo@C0:FF:EE:00:00:04"])
         defer { env.stop() }
         let demo = try String(contentsOfFile: CheckConfigCLITests.configDir + "/demo.yaml", encoding: .utf8)

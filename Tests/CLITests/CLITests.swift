@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Testing
 
 /// Runs the built `gatt2mqtt` executable (the CLI contract is checked from outside).
@@ -16,29 +17,41 @@ enum CLI {
 
     struct Result { var status: Int32; var stdout: String; var stderr: String }
 
-    static func run(_ args: [String], stdin: String? = nil) throws -> Result {
-        let p = Process()
-        p.executableURL = executable
-        p.arguments = args
-        let out = Pipe(), err = Pipe(), inp = Pipe()
-        p.standardOutput = out
-        p.standardError = err
-        p.standardInput = inp
-        try p.run()
-        if let stdin { inp.fileHandleForWriting.write(Data(stdin.utf8)) }
-        try inp.fileHandleForWriting.close()
-        let o = out.fileHandleForReading.readDataToEndOfFile()
-        let e = err.fileHandleForReading.readDataToEndOfFile()
-        p.waitUntilExit()
-        return Result(status: p.terminationStatus, stdout: String(decoding: o, as: UTF8.self),
-                      stderr: String(decoding: e, as: UTF8.self))
+    /// Runs the executable to its end, off the cooperative pool (``offThePool(_:)``): a command
+    /// may run for seconds (a scan, a simulator session), and the suite runs in parallel.
+    static func run(_ args: [String], stdin: String? = nil) async throws -> Result {
+        let executable = executable
+        return try await offThePool {
+            let p = Process()
+            p.executableURL = executable
+            p.arguments = args
+            let out = Pipe(), err = Pipe(), inp = Pipe()
+            p.standardOutput = out
+            p.standardError = err
+            p.standardInput = inp
+            try p.run()
+            if let stdin { inp.fileHandleForWriting.write(Data(stdin.utf8)) }
+            try inp.fileHandleForWriting.close()
+            // Both pipes drained at once: a command that fills one while the other is read would block.
+            nonisolated(unsafe) var e = Data()
+            let drained = DispatchSemaphore(value: 0)
+            Thread.detachNewThread {
+                e = err.fileHandleForReading.readDataToEndOfFile()
+                drained.signal()
+            }
+            let o = out.fileHandleForReading.readDataToEndOfFile()
+            drained.wait()
+            p.waitUntilExit()
+            return Result(status: p.terminationStatus, stdout: String(decoding: o, as: UTF8.self),
+                          stderr: String(decoding: e, as: UTF8.self))
+        }
     }
 
     /// Expects `args` to fail as the CLI contract says: exit status 1, nothing on stdout, one
     /// line on stderr that mentions `word`.
     static func expectOneLineFailure(_ args: [String], stdin: String? = nil, mentioning word: String,
-                                     sourceLocation: SourceLocation = #_sourceLocation) throws {
-        let r = try run(args, stdin: stdin)
+                                     sourceLocation: SourceLocation = #_sourceLocation) async throws {
+        let r = try await run(args, stdin: stdin)
         #expect(r.status == 1, "\(args)", sourceLocation: sourceLocation)
         #expect(r.stdout.isEmpty, "\(args)", sourceLocation: sourceLocation)
         #expect(r.stderr.split(separator: "\n").count == 1, "\(args): \(r.stderr)", sourceLocation: sourceLocation)
@@ -47,14 +60,14 @@ enum CLI {
 }
 
 @Suite struct CLIBasicsTests {
-    @Test func helpExitsZero() throws {
-        let r = try CLI.run(["--help"])
+    @Test func helpExitsZero() async throws {
+        let r = try await CLI.run(["--help"])
         #expect(r.status == 0)
         #expect(r.stdout.contains("caps"))
     }
 
-    @Test func unknownSubcommandIsOneLineExitOne() throws {
-        let r = try CLI.run(["no-such-command"])
+    @Test func unknownSubcommandIsOneLineExitOne() async throws {
+        let r = try await CLI.run(["no-such-command"])
         #expect(r.status == 1)
         #expect(r.stderr.split(separator: "\n").count == 1)
     }

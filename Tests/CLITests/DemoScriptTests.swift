@@ -173,6 +173,8 @@ import Glibc
     /// `repeatSignal`: send it again every 20 ms until the script exits (a user pressing Ctrl-C
     /// over and over).
     func stopsEverything(on signal: Int32, repeatSignal: Bool = false, ownBroker: MosquittoBroker? = nil) async throws {
+        await Slots.processHeavy.acquire()
+        defer { Slots.processHeavy.release() }
         let port = try ownBroker?.port ?? freeLoopbackPort()
         let script = try DemoScript(port: port)
         var tracked: [Tracked] = []
@@ -240,6 +242,8 @@ import Glibc
     /// dbus-daemon (if it got that far) and mosquitto are stopped all the same.
     @Test(arguments: [SIGINT, SIGTERM])
     func aSignalDuringStartUpStopsWhatWasStarted(signal: Int32) async throws {
+        await Slots.processHeavy.acquire()
+        defer { Slots.processHeavy.release() }
         let script = try DemoScript(port: try freeLoopbackPort())
         _ = try await script.line(startingWith: "run: started mosquitto")
         #expect(kill(script.pid, signal) == 0)

@@ -31,7 +31,7 @@ import Testing
     }
 
     @Test func scrapeAfterCommands() async throws {
-        let env = try EndToEnd()
+        let env = try await EndToEnd()
         defer { env.stop() }
         let port = try freeLoopbackPort()
         let hub = try await env.broker.client()
@@ -98,7 +98,7 @@ import Testing
 
         // A graceful stop still ends well (the endpoint stops after the bridge), and closes the port.
         kill(bridge.processIdentifier, SIGTERM)
-        bridge.waitUntilExit()
+        await bridge.exited()
         #expect(bridge.terminationStatus == 0, "\(env.bridgeLog())")
         #expect(!acceptsConnections(port: port))
         let state = await collect(try await hub.subscribe("gatt2mqtt/bridge/state"), count: 1)
@@ -108,7 +108,7 @@ import Testing
 
     /// The broker dies and comes back: one MQTT reconnect counted.
     @Test func brokerRestartCountsAnMQTTReconnect() async throws {
-        let env = try EndToEnd()
+        let env = try await EndToEnd()
         defer { env.stop() }
         let port = try freeLoopbackPort()
         var hub = try await env.broker.client()
@@ -130,12 +130,12 @@ import Testing
 
     /// A listen address already in use stops the start with an error that names it.
     @Test func addressInUseStopsTheStart() async throws {
-        let env = try EndToEnd()
+        let env = try await EndToEnd()
         defer { env.stop() }
         // The broker holds its port.
         let bridge = try env.startBridge(devices: EndToEnd.heart, environment: ["GATT2MQTT_METRICS_LISTEN": "127.0.0.1:\(env.broker.port)"])
         #expect(await eventually { !bridge.isRunning })
-        bridge.waitUntilExit()
+        await bridge.exited()
         #expect(bridge.terminationStatus != 0)
         let log = env.bridgeLog()
         #expect(log.contains("metrics.listen 127.0.0.1:\(env.broker.port): bind failed: Address already in use"), "\(log)")

@@ -12,10 +12,19 @@ final class EndToEnd {
     let directory: TemporaryDirectory
     var bridge: Process?
 
-    init(simulate devices: [String] = []) throws {
-        broker = try MosquittoBroker()
-        (simulator, bus) = try BluetoothCLITests.simulate(devices)
-        directory = try TemporaryDirectory()
+    /// Whether this environment still holds its ``Slots/processHeavy`` slot.
+    private var holdsSlot = true
+
+    init(simulate devices: [String] = []) async throws {
+        await Slots.processHeavy.acquire()
+        do {
+            broker = try MosquittoBroker()
+            (simulator, bus) = try await BluetoothCLITests.simulate(devices)
+            directory = try TemporaryDirectory()
+        } catch {
+            Slots.processHeavy.release()
+            throw error
+        }
     }
 
     /// - Parameters:
@@ -79,6 +88,10 @@ final class EndToEnd {
         kill(simulator.processIdentifier, SIGTERM)
         simulator.waitUntilExit()
         broker.stop()
+        if holdsSlot {
+            holdsSlot = false
+            Slots.processHeavy.release()
+        }
     }
 }
 
@@ -86,7 +99,7 @@ final class EndToEnd {
 /// private bus) and `gatt2mqtt run` as separate processes; a hub client talks MQTT only.
 @Suite(.serialized, .timeLimit(.minutes(1))) struct RunEndToEndTests {
     @Test func bridgeProcessAgainstBrokerAndEmulator() async throws {
-        let env = try EndToEnd()
+        let env = try await EndToEnd()
         defer { env.stop() }
         let hub = try await env.broker.client()
         let responses = try await hub.subscribe("gatt2mqtt/heart/response")
@@ -116,7 +129,7 @@ final class EndToEnd {
         #expect(r2.first?.payloadString.contains(#""code":"bluetooth_error""#) == true, "the simulated control point refuses 02 with ATT 0x80")
         // Graceful stop: offline retained, exit status 0.
         kill(bridge.processIdentifier, SIGTERM)
-        bridge.waitUntilExit()
+        await bridge.exited()
         #expect(bridge.terminationStatus == 0)
         let state = await collect(try await hub.subscribe("gatt2mqtt/bridge/state"), count: 1)
         #expect(state.first?.payloadString == #"{"state":"offline"}"# && state.first?.retain == true)
@@ -128,7 +141,7 @@ extension RunEndToEndTests {
     /// The issue's headline flows: GoPro shutter on → `ok` and state `encoding: true`; Rokid
     /// brightness → RESPONSE → state.
     @Test func goproAndRokidThroughTheBridgeProcess() async throws {
-        let env = try EndToEnd(simulate: ["--device", "gopro@C0:FF:EE:00:00:01", "--device", "rokid@C0:FF:EE:00:00:02"])
+        let env = try await EndToEnd(simulate: ["--device", "gopro@C0:FF:EE:00:00:01", "--device", "rokid@C0:FF:EE:00:00:02"])
         defer { env.stop() }
         let hub = try await env.broker.client()
         let camera = try await hub.subscribe("gatt2mqtt/camera/response")
@@ -158,7 +171,7 @@ extension RunEndToEndTests {
         let configs = await Self.collectUntil(battery, { $0.payloadString.contains(#""model":"HERO12 Black""#) })
         #expect(configs.last?.payloadString.contains(#""serial_number":"C3501324501234""#) == true, "\(configs.map(\.payloadString))")
         kill(bridge.processIdentifier, SIGTERM)
-        bridge.waitUntilExit()
+        await bridge.exited()
         await hub.disconnect()
     }
 }
@@ -166,7 +179,7 @@ extension RunEndToEndTests {
 extension RunEndToEndTests {
     /// Puts a simulated device in or out of range through the emulator's control interface,
     /// with an independent D-Bus client (gdbus).
-    static func setInRange(_ env: EndToEnd, _ address: String, _ on: Bool) throws {
+    static func setInRange(_ env: EndToEnd, _ address: String, _ on: Bool) async throws {
         let p = Process()
         p.executableURL = URL(fileURLWithPath: "/usr/bin/gdbus")
         p.arguments = ["call", "--address", env.bus, "--dest", "org.bluez", "--object-path", "/org/gatt2mqtt/Simulator",
@@ -174,16 +187,16 @@ extension RunEndToEndTests {
         p.standardOutput = FileHandle.nullDevice
         p.standardError = FileHandle.nullDevice
         try p.run()
-        p.waitUntilExit()
+        await p.exited()
         #expect(p.terminationStatus == 0)
     }
 
     /// A command queued for an away device survives `kill -9` of the bridge and is delivered
     /// exactly once after the restart, when the device comes into range.
     @Test func queuedCommandSurvivesSIGKILLAndIsDeliveredOnce() async throws {
-        let env = try EndToEnd()
+        let env = try await EndToEnd()
         defer { env.stop() }
-        try Self.setInRange(env, "C0:FF:EE:00:00:01", false)
+        try await Self.setInRange(env, "C0:FF:EE:00:00:01", false)
         let devices = """
               - id: heart
                 address: C0:FF:EE:00:00:01
@@ -201,9 +214,9 @@ extension RunEndToEndTests {
         #expect(queued.first?.payloadString.contains(#""status":"queued""#) == true, "\(queued.map(\.payloadString))")
 
         kill(bridge.processIdentifier, SIGKILL)
-        bridge.waitUntilExit()
+        await bridge.exited()
         #expect(bridge.terminationReason == .uncaughtSignal)
-        try Self.setInRange(env, "C0:FF:EE:00:00:01", true)
+        try await Self.setInRange(env, "C0:FF:EE:00:00:01", true)
         bridge = try env.startBridge(devices: devices)
 
         let after = await collect(responses, count: 3, timeout: .seconds(15))
@@ -220,7 +233,7 @@ extension RunEndToEndTests {
     /// The broker dies (SIGKILL) and comes back empty on the same port: the bridge reconnects,
     /// republishes its retained topics, and commands work again.
     @Test func brokerRestartRepublishesAndCommandsFlow() async throws {
-        let env = try EndToEnd()
+        let env = try await EndToEnd()
         defer { env.stop() }
         var hub = try await env.broker.client()
         let availability = try await hub.subscribe("gatt2mqtt/heart/availability")
@@ -258,7 +271,7 @@ extension RunEndToEndTests {
     /// `Failed: Operation failed`, as bluetoothd does): the command ends `error`, the device goes
     /// offline, the bridge reconnects, and the next command succeeds.
     @Test func linkDroppedMidCommandThenRecovery() async throws {
-        let env = try EndToEnd()
+        let env = try await EndToEnd()
         defer { env.stop() }
         let faults = Process()
         faults.executableURL = URL(fileURLWithPath: "/usr/bin/gdbus")
@@ -266,7 +279,7 @@ extension RunEndToEndTests {
                             "--method", "org.gatt2mqtt.Simulator1.SetFaults", "C0:FF:EE:00:00:01", "{'DropLinkOnWrite': <uint32 1>}"]
         faults.standardOutput = FileHandle.nullDevice
         try faults.run()
-        faults.waitUntilExit()
+        await faults.exited()
         #expect(faults.terminationStatus == 0)
         let hub = try await env.broker.client()
         let responses = try await hub.subscribe("gatt2mqtt/heart/response")
@@ -328,7 +341,7 @@ extension RunEndToEndTests {
     /// A command to a device that is away is answered `queued` with the caller's transaction;
     /// when the device comes into range it is written once and answered `ok`.
     @Test func absentDeviceCommandQueuedThenDeliveredOnce() async throws {
-        let env = try EndToEnd()
+        let env = try await EndToEnd()
         defer { env.stop() }
         try env.control("SetInRange", "C0:FF:EE:00:00:01", "false")
         let hub = try await env.broker.client()
@@ -352,7 +365,7 @@ extension RunEndToEndTests {
     /// A command that waits longer than the device's `offline.deadline` ends `expired` with the
     /// caller's transaction, and the device never receives it, not even once it is back.
     @Test func deadlineExpiryIsAnsweredAndNeverDelivered() async throws {
-        let env = try EndToEnd()
+        let env = try await EndToEnd()
         defer { env.stop() }
         try env.control("SetInRange", "C0:FF:EE:00:00:01", "false")
         let hub = try await env.broker.client()
@@ -386,7 +399,7 @@ extension RunEndToEndTests {
     /// The camera pushes a new battery level (status 70, through the simulator's
     /// `org.gatt2mqtt.SimulatedGoPro1.SetStatus`): the retained device state follows.
     @Test func goProStatusPushReachesRetainedState() async throws {
-        let env = try EndToEnd(simulate: ["--device", "gopro@C0:FF:EE:00:00:01"])
+        let env = try await EndToEnd(simulate: ["--device", "gopro@C0:FF:EE:00:00:01"])
         defer { env.stop() }
         let hub = try await env.broker.client()
         let state = try await hub.subscribe("gatt2mqtt/camera")
@@ -411,7 +424,7 @@ extension RunEndToEndTests {
     /// `bridge/event` names the device and what is wrong, the state is unchanged, and each
     /// device still answers its next command `ok`.
     @Test func garbageFromDevicesIsReportedAndHarmless() async throws {
-        let env = try EndToEnd(simulate: ["--device", "gopro@C0:FF:EE:00:00:01", "--device", "rokid@C0:FF:EE:00:00:02"])
+        let env = try await EndToEnd(simulate: ["--device", "gopro@C0:FF:EE:00:00:01", "--device", "rokid@C0:FF:EE:00:00:02"])
         defer { env.stop() }
         let hub = try await env.broker.client()
         let availability = try await hub.subscribe("gatt2mqtt/+/availability")
@@ -477,7 +490,7 @@ extension RunEndToEndTests {
     /// Malformed JSON, an unknown command, an out-of-range value and an unknown device, sent to
     /// the bridge process over MQTT: `error` answers with stable codes, and the bridge still works.
     @Test func badCommandsGetStableErrorCodes() async throws {
-        let env = try EndToEnd(simulate: ["--device", "rokid@C0:FF:EE:00:00:02"])
+        let env = try await EndToEnd(simulate: ["--device", "rokid@C0:FF:EE:00:00:02"])
         defer { env.stop() }
         let hub = try await env.broker.client()
         let availability = try await hub.subscribe("gatt2mqtt/glasses/availability")
@@ -514,7 +527,7 @@ extension RunEndToEndTests {
     /// rokid-caps.md §5.2): a `device_error` event with code `auth_failed`, and a command ends
     /// `error`/`auth_failed` naming the retCode at once instead of timing out.
     @Test func refusedAuthenticationEndsCommandsWithAuthFailed() async throws {
-        let env = try EndToEnd(simulate: ["--device", "rokid@C0:FF:EE:00:00:02", "--rokid-auth", "taken"])
+        let env = try await EndToEnd(simulate: ["--device", "rokid@C0:FF:EE:00:00:02", "--rokid-auth", "taken"])
         defer { env.stop() }
         let hub = try await env.broker.client()
         let responses = try await hub.subscribe("gatt2mqtt/glasses/response")
@@ -542,7 +555,7 @@ extension RunEndToEndTests {
     /// (Connects are serialised per adapter; an attempt holds the gate for at most 10 s, so the
     /// camera waits at most that long when the glasses' attempt started first.)
     @Test func awayDeviceDoesNotBlockAnother() async throws {
-        let env = try EndToEnd(simulate: ["--device", "gopro@C0:FF:EE:00:00:01", "--device", "rokid@C0:FF:EE:00:00:02"])
+        let env = try await EndToEnd(simulate: ["--device", "gopro@C0:FF:EE:00:00:01", "--device", "rokid@C0:FF:EE:00:00:02"])
         defer { env.stop() }
         try env.control("SetInRange", "C0:FF:EE:00:00:02", "false")
         let hub = try await env.broker.client()

@@ -22,14 +22,14 @@ import Testing
     }
 
     /// Stops the bridge with SIGTERM and returns its exit status.
-    static func terminate(_ bridge: Process) -> Int32 {
+    static func terminate(_ bridge: Process) async -> Int32 {
         kill(bridge.processIdentifier, SIGTERM)
-        bridge.waitUntilExit()
+        await bridge.exited()
         return bridge.terminationReason == .exit ? bridge.terminationStatus : -1
     }
 
     @Test func bluezAbsentPrintsTheFixAndKeepsRetrying() async throws {
-        let env = try EndToEnd()
+        let env = try await EndToEnd()
         defer { env.stop() }
         let bus = try PrivateBus()  // nobody on it: no BlueZ
         defer { bus.stop() }
@@ -41,34 +41,34 @@ import Testing
         try await Task.sleep(for: .milliseconds(1500))
         #expect(bridge.isRunning)
         #expect(env.bridgeLog().components(separatedBy: "org.bluez not on the bus").count == 2, "\(env.bridgeLog())")
-        #expect(Self.terminate(bridge) == 0)
+        #expect(await Self.terminate(bridge) == 0)
     }
 
     @Test func unreachableBusPrintsTheFix() async throws {
-        let env = try EndToEnd()
+        let env = try await EndToEnd()
         defer { env.stop() }
         let bridge = try env.startBridge(devices: Self.camera, bus: "unix:path=\(env.directory.path)/no-such-socket")
         let log = await Self.waitForLog(env, "unreachable")
         #expect(log.contains("D-Bus bus unix:path=\(env.directory.path)/no-such-socket unreachable"), "\(log)")
         #expect(log.contains("DBUS_SYSTEM_BUS_ADDRESS=unix:path=/run/dbus/system_bus_socket"))
         #expect(bridge.isRunning)
-        #expect(Self.terminate(bridge) == 0)
+        #expect(await Self.terminate(bridge) == 0)
     }
 
     @Test func missingAdapterNamesTheOnesThere() async throws {
-        let env = try EndToEnd()
+        let env = try await EndToEnd()
         defer { env.stop() }
         let bridge = try env.startBridge(devices: Self.camera, adapter: "hci7")
         let log = await Self.waitForLog(env, "no Bluetooth adapter")
         #expect(log.contains("no Bluetooth adapter hci7 (found: hci0): set bluetooth.adapter"), "\(log)")
         #expect(bridge.isRunning)
-        #expect(Self.terminate(bridge) == 0)
+        #expect(await Self.terminate(bridge) == 0)
     }
 
     /// The adapter is off at start: the fix line, then — once it is powered on — the bridge
     /// starts by itself and its device comes online.
     @Test func poweredOffAdapterThenPoweredOnStarts() async throws {
-        let env = try EndToEnd()
+        let env = try await EndToEnd()
         defer { env.stop() }
         try env.control("SetAdapterPowered", "false")
         let hub = try await env.broker.client()
@@ -80,7 +80,7 @@ import Testing
         try env.control("SetAdapterPowered", "true")
         let online = await collect(availability, count: 1, timeout: .seconds(15))
         #expect(online.first?.payloadString == #"{"state":"online"}"#)
-        #expect(Self.terminate(bridge) == 0)
+        #expect(await Self.terminate(bridge) == 0)
         await hub.disconnect()
     }
 }

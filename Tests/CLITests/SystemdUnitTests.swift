@@ -44,7 +44,7 @@ import Testing
     }
 
     @Test func runSaysReadyThenStopping() async throws {
-        let env = try EndToEnd()
+        let env = try await EndToEnd()
         defer { env.stop() }
         let socketPath = env.directory.path + "/notify.sock"
         let fd = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue), 0)
@@ -68,7 +68,7 @@ import Testing
         kill(bridge.processIdentifier, SIGTERM)
         let stopping = receive()
         #expect(stopping == "STOPPING=1", "\(stopping ?? "nothing within 20 s")")
-        bridge.waitUntilExit()
+        await bridge.exited()
         #expect(bridge.terminationStatus == 0)
         await hub.disconnect()
     }

@@ -56,10 +56,8 @@ public func runTool(_ tool: String, _ arguments: [String], in directory: String?
 
 /// ``runTool(_:_:in:)`` on a thread of its own, so the cooperative pool (which may run an
 /// emulator the tool talks to) stays free.
-public func tool(_ path: String, _ arguments: [String]) async throws -> String {
-    try await withCheckedThrowingContinuation { continuation in
-        Thread.detachNewThread { continuation.resume(with: Result { try runTool(path, arguments) }) }
-    }
+public func tool(_ path: String, _ arguments: [String], in directory: String? = nil) async throws -> String {
+    try await offThePool { try runTool(path, arguments, in: directory) }
 }
 
 /// Spawns `path` with stdout/stderr appended to `log`, an empty signal mask and default
@@ -118,4 +116,33 @@ public final class ChildProcess {
     }
 
     deinit { kill() }
+}
+
+/// Runs a blocking `body` (a child's exit, a pipe read to EOF, a socket's `recv`) on a thread of
+/// its own and resumes with its result, so the wait never holds one of the cooperative pool's
+/// threads (two on a 2-core machine): with the suite running in parallel, one test's blocking
+/// wait would otherwise stall every other test.
+public func offThePool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { continuation in
+        Thread.detachNewThread { continuation.resume(with: Result { try body() }) }
+    }
+}
+
+/// ``offThePool(_:)`` for a body that cannot fail.
+public func offThePool<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
+    await withCheckedContinuation { continuation in
+        Thread.detachNewThread { continuation.resume(returning: body()) }
+    }
+}
+
+extension Process {
+    /// Waits for the process to exit without blocking the cooperative pool; its status.
+    @discardableResult
+    public func exited() async -> Int32 {
+        nonisolated(unsafe) let process = self
+        return await offThePool {
+            process.waitUntilExit()
+            return process.terminationStatus
+        }
+    }
 }
