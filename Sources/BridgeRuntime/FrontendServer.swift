@@ -17,7 +17,7 @@ import ServiceLifecycle
 /// so pages see the bridge go offline before their stream closes.
 public struct FrontendServer: Service {
     public let settings: FrontendSettings
-    let socket: Socket
+    let listener: HTTPListener
     let logger: Logger
     let router: FrontendRouter
 
@@ -38,13 +38,8 @@ public struct FrontendServer: Service {
         if let file = settings.authTokenFile {
             do { token = try Self.readToken(file) } catch { throw StartupError("frontend.auth_token_file \(file): \(error.description)") }
         }
-        do {
-            socket = settings.host.contains(":")
-                ? try MetricsServer.listen(try sockaddr_in6.inet6(ip6: settings.host, port: UInt16(settings.port)))
-                : try MetricsServer.listen(try sockaddr_in.inet(ip4: settings.host, port: UInt16(settings.port)))
-        } catch {
-            throw StartupError("frontend.listen \(settings.listen): \(MetricsServer.describe(error))")
-        }
+        listener = try HTTPListener(host: settings.host, port: settings.port, what: "frontend.listen \(settings.listen)",
+                                    maxConnections: Self.maxConnections)
         router = FrontendRouter(hub: hub, token: token,
                                 metrics: metrics ? MetricsHandler(registry: PrometheusBackend.registry, process: PrometheusBackend.process) : nil,
                                 loopback: settings.host.hasPrefix("127.") || settings.host == "::1")
@@ -65,53 +60,16 @@ public struct FrontendServer: Service {
     }
 
     public func run() async throws {
-        defer { try? socket.close() }
         logger.info("web frontend on http://\(settings.listen)/\(router.token == nil ? "" : " (token required)")")
-        let pool: some AsyncSocketPool = .ePoll()
-        let active = ConnectionCount()
         let hub = router.hub
         LogTap.shared.set { level, message in hub.log(level: level.rawValue, message: message) }
         defer { LogTap.shared.set(nil) }
-        do {
-            try await pool.prepare()
-            let listener = try AsyncSocket(socket: socket, pool: pool)
-            try await cancelWhenGracefulShutdown {
-                try await withThrowingDiscardingTaskGroup { group in
-                    group.addTask { try await pool.run() }
-                    for try await connection in listener.sockets {
-                        // Not inherited by the bridge that `restart` execs.
-                        _ = fcntl(connection.socket.file.rawValue, F_SETFD, FD_CLOEXEC)
-                        guard active.open() <= Self.maxConnections else {
-                            active.close()
-                            try? connection.close()
-                            continue
-                        }
-                        group.addTask {
-                            await serve(connection)
-                            active.close()
-                        }
-                    }
-                }
-            }
-        } catch {
-            if Task.isCancelled || Task.isShuttingDownGracefully { return }
-            throw StartupError("frontend.listen \(settings.listen): \(MetricsServer.describe(error))")
-        }
+        try await listener.run { connection in await serve(connection) }
     }
 
     /// One connection: its request (within ``requestTimeout``), then one answer or an event stream.
     func serve(_ connection: AsyncSocket) async {
-        defer { try? connection.close() }
-        let read = await withTaskGroup(of: Result<HTTPRequest, HTTPRequest.ParseError>?.self) { group in
-            group.addTask { try? await Self.readRequest(connection) }
-            group.addTask {
-                try? await Task.sleep(for: Self.requestTimeout)
-                return nil
-            }
-            let first = await group.next() ?? nil
-            group.cancelAll()
-            return first
-        }
+        let read = await HTTPListener.within(Self.requestTimeout) { try? await Self.readRequest(connection) }
         let request: HTTPRequest
         switch read {
         case nil: return

@@ -14,15 +14,14 @@ import Synchronization
 /// first (it bootstraps swift-metrics, whose handles the bridge takes when it is made) and stops
 /// after the bridge.
 ///
-/// HTTP/1.1 over FlyingSocks (FlyingFox's socket layer): one request per connection, answered
-/// and closed. Not FlyingFox's HTTP server itself: it imports FoundationNetworking, which with the
+/// HTTP/1.1 over FlyingSocks (FlyingFox's socket layer, the ``HTTPListener`` it shares with the
+/// web frontend): one request per connection, answered and closed. Not FlyingFox's HTTP server itself: it imports FoundationNetworking, which with the
 /// static Swift runtime of the release build links libcurl and its 27 libraries into the bridge
 /// (+4 MiB resident, +3.6 ms at every start, the metrics on or off; docs/metrics.md). The sockets
 /// are served off the bridge's event loop (docs/architecture.md "Threads").
 public struct MetricsServer: Service {
     public let settings: MetricsSettings
-    /// Bound and listening since `init`.
-    let socket: Socket
+    let listener: HTTPListener
     let logger: Logger
     let handler: MetricsHandler
 
@@ -39,75 +38,20 @@ public struct MetricsServer: Service {
     public init(settings: MetricsSettings, logger: Logger) throws(StartupError) {
         self.settings = settings
         self.logger = logger
-        do {
-            socket = settings.host.contains(":")
-                ? try Self.listen(try sockaddr_in6.inet6(ip6: settings.host, port: UInt16(settings.port)))
-                : try Self.listen(try sockaddr_in.inet(ip4: settings.host, port: UInt16(settings.port)))
-        } catch {
-            throw StartupError("metrics.listen \(settings.listen): \(Self.describe(error))")
-        }
+        listener = try HTTPListener(host: settings.host, port: settings.port, what: "metrics.listen \(settings.listen)",
+                                    maxConnections: Self.maxConnections)
         handler = MetricsHandler(registry: PrometheusBackend.registry, process: PrometheusBackend.process)
-    }
-
-    static func listen<A: SocketAddress>(_ address: A) throws -> Socket {
-        let socket = try Socket(domain: Int32(A.family), type: .stream)
-        do {
-            _ = fcntl(socket.file.rawValue, F_SETFD, FD_CLOEXEC)  // not inherited by a re-exec'd bridge
-            try socket.setValue(true, for: .localAddressReuse)
-            try socket.bind(to: address)
-            try socket.listen()
-            return socket
-        } catch {
-            try? socket.close()
-            throw error
-        }
     }
 
     /// Serves until the graceful shutdown (or cancellation), then closes the socket.
     public func run() async throws {
-        defer { try? socket.close() }
         logger.info("metrics endpoint on http://\(settings.listen)/metrics")
-        let pool: some AsyncSocketPool = .ePoll()
-        let active = ConnectionCount()
-        do {
-            try await pool.prepare()
-            let listener = try AsyncSocket(socket: socket, pool: pool)
-            try await cancelWhenGracefulShutdown {
-                try await withThrowingDiscardingTaskGroup { group in
-                    group.addTask { try await pool.run() }
-                    for try await connection in listener.sockets {
-                        guard active.open() <= Self.maxConnections else {
-                            active.close()
-                            try? connection.close()
-                            continue
-                        }
-                        group.addTask {
-                            await serve(connection)
-                            active.close()
-                        }
-                    }
-                }
-            }
-        } catch {
-            if Task.isCancelled || Task.isShuttingDownGracefully { return }
-            throw StartupError("metrics.listen \(settings.listen): \(Self.describe(error))")
-        }
+        try await listener.run { connection in await serve(connection) }
     }
 
-    /// One connection: its request head (within ``requestTimeout``), one response, closed.
+    /// One connection: its request head (within ``requestTimeout``), one response.
     func serve(_ connection: AsyncSocket) async {
-        defer { try? connection.close() }
-        let head = await withTaskGroup(of: [UInt8]?.self) { group in
-            group.addTask { try? await Self.readHead(connection) }
-            group.addTask {
-                try? await Task.sleep(for: Self.requestTimeout)
-                return nil
-            }
-            let first = await group.next() ?? nil
-            group.cancelAll()
-            return first
-        }
-        guard let head else { return }
+        guard let head = await HTTPListener.within(Self.requestTimeout, { try? await Self.readHead(connection) }) else { return }
         let response = handler.response(to: head)
         do { try await connection.write(Data(response.bytes)) } catch {
             logger.debug("metrics: the answer was not sent", metadata: ["error": "\(error)"])
@@ -124,19 +68,6 @@ public struct MetricsServer: Service {
         }
         return head
     }
-
-    static func describe(_ error: any Error) -> String {
-        if case let .failed(type, _, message) = error as? SocketError { return "\(type.lowercased()) failed: \(message)" }
-        return "\(error)"
-    }
-}
-
-/// Connections being served.
-final class ConnectionCount: Sendable {
-    private let count = Atomic(0)
-    /// Counts one more; returns how many there are now.
-    func open() -> Int { count.add(1, ordering: .relaxed).newValue }
-    func close() { count.subtract(1, ordering: .relaxed) }
 }
 
 /// The process' Prometheus registry. swift-metrics may be bootstrapped once per process: the
