@@ -125,11 +125,7 @@ extension BlueZClient {
             _ = self?.store.withLock { $0.acquired.removeValue(forKey: id) }
         }
         let onPacket: @Sendable ([UInt8]) -> Void = onValue ?? { continuation.yield($0) }
-        if let loop {
-            socket.read(on: loop, onPacket: onPacket, onClose: { continuation.finish() })
-        } else {
-            socket.read(onPacket: onPacket, onClose: { continuation.finish() })
-        }
+        socket.read(on: loop, onPacket: onPacket, onClose: { continuation.finish() })
         return AcquiredNotifications(values: values, mtu: mtu, socket: socket)
     }
 

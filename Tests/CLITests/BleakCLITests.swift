@@ -48,7 +48,7 @@ import Testing
                         stderr: String(decoding: e, as: UTF8.self))
     }
 
-    /// `simulate --device gopro@…` (optionally on its event loop); stop it by pid.
+    /// `simulate --device gopro@…`; stop it by pid.
     static func simulate(_ extra: [String]) throws -> (Process, String) {
         try BluetoothCLITests.simulate(["--device", "gopro@\(gopro)"] + extra)
     }
@@ -58,9 +58,9 @@ import Testing
         sim.waitUntilExit()
     }
 
-    @Test("bleak finds, connects, pairs and commands the simulated GoPro", arguments: [false, true])
-    func bleakDrivesTheSimulatedGoPro(eventLoop: Bool) throws {
-        let (sim, bus) = try Self.simulate(eventLoop ? ["--event-loop"] : [])
+    @Test("bleak finds, connects, pairs and commands the simulated GoPro")
+    func bleakDrivesTheSimulatedGoPro() throws {
+        let (sim, bus) = try Self.simulate([])
         defer { Self.stop(sim) }
         let run = try Self.bleak(bus, [Self.gopro])
         #expect(!run.timedOut)
