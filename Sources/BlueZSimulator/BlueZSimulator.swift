@@ -15,8 +15,7 @@ import Synchronization
 /// ```
 /// Everything the emulator does is visible only over D-Bus; tests drive clients against it.
 ///
-/// On a connection opened on a `Reactor.EventLoop` the emulator runs on that loop: method
-/// handlers, the tasks it spawns, its timers and its acquired sockets (docs/bluez.md "On an
+/// The emulator runs on its connection's `Reactor.EventLoop`: method handlers, the tasks it spawns, its timers and its acquired sockets (docs/bluez.md "On an
 /// event loop"), so a `WriteValue` that a device answers with a notification through an
 /// AcquireNotify socket never leaves the loop thread.
 public final class BlueZSimulator: Sendable {
