@@ -19,6 +19,8 @@ let package = Package(
         .library(name: "GoProCodec", targets: ["GoProCodec"]),
         .library(name: "GattLayout", targets: ["GattLayout"]),
         .library(name: "Mosquitto", targets: ["Mosquitto"]),
+        // The event loop an MQTTClient runs on (Benchmarks/).
+        .library(name: "Reactor", targets: ["Reactor"]),
         // For Benchmarks/ (store-bench).
         .library(name: "BridgeStore", targets: ["BridgeStore"]),
     ],
@@ -132,11 +134,11 @@ let package = Package(
         // (`gatt2mqtt simulate` starts its bus with it too). A plain library target, not a product.
         .target(
             name: "TestSupport",
-            dependencies: ["BinaryCoding", "BridgeCore", "DBus", "Mosquitto"],
+            dependencies: ["BinaryCoding", "BridgeCore", "DBus", "Mosquitto", "Reactor"],
             path: "Tests/TestSupport",
             exclude: ["Fixtures"]
         ),
-        .testTarget(name: "ReactorTests", dependencies: ["Reactor"]),
+        .testTarget(name: "ReactorTests", dependencies: ["Reactor", "TestSupport"]),
         .testTarget(name: "BinaryCodingTests", dependencies: ["BinaryCoding"]),
         .testTarget(name: "CapsCodecTests", dependencies: ["CapsCodec", "BinaryCoding", "TestSupport"], exclude: ["Vectors", "Corpus"]),
         .testTarget(name: "GoProCodecTests", dependencies: ["GoProCodec", "BinaryCoding", "TestSupport"], exclude: ["Vectors", "Corpus"]),
@@ -158,7 +160,7 @@ let package = Package(
         .testTarget(
             name: "BridgeRuntimeTests",
             dependencies: [
-                "BridgeRuntime", "BridgeCore", "BridgeConfig", "BridgeStore", "Mosquitto", "BinaryCoding", "BlueZ", "DBus", "TestSupport",
+                "BridgeRuntime", "BridgeCore", "BridgeConfig", "BridgeStore", "Mosquitto", "BinaryCoding", "BlueZ", "DBus", "Reactor", "TestSupport",
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
@@ -176,7 +178,7 @@ let package = Package(
         .testTarget(name: "BridgeStoreTests", dependencies: ["BridgeStore", "BinaryCoding"]),
         .testTarget(
             name: "CLITests",
-            dependencies: ["BinaryCoding", "DBus", "Mosquitto", "TestSupport", .product(name: "Yams", package: "Yams")],
+            dependencies: ["BinaryCoding", "DBus", "Mosquitto", "Reactor", "TestSupport", .product(name: "Yams", package: "Yams")],
             exclude: ["Bleak"]
         ),
     ],

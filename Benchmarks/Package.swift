@@ -42,14 +42,14 @@ let package = Package(
         // MQTTClient vs libmosquitto from C: Benchmarks/MQTT/run.sh
         .executableTarget(
             name: "mqtt-bench",
-            dependencies: [.product(name: "Mosquitto", package: "gatt2mqtt")],
+            dependencies: [.product(name: "Mosquitto", package: "gatt2mqtt"), .product(name: "Reactor", package: "gatt2mqtt")],
             path: "MQTT/Swift"
         ),
         // command → device → telemetry through mosquitto, the emulator and `gatt2mqtt run`:
         // Benchmarks/Bridge/run.sh
         .executableTarget(
             name: "bridge-bench",
-            dependencies: [.product(name: "Mosquitto", package: "gatt2mqtt")],
+            dependencies: [.product(name: "Mosquitto", package: "gatt2mqtt"), .product(name: "Reactor", package: "gatt2mqtt")],
             path: "Bridge/Swift"
         ),
     ],

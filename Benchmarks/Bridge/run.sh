@@ -5,7 +5,6 @@
 # at once), `gatt2mqtt run`, and `bridge-bench` as the hub. Every process is stopped by its pid.
 #   Benchmarks/Bridge/run.sh [COMMANDS=5000] [IDLE_SECONDS=30]
 #   BENCH_PROFILE=rokid Benchmarks/Bridge/run.sh   # the glasses' brightness instead of a GoPro setting
-#   BENCH_SIM_EVENT_LOOP=0 Benchmarks/Bridge/run.sh # the emulator on its threads (default: simulate --event-loop)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -48,7 +47,6 @@ for i in 0 1 2 3 4 5 6 7; do
   yaml+="  - {id: camera$i, address: \"C0:FF:EE:00:01:0$i\", profile: gopro}"$'\n'
 done
 sim+=(--device "rokid@C0:FF:EE:00:02:00" --device "hr@C0:FF:EE:00:03:00")
-[ "${BENCH_SIM_EVENT_LOOP:-1}" = 1 ] && sim+=(--event-loop)
 yaml+="  - {id: glasses0, address: \"C0:FF:EE:00:02:00\", profile: rokid}"$'\n'
 yaml+="  - id: sensor0
     address: \"C0:FF:EE:00:03:00\"

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # MQTT wrapper overhead: the same latency and throughput runs through libmosquitto from C and
-# through MQTTClient in thread mode and in loop mode (on a Reactor.EventLoop), against one local
-# mosquitto (started here on a free loopback port and stopped by pid). The three run REPEAT
-# times (default 3), interleaved, to expose noise. Each prints CPU time and context switches of
+# through MQTTClient (on a Reactor.EventLoop), against one local mosquitto (started here on a
+# free loopback port and stopped by pid). The two run REPEAT times (default 3), interleaved, to
+# expose noise. Each prints CPU time and context switches of
 # its process per round trip / per message (getrusage).
 #   Benchmarks/MQTT/run.sh [ROUNDTRIPS] [MESSAGES]
 set -euo pipefail
@@ -30,6 +30,5 @@ swift build -c release --package-path .. --product mqtt-bench >/dev/null
 bin=$(swift build -c release --package-path .. --show-bin-path)
 for _ in $(seq "${REPEAT:-3}"); do
   "$work/mqtt_bench" "$port" "$rounds" "$messages"
-  "$bin/mqtt-bench" "$port" "$rounds" "$messages" thread 2>/dev/null
-  "$bin/mqtt-bench" "$port" "$rounds" "$messages" loop 2>/dev/null
+  "$bin/mqtt-bench" "$port" "$rounds" "$messages" 2>/dev/null
 done

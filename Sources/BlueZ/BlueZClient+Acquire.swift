@@ -18,9 +18,8 @@ public enum NotifyMethod: Sendable, Equatable {
 /// Notifications through an `AcquireNotify` socket (bluez doc/org.bluez.GattCharacteristic.rst;
 /// spec/bluez.md "Objects a client sees").
 public struct AcquiredNotifications: Sendable {
-    /// One element per notification, read from the socket on a dedicated thread (on the client's
-    /// event loop when it has one). Finishes when
-    /// BlueZ closes the socket (link loss, StopNotify) or after ``release()``; ending the
+    /// One element per notification, read from the socket on the client's event loop. Finishes
+    /// when BlueZ closes the socket (link loss, StopNotify) or after ``release()``; ending the
     /// iteration (cancel) releases too.
     public let values: AsyncStream<[UInt8]>
     /// The ATT MTU BlueZ answered with.
@@ -98,8 +97,8 @@ extension BlueZClient {
     /// `notSupported` without the notify flag. Also ended by ``stopNotifications(_:)`` and
     /// ``close()``.
     ///
-    /// With `onValue`, each value is handed to it on the socket's reader thread (the client's
-    /// event loop thread when it runs on one), in order, and
+    /// With `onValue`, each value is handed to it on the client's event loop thread (which reads
+    /// the socket), in order, and
     /// `values` carries none (it still finishes when the socket closes; keep it referenced, since
     /// dropping it releases the socket).
     public func acquireNotify(_ characteristic: BlueZCharacteristic, timeout: Duration? = nil,
@@ -125,11 +124,7 @@ extension BlueZClient {
             _ = self?.store.withLock { $0.acquired.removeValue(forKey: id) }
         }
         let onPacket: @Sendable ([UInt8]) -> Void = onValue ?? { continuation.yield($0) }
-        if let loop {
-            socket.read(on: loop, onPacket: onPacket, onClose: { continuation.finish() })
-        } else {
-            socket.read(onPacket: onPacket, onClose: { continuation.finish() })
-        }
+        socket.read(on: loop, onPacket: onPacket, onClose: { continuation.finish() })
         return AcquiredNotifications(values: values, mtu: mtu, socket: socket)
     }
 

@@ -8,9 +8,10 @@ import Synchronization
 /// spec/bluez.md "Objects a client sees").
 ///
 /// The signal subscription is made before `GetManagedObjects`, so nothing between the two is
-/// lost. On a connection opened on a `Reactor.EventLoop` the client runs there too: its tasks
-/// prefer the loop and AcquireNotify sockets are read by it (docs/bluez.md "On an event loop"). Object paths are never kept across reconnects: characteristics are looked up by UUID
-/// under the device for every operation.
+/// lost. The client runs on its connection's `Reactor.EventLoop`: its tasks prefer the loop and
+/// AcquireNotify sockets are read by it (docs/bluez.md "On an event loop"). Object paths are
+/// never kept across reconnects: characteristics are looked up by UUID under the device for
+/// every operation.
 public final class BlueZClient: Sendable {
     /// BlueZ's bus name.
     public static let busName = "org.bluez"
@@ -56,19 +57,13 @@ public final class BlueZClient: Sendable {
     /// Default timeout of BlueZ method calls.
     public let callTimeout: Duration
 
-    /// The event loop the client runs on: its connection's (nil: dispatch thread, reader threads,
-    /// the cooperative pool).
-    public var loop: EventLoop? { connection.loop }
+    /// The event loop the client runs on: its connection's.
+    public var loop: EventLoop { connection.loop }
 
-    /// Starts a task that prefers the client's loop (an ordinary task without one).
+    /// Starts a task that prefers the client's loop.
     @discardableResult
     package func spawn(_ body: sending @escaping @isolated(any) () async -> Void) -> Task<Void, Never> {
         Task(executorPreference: loop, operation: body)
-    }
-
-    /// Sleeps on the loop's timers when there is a loop (no timer thread involved).
-    package static func sleep(on loop: EventLoop?, for duration: Duration) async throws {
-        if let loop { try await loop.sleep(for: duration) } else { try await Task.sleep(for: duration) }
     }
 
     init(connection: DBusConnection, owns: Bool, callTimeout: Duration) {
@@ -78,11 +73,11 @@ public final class BlueZClient: Sendable {
     }
 
     /// Opens a connection to `bus` (the system bus by default, honouring
-    /// `DBUS_SYSTEM_BUS_ADDRESS`) and starts a client on it; ``close()`` closes both. With `loop`
-    /// the connection, the client's tasks and its AcquireNotify sockets run on that event loop
+    /// `DBUS_SYSTEM_BUS_ADDRESS`) and starts a client on it; ``close()`` closes both. The
+    /// connection, the client's tasks and its AcquireNotify sockets run on `loop`
     /// (docs/bluez.md "On an event loop"; close the client before shutting the loop down).
     public static func connect(_ bus: DBusBus = .system, callTimeout: Duration = .seconds(30),
-                               loop: EventLoop? = nil) async throws(BlueZError) -> BlueZClient
+                               loop: EventLoop) async throws(BlueZError) -> BlueZClient
     {
         let c: DBusConnection
         do {
@@ -99,7 +94,7 @@ public final class BlueZClient: Sendable {
     }
 
     /// Starts a client on an existing connection (which the caller keeps owning); it runs on the
-    /// connection's event loop if it has one.
+    /// connection's event loop.
     public static func start(on connection: DBusConnection, callTimeout: Duration = .seconds(30)) async throws(BlueZError)
         -> BlueZClient
     {
@@ -327,7 +322,7 @@ public final class BlueZClient: Sendable {
         defer { remove() }
         let loop = self.loop
         let timer = spawn { [weak self] in
-            try? await BlueZClient.sleep(on: loop, for: timeout)
+            try? await loop.sleep(for: timeout)
             _ = self?.store.withLock { $0.listeners[id] }?.yield(.timedOut)
         }
         defer { timer.cancel() }

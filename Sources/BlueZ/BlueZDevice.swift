@@ -279,8 +279,8 @@ extension BlueZClient {
 
     /// The same, with each value handed to `onValue` as it arrives instead of through the stream
     /// (which then only finishes when the session ends; keep it referenced, dropping it ends the
-    /// session). Through an AcquireNotify socket `onValue` runs on the socket's reader thread,
-    /// with no hand-off; through StartNotify a task forwards the values.
+    /// session). Through an AcquireNotify socket `onValue` runs on the client's loop thread
+    /// (which reads the socket), with no hand-off; through StartNotify a task forwards the values.
     public func notifications(_ characteristic: BlueZCharacteristic, using method: NotifyMethod = .automatic,
                               onValue: (@Sendable ([UInt8]) -> Void)?) async throws(BlueZError) -> AsyncStream<[UInt8]>
     {

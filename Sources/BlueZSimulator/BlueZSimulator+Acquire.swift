@@ -63,13 +63,9 @@ extension BlueZSimulator {
         return [.unixFD(clientEnd), .uint16(UInt16(clamping: d.device.mtu))]
     }
 
-    /// Reads the emulator's end of an acquired socket on the loop, or on a reader thread without one.
+    /// Reads the emulator's end of an acquired socket on the emulator's loop.
     func read(_ io: PacketSocket, onPacket: @escaping @Sendable ([UInt8]) -> Void, onClose: @escaping @Sendable () -> Void) {
-        if let loop = connection.loop {
-            io.read(on: loop, onPacket: onPacket, onClose: onClose)
-        } else {
-            io.read(onPacket: onPacket, onClose: onClose)
-        }
+        io.read(on: connection.loop, onPacket: onPacket, onClose: onClose)
     }
 
     /// An acquired socket closed (client released it, StopNotify, link loss, emulator stopped).

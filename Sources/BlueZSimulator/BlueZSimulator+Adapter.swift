@@ -222,7 +222,7 @@ extension BlueZSimulator {
         let delay = options.removalDelay
         let loop = connection.loop
         spawn { [weak self] in
-            try? await BlueZSimulator.sleep(on: loop, for: delay)
+            try? await loop.sleep(for: delay)
             guard let self, !Task.isCancelled else { return }
             let still = self.state.withLock { s -> Bool in
                 guard let d = s.devices[address] else { return false }

@@ -22,7 +22,7 @@ extension BlueZSimulator {
         let loop = connection.loop
         let id = spawn { [weak self] in
             while !Task.isCancelled {
-                try? await BlueZSimulator.sleep(on: loop, for: interval)
+                try? await loop.sleep(for: interval)
                 guard let self, !Task.isCancelled, self.advertise(generation: generation) else { return }
             }
         }

@@ -138,7 +138,7 @@ extension BlueZSimulator {
         let delay = options.resolveDelay
         let loop = connection.loop
         spawn { [weak self] in
-            try? await BlueZSimulator.sleep(on: loop, for: delay)
+            try? await loop.sleep(for: delay)
             guard let self, !Task.isCancelled else { return }
             let d = self.state.withLock { s -> DeviceState? in
                 guard let d = s.devices[address], d.epoch == epoch, d.connected else { return nil }

@@ -177,7 +177,7 @@ extension BlueZSimulator {
             let epoch = d.epoch
             let loop = connection.loop
             spawn { [weak self] in
-                try? await BlueZSimulator.sleep(on: loop, for: .milliseconds(30))
+                try? await loop.sleep(for: .milliseconds(30))
                 guard let self, self.state.withLock({ $0.devices[address]?.epoch == epoch }) else { return }
                 self.linkDown(address)
             }

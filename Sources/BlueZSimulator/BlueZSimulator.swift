@@ -15,8 +15,7 @@ import Synchronization
 /// ```
 /// Everything the emulator does is visible only over D-Bus; tests drive clients against it.
 ///
-/// On a connection opened on a `Reactor.EventLoop` the emulator runs on that loop: method
-/// handlers, the tasks it spawns, its timers and its acquired sockets (docs/bluez.md "On an
+/// The emulator runs on its connection's `Reactor.EventLoop`: method handlers, the tasks it spawns, its timers and its acquired sockets (docs/bluez.md "On an
 /// event loop"), so a `WriteValue` that a device answers with a notification through an
 /// AcquireNotify socket never leaves the loop thread.
 public final class BlueZSimulator: Sendable {
@@ -436,17 +435,12 @@ public final class BlueZSimulator: Sendable {
         }
     }
 
-    /// The event loop the emulator runs on (its connection's), nil for the dispatch thread.
-    public var loop: EventLoop? { connection.loop }
+    /// The event loop the emulator runs on (its connection's).
+    public var loop: EventLoop { connection.loop }
 
-    /// Sleeps on the loop's timers when there is a loop (no timer thread involved).
+    /// Sleeps on the loop's timers (no timer thread involved).
     func sleep(for duration: Duration) async throws {
-        try await Self.sleep(on: connection.loop, for: duration)
-    }
-
-    /// ``sleep(for:)`` for spawned tasks that must not keep the emulator alive while they wait.
-    static func sleep(on loop: EventLoop?, for duration: Duration) async throws {
-        if let loop { try await loop.sleep(for: duration) } else { try await Task.sleep(for: duration) }
+        try await connection.loop.sleep(for: duration)
     }
 
     func wrap(_ body: () throws(DBusError) -> Void) throws(BlueZSimulatorError) {

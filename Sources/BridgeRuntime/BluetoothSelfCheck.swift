@@ -53,14 +53,14 @@ public struct BluetoothSelfCheck: Sendable {
     public let retryMin: Duration
     /// The longest delay between checks.
     public let retryMax: Duration
-    /// The event loop the BlueZ client runs on (nil: its own dispatch thread).
-    public let loop: EventLoop?
+    /// The event loop the BlueZ client runs on.
+    public let loop: EventLoop
 
     /// - Parameters:
     ///   - busAddress: `bluetooth.bus_address`; nil is the system bus (`DBUS_SYSTEM_BUS_ADDRESS`).
     ///   - adapter: `bluetooth.adapter`.
     public init(busAddress: String?, adapter: String, retryMin: Duration = .seconds(1), retryMax: Duration = .seconds(30),
-                loop: EventLoop? = nil) {
+                loop: EventLoop) {
         self.loop = loop
         bus = busAddress.map { .address($0) } ?? .system
         self.adapter = adapter
@@ -131,7 +131,7 @@ public struct BluetoothSelfCheck: Sendable {
                     logger.debug("Bluetooth still not ready", metadata: ["problem": "\(p)"])
                 }
             }
-            if let loop { try? await loop.sleep(for: delay) } else { try? await Task.sleep(for: delay) }
+            try? await loop.sleep(for: delay)
             delay = min(delay * 2, retryMax)
         }
         return nil

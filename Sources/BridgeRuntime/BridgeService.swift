@@ -25,16 +25,16 @@ public struct BridgeService: Service {
     let central: any BLECentral
     let logger: Logger
     let databasePath: String
-    let loop: EventLoop?
+    let loop: EventLoop
     let control: BridgeControl
     /// The web frontend's hub (nil: the frontend is off): it sees every message the bridge
     /// publishes, and hands the pages' requests to the bridge.
     let frontend: FrontendHub?
 
     /// - Parameter loop: the event loop to run on (the MQTT client on it, the bridge's tasks
-    ///   preferring it, waits on its timers); nil: the MQTT client's own thread and the task pool.
+    ///   preferring it, waits on its timers).
     /// - Parameter control: restart, reload and log-level hooks for the bridge's requests.
-    public init(configuration: Configuration, central: any BLECentral, logger: Logger, loop: EventLoop? = nil,
+    public init(configuration: Configuration, central: any BLECentral, logger: Logger, loop: EventLoop,
                 control: BridgeControl = BridgeControl(), frontend: FrontendHub? = nil) {
         self.configuration = configuration
         self.frontend = frontend
@@ -77,11 +77,7 @@ public struct BridgeService: Service {
     }
 
     public func run() async throws {
-        if let loop {
-            try await withTaskExecutorPreference(loop) { try await runBridge() }
-        } else {
-            try await runBridge()
-        }
+        try await withTaskExecutorPreference(loop) { try await runBridge() }
     }
 
     private func runBridge() async throws {
@@ -90,8 +86,7 @@ public struct BridgeService: Service {
         let client: MQTTClient
         do {
             let options = try Self.mqttOptions(configuration)
-            client = try loop.map { try MQTTClient(options: options, logger: logger, loop: $0) }
-                ?? MQTTClient(options: options, logger: logger)
+            client = try MQTTClient(options: options, logger: logger, loop: loop)
         } catch {
             throw StartupError("MQTT: \(error)")
         }
@@ -100,11 +95,10 @@ public struct BridgeService: Service {
         let bridge = try Bridge(configuration: configuration, store: store, mqtt: frontend.map { FrontendTee(inner: port, hub: $0) } ?? port,
                                 central: central,
                                 drivers: { try makeDriver(for: $0, now: clock) }, logger: logger,
-                                sleep: loop.map { loop in Sleep { try await loop.sleep(for: $0) } } ?? .task, control: control)
+                                sleep: Sleep { [loop] in try await loop.sleep(for: $0) }, control: control)
         var subscriptions: [MQTTSubscription] = []
         for filter in bridge.subscriptions {
-            // Handed to the bridge where the message arrives (the event loop, or the MQTT network
-            // thread): routing is quick and the device sessions take the commands through their
+            // Handed to the bridge where the message arrives (the event loop): routing is quick and the device sessions take the commands through their
             // own queues.
             subscriptions.append(try await client.subscribe(filter, qos: .atLeastOnce, options: MQTTSubscribeOptions(noLocal: true)) { m in
                 bridge.handle(InboundMessage(topic: m.topic, payload: m.payload, retain: m.retain,
@@ -143,7 +137,7 @@ public struct BridgeService: Service {
             SystemdNotify.send("STOPPING=1")
             port.finish()
             // Let the queued publishes (offline state included) go out, then close.
-            if let loop { try? await loop.sleep(for: .milliseconds(200)) } else { try? await Task.sleep(for: .milliseconds(200)) }
+            try? await loop.sleep(for: .milliseconds(200))
             await client.disconnect()
             group.cancelAll()
         }

@@ -5,8 +5,8 @@ import Glibc
 import Reactor
 import Synchronization
 
-/// Loop mode: a connection driven by a `Reactor.EventLoop` instead of its own dispatch thread
-/// (docs/dbus.md "On an event loop").
+/// A connection driven by its `Reactor.EventLoop`, with no thread of its own (docs/dbus.md
+/// "The event loop").
 ///
 /// libdbus' watches become loop watches (enabled/disabled and read/write flags through
 /// `setEvents`), its timeouts loop timers (re-armed after each expiry, as libdbus' timeouts
@@ -17,9 +17,8 @@ import Synchronization
 /// thread, say) its dispatch-status function flags it; a loop hook dispatches before the loop
 /// sleeps, and a wake-up is sent when the flag is raised off the loop.
 ///
-/// Sending keeps the thread rule of the dispatch-thread mode: the caller's thread under `io`
-/// (on the loop thread that is the loop itself; libdbus writes at once what the socket takes and
-/// leaves the rest to the write watch).
+/// Sending happens on the caller's thread under `io` (on the loop thread that is the loop
+/// itself; libdbus writes at once what the socket takes and leaves the rest to the write watch).
 extension ConnectionBox {
     struct LoopWatch {
         var fd: Int32
@@ -49,7 +48,7 @@ extension ConnectionBox {
     /// Installs the filter and the loop's watch, timeout and dispatch-status functions (on any
     /// thread: the loop carries the registrations over), then dispatches what libdbus may
     /// already hold (`dbus_bus_get_private` registers before we get the connection).
-    func installOnLoop(_ loop: EventLoop) -> Bool {
+    func installOnLoop() -> Bool {
         guard installFilter() else { return false }
         let hook = loop.addHook { [self] in
             let pending = loopState.withLock { s -> Bool in
@@ -101,7 +100,6 @@ extension ConnectionBox {
     }
 
     private func loopAddWatch(_ w: OpaquePointer) {
-        guard let loop else { return }
         let handle = Handle(w)
         let fd = dbus_watch_get_unix_fd(w)
         let enabled = dbus_watch_get_enabled(w) != 0
@@ -116,7 +114,6 @@ extension ConnectionBox {
     }
 
     private func loopToggleWatch(_ w: OpaquePointer) {
-        guard let loop else { return }
         let handle = Handle(w)
         let enabled = dbus_watch_get_enabled(w) != 0
         let events = Self.events(dbus_watch_get_flags(w))
@@ -167,7 +164,6 @@ extension ConnectionBox {
     /// Adds or re-arms a timeout (libdbus' add and toggle functions): a fresh loop timer when
     /// enabled, none when disabled.
     private func loopArmTimer(_ t: OpaquePointer) {
-        guard let loop else { return }
         let handle = Handle(t)
         let enabled = dbus_timeout_get_enabled(t) != 0
         let interval = dbus_timeout_get_interval(t)
@@ -206,7 +202,6 @@ extension ConnectionBox {
 
     /// libdbus queued incoming data (any thread): dispatch before the loop sleeps.
     private func loopDispatchNeeded() {
-        guard let loop else { return }
         let first = loopState.withLock { s -> Bool in
             defer { s.dispatchPending = true }
             return !s.dispatchPending
@@ -233,7 +228,7 @@ extension ConnectionBox {
 
     // MARK: Teardown
 
-    /// `close()` in loop mode (loop thread): no new work is accepted, what was already sent
+    /// `close()` (loop thread): no new work is accepted, what was already sent
     /// leaves (the write watch still works) for at most 500 ms, then the connection closes.
     func beginLoopTeardown() {
         guard !loopState.withLock({ $0.finished }) else { return }
@@ -243,7 +238,6 @@ extension ConnectionBox {
     }
 
     private func flushThenFinish(deadline: ContinuousClock.Instant) {
-        guard let loop else { return }
         if dbus_connection_get_is_connected(raw) != 0, dbus_connection_has_messages_to_send(raw) != 0,
            ContinuousClock.now < deadline
         {
@@ -267,7 +261,7 @@ extension ConnectionBox {
         releaseLoopRegistrations()
     }
 
-    /// Marks loop mode finished and removes every watch, timer and the hook from the loop.
+    /// Marks the registrations finished and removes every watch, timer and the hook from the loop.
     private func releaseLoopRegistrations() {
         let (watches, timers, hook) = loopState.withLock { s in
             defer {
@@ -280,6 +274,6 @@ extension ConnectionBox {
         }
         for w in watches { w.cancel() }
         for t in timers { t.cancel() }
-        if let hook { loop?.removeHook(hook) }
+        if let hook { loop.removeHook(hook) }
     }
 }

@@ -1,48 +1,30 @@
 import CDBus
-import Foundation
 import Reactor
 import Synchronization
 
-/// The state shared between callers and the dispatch thread of one connection — or, for a
-/// connection opened on a `Reactor.EventLoop`, the loop that drives it (`ConnectionBox+Loop.swift`).
+/// The state shared between callers and the `Reactor.EventLoop` that drives one connection
+/// (its watches, timeouts and dispatching: `ConnectionBox+Loop.swift`).
 ///
 /// `@unchecked Sendable`: `raw` is an immutable pointer to a libdbus connection (thread-safe
-/// after `dbus_threads_init_default()`: callers send on their own thread, the dispatch thread
-/// reads and dispatches); all
-/// mutable state sits behind `state`'s `Mutex`. The box is the user data of the connection's
-/// filter (retained once there, released by libdbus' free function when the filter is removed).
+/// after `dbus_threads_init_default()`: callers send on their own thread, the loop reads and
+/// dispatches); all mutable state sits behind `state`'s and `loopState`'s `Mutex`es. The box is
+/// the user data of the connection's filter (retained once there, released by libdbus' free
+/// function when the filter is removed).
 final class ConnectionBox: @unchecked Sendable {
     let raw: OpaquePointer
-    /// Self-pipe that wakes the dispatch thread's `poll` (read end, write end).
-    let wakeRead: Int32
-    let wakeWrite: Int32
     let state: Mutex<State>
-    /// The event loop that drives this connection (loop mode), nil for a dispatch thread.
-    let loop: EventLoop?
-    /// Loop mode: libdbus' watches and timeouts as the loop's, and what teardown must undo.
+    /// The event loop that drives this connection.
+    let loop: EventLoop
+    /// libdbus' watches and timeouts as the loop's, and what teardown must undo.
     let loopState = Mutex(LoopState())
 
     /// The address of a libdbus object (watch, timeout, message, pending call) as a plain value,
     /// so that it can sit in the locked state; it is turned back into a pointer by the thread
-    /// that uses the object (watches and timers: the dispatch thread).
+    /// that uses the object (watches and timers: the loop).
     struct Handle: Hashable, Sendable {
         let bits: UInt
         init(_ p: OpaquePointer) { bits = UInt(bitPattern: Int(bitPattern: p)) }
         var pointer: OpaquePointer { OpaquePointer(bitPattern: Int(bitPattern: bits))! }
-    }
-
-    struct Watch {
-        var handle: Handle
-        var fd: Int32
-        var flags: UInt32
-        var enabled: Bool
-    }
-
-    struct Timer {
-        var handle: Handle
-        var interval: Int32
-        var enabled: Bool
-        var deadline: ContinuousClock.Instant
     }
 
     enum Command {
@@ -62,8 +44,6 @@ final class ConnectionBox: @unchecked Sendable {
     }
 
     struct State {
-        var watches: [Handle: Watch] = [:]
-        var timers: [Handle: Timer] = [:]
         /// No new work is accepted (closed by us or lost).
         var closed = false
         var stopRequested = false
@@ -79,28 +59,10 @@ final class ConnectionBox: @unchecked Sendable {
         }
     }
 
-    private init(raw: OpaquePointer, loop: EventLoop?) {
+    private init(raw: OpaquePointer, loop: EventLoop) {
         self.raw = raw
         self.loop = loop
-        var fds: [Int32] = [-1, -1]
-        if loop != nil {
-            // Loop mode: the loop's own wake-up serves; no self-pipe.
-        } else if pipe(&fds) == 0 {
-            for fd in fds {
-                _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
-                _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
-            }
-        } else {
-            fds = [-1, -1]
-        }
-        self.wakeRead = fds[0]
-        self.wakeWrite = fds[1]
         self.state = Mutex(State())
-    }
-
-    deinit {
-        if wakeRead >= 0 { close(wakeRead) }
-        if wakeWrite >= 0 { close(wakeWrite) }
     }
 
     /// A started connection; `uniqueName` is `nil` until `Hello` has been answered.
@@ -109,13 +71,13 @@ final class ConnectionBox: @unchecked Sendable {
         let uniqueName: String?
     }
 
-    /// Opens and starts a connection (blocking; runs on a connect thread): with a dispatch thread,
-    /// or on `loop` when given (no thread of its own, see `ConnectionBox+Loop.swift`).
+    /// Opens a connection and hands it to `loop` (blocking; runs on a connect thread; no thread
+    /// of its own afterwards, see `ConnectionBox+Loop.swift`).
     ///
-    /// For an address, `Hello` is left to the caller (sent through the dispatch thread with a
-    /// timeout) rather than `dbus_bus_register`, which holds a process-wide libdbus lock while it
-    /// blocks: one mute server would stall every other connect in the process.
-    static func open(_ bus: DBusBus, loop: EventLoop? = nil) -> Result<Opened, DBusError> {
+    /// For an address, `Hello` is left to the caller (sent through the loop with a timeout)
+    /// rather than `dbus_bus_register`, which holds a process-wide libdbus lock while it blocks:
+    /// one mute server would stall every other connect in the process.
+    static func open(_ bus: DBusBus, loop: EventLoop) -> Result<Opened, DBusError> {
         var err = CDBus.DBusError()
         dbus_error_init(&err)
         let raw: OpaquePointer?
@@ -132,22 +94,11 @@ final class ConnectionBox: @unchecked Sendable {
         dbus_connection_set_exit_on_disconnect(raw, 0)
         let unique = dbus_bus_get_unique_name(raw).map { String(cString: $0) }
         let box = ConnectionBox(raw: raw, loop: loop)
-        if let loop {
-            guard box.installOnLoop(loop) else {
-                dbus_connection_close(raw)
-                dbus_connection_unref(raw)
-                return .failure(.outOfMemory)
-            }
-            return .success(Opened(box: box, uniqueName: unique))
-        }
-        guard box.wakeRead >= 0, box.install() else {
+        guard box.installOnLoop() else {
             dbus_connection_close(raw)
             dbus_connection_unref(raw)
             return .failure(.outOfMemory)
         }
-        let thread = Thread { box.runLoop() }
-        thread.name = "dbus-dispatch"
-        thread.start()
         return .success(Opened(box: box, uniqueName: unique))
     }
 
@@ -157,11 +108,6 @@ final class ConnectionBox: @unchecked Sendable {
 
     static func from(_ data: UnsafeMutableRawPointer?) -> ConnectionBox {
         Unmanaged<ConnectionBox>.fromOpaque(data!).takeUnretainedValue()
-    }
-
-    /// Installs the filter (retaining `self` once) and the watch/timeout functions.
-    private func install() -> Bool {
-        installFilter() && installWatchFunctions()
     }
 
     /// Adds the filter that sees every incoming message, retaining `self` once (released by
@@ -177,68 +123,10 @@ final class ConnectionBox: @unchecked Sendable {
         return true
     }
 
-    private func installWatchFunctions() -> Bool {
-        let watchesOK = dbus_connection_set_watch_functions(raw, { watch, data in
-            ConnectionBox.from(data).addWatch(watch!)
-            return 1
-        }, { watch, data in
-            ConnectionBox.from(data).removeWatch(watch!)
-        }, { watch, data in
-            ConnectionBox.from(data).addWatch(watch!)
-        }, userData, nil)
-        let timersOK = dbus_connection_set_timeout_functions(raw, { t, data in
-            ConnectionBox.from(data).addTimer(t!)
-            return 1
-        }, { t, data in
-            ConnectionBox.from(data).removeTimer(t!)
-        }, { t, data in
-            ConnectionBox.from(data).addTimer(t!)
-        }, userData, nil)
-        dbus_connection_set_wakeup_main_function(raw, { data in ConnectionBox.from(data).wake() }, userData, nil)
-        return watchesOK != 0 && timersOK != 0
-    }
-
     static let filterFunction: DBusHandleMessageFunction = { _, message, data in
         // `message` is borrowed: libdbus keeps ownership, so it is never unref'd here.
         guard let message, let data else { return DBUS_HANDLER_RESULT_NOT_YET_HANDLED }
         return ConnectionBox.from(data).handleIncoming(message)
-    }
-
-    private func addWatch(_ w: OpaquePointer) {
-        let entry = Watch(handle: Handle(w), fd: dbus_watch_get_unix_fd(w), flags: dbus_watch_get_flags(w),
-                          enabled: dbus_watch_get_enabled(w) != 0)
-        state.withLock { $0.watches[Handle(w)] = entry }
-        wake()
-    }
-
-    private func removeWatch(_ w: OpaquePointer) {
-        state.withLock { _ = $0.watches.removeValue(forKey: Handle(w)) }
-        wake()
-    }
-
-    private func addTimer(_ t: OpaquePointer) {
-        let interval = dbus_timeout_get_interval(t)
-        let entry = Timer(handle: Handle(t), interval: interval, enabled: dbus_timeout_get_enabled(t) != 0,
-                          deadline: .now + .milliseconds(Int64(interval)))
-        state.withLock { $0.timers[Handle(t)] = entry }
-        wake()
-    }
-
-    private func removeTimer(_ t: OpaquePointer) {
-        state.withLock { _ = $0.timers.removeValue(forKey: Handle(t)) }
-        wake()
-    }
-
-    /// The dispatch thread (`pthread_self()` as a number), 0 before it runs.
-    private let loopThread = Atomic<UInt>(0)
-
-    /// Wakes the dispatch thread's `poll` so it looks at watches, timers and the stop request again.
-    /// Not needed on the dispatch thread itself: it does so before it polls again.
-    func wake() {
-        if loop != nil { return }
-        if UInt(pthread_self()) == loopThread.load(ordering: .relaxed) { return }
-        var one: UInt8 = 1
-        _ = write(wakeWrite, &one, 1)  // EAGAIN: the pipe is full, which wakes poll just as well
     }
 
     // MARK: Commands, on the caller's thread
@@ -246,9 +134,9 @@ final class ConnectionBox: @unchecked Sendable {
     /// Runs a command on the calling thread; `false` (and nothing done) once closed.
     ///
     /// libdbus is thread-safe once `dbus_threads_init_default()` ran: sending from here writes
-    /// the message at once (no hand-off to the dispatch thread, which keeps reading and
-    /// dispatching; a write that does not fit wakes it through the watch functions). `io` keeps
-    /// `teardown` from closing the connection while a command is under way.
+    /// the message at once (no hand-off to the loop, which keeps reading and dispatching; what
+    /// the socket does not take is left to the write watch, carried over to the loop). `io`
+    /// keeps teardown from closing the connection while a command is under way.
     func perform(_ command: Command) -> Bool {
         io.withLock { open -> Bool in
             guard open, !state.withLock({ $0.closed }) else { return false }
@@ -268,93 +156,13 @@ final class ConnectionBox: @unchecked Sendable {
         }
     }
 
+    /// `close()`: the loop tears down (after the work already queued), once.
     func requestStop() {
-        if let loop {
-            // Loop mode: the loop tears down (after the work already queued).
-            let first = state.withLock { s -> Bool in
-                defer { s.stopRequested = true }
-                return !s.stopRequested
-            }
-            if first { loop.execute { [self] in beginLoopTeardown() } }
-            return
+        let first = state.withLock { s -> Bool in
+            defer { s.stopRequested = true }
+            return !s.stopRequested
         }
-        state.withLock { $0.stopRequested = true }
-        wake()
-    }
-
-    // MARK: The dispatch thread
-
-    func runLoop() {
-        loopThread.store(UInt(pthread_self()), ordering: .relaxed)
-        Self.nameThisThread("dbus-dispatch")
-        while true {
-            if state.withLock({ $0.stopRequested }) { break }
-            while dbus_connection_dispatch(raw) == DBUS_DISPATCH_DATA_REMAINS {}
-            if dbus_connection_get_is_connected(raw) == 0 {
-                // The Disconnected message has been dispatched by now (it is queued last).
-                markClosed()
-                break
-            }
-            pollOnce()
-        }
-        teardown()
-    }
-
-    /// Sets the calling thread's kernel name (`/proc/thread-self/comm`, as `top -H` and gdb show
-    /// it); Foundation's `Thread.name` does not reliably reach the kernel on Linux.
-    static func nameThisThread(_ name: String) {
-        let fd = Glibc.open("/proc/thread-self/comm", O_WRONLY | O_CLOEXEC)
-        guard fd >= 0 else { return }
-        _ = name.utf8CString.withUnsafeBufferPointer { write(fd, $0.baseAddress, $0.count - 1) }
-        close(fd)
-    }
-
-    private func pollOnce() {
-        let (watches, timers) = state.withLock { s in (Array(s.watches.values), Array(s.timers.values)) }
-        var fds = [pollfd(fd: wakeRead, events: Int16(POLLIN), revents: 0)]
-        var polled: [Watch] = []
-        for w in watches where w.enabled && w.fd >= 0 {
-            var events: Int16 = 0
-            if w.flags & DBUS_WATCH_READABLE.rawValue != 0 { events |= Int16(POLLIN) }
-            if w.flags & DBUS_WATCH_WRITABLE.rawValue != 0 { events |= Int16(POLLOUT) }
-            fds.append(pollfd(fd: w.fd, events: events, revents: 0))
-            polled.append(w)
-        }
-        let now = ContinuousClock.now
-        var waitMs: Int32 = -1
-        for t in timers where t.enabled {
-            let left = max(0, (t.deadline - now).milliseconds + 1)
-            waitMs = waitMs < 0 ? Int32(clamping: left) : min(waitMs, Int32(clamping: left))
-        }
-        let n = poll(&fds, nfds_t(fds.count), waitMs)
-        if n < 0 { return }  // EINTR: go round again
-        if fds[0].revents != 0 {
-            var sink = [UInt8](repeating: 0, count: 256)
-            while read(wakeRead, &sink, sink.count) > 0 {}
-        }
-        for (i, w) in polled.enumerated() {
-            let r = fds[i + 1].revents
-            guard r != 0 else { continue }
-            var flags: UInt32 = 0
-            if r & Int16(POLLIN) != 0 { flags |= DBUS_WATCH_READABLE.rawValue }
-            if r & Int16(POLLOUT) != 0 { flags |= DBUS_WATCH_WRITABLE.rawValue }
-            if r & Int16(POLLERR) != 0 { flags |= DBUS_WATCH_ERROR.rawValue }
-            if r & Int16(POLLHUP) != 0 { flags |= DBUS_WATCH_HANGUP.rawValue }
-            // Only watches still registered (handling one may remove others).
-            let live = state.withLock { $0.watches[w.handle]?.enabled == true }
-            if live { _ = dbus_watch_handle(w.handle.pointer, flags) }
-        }
-        let after = ContinuousClock.now
-        for t in timers where t.enabled && t.deadline <= after {
-            let key = t.handle
-            let live = state.withLock { s -> Bool in
-                guard var entry = s.timers[key], entry.enabled else { return false }
-                entry.deadline = after + .milliseconds(Int64(entry.interval))
-                s.timers[key] = entry
-                return true
-            }
-            if live { _ = dbus_timeout_handle(t.handle.pointer) }
-        }
+        if first { loop.execute { [self] in beginLoopTeardown() } }
     }
 
     func execute(_ command: Command) {
@@ -413,7 +221,7 @@ final class ConnectionBox: @unchecked Sendable {
         }
     }
 
-    /// A pending call finished (on the dispatch thread): steal the reply and resolve the box.
+    /// A pending call finished (on the loop): steal the reply and resolve the box.
     func complete(_ box: PendingBox, _ pending: OpaquePointer) {
         guard let ref = forgetPending(box.id) else { return }  // already resolved
         defer { ref.unref() }
@@ -457,19 +265,6 @@ final class ConnectionBox: @unchecked Sendable {
         for sub in subs { sub.continuation.finish(throwing: DBusError.disconnected) }
     }
 
-    private func teardown() {
-        io.withLock { $0 = false }  // waits for a command under way on another thread
-        markClosed()
-        // Let what was already sent (signals, replies) leave before closing, for at most 500 ms.
-        let flushDeadline = ContinuousClock.now + .milliseconds(500)
-        while dbus_connection_get_is_connected(raw) != 0, dbus_connection_has_messages_to_send(raw) != 0,
-              ContinuousClock.now < flushDeadline
-        {
-            _ = dbus_connection_read_write(raw, 50)
-        }
-        closeAndRelease()
-    }
-
     /// Closes the libdbus connection, fails what is still pending, removes the watch and timeout
     /// functions and the filter (releasing the filter's retain of this box), unrefs the connection.
     func closeAndRelease() {
@@ -489,7 +284,6 @@ final class ConnectionBox: @unchecked Sendable {
         for b in boxes { b.resolve(.failure(.disconnected)) }
         dbus_connection_set_watch_functions(raw, nil, nil, nil, nil, nil)
         dbus_connection_set_timeout_functions(raw, nil, nil, nil, nil, nil)
-        dbus_connection_set_wakeup_main_function(raw, nil, nil, nil)
         // Releases the filter's retain of this box (exactly once, via the free function).
         dbus_connection_remove_filter(raw, ConnectionBox.filterFunction, Unmanaged.passUnretained(self).toOpaque())
         dbus_connection_unref(raw)

@@ -121,7 +121,7 @@ extension DBusConnection {
 }
 
 extension ConnectionBox {
-    /// Every incoming message that is not a reply to a pending call (dispatch thread).
+    /// Every incoming message that is not a reply to a pending call (the loop).
     func handleIncoming(_ raw: OpaquePointer) -> DBusHandlerResult {
         let m: DBusMessage
         do {
@@ -234,8 +234,8 @@ extension ConnectionBox {
     /// Runs a handler in its own task. Calls to one object do not wait for each other: bluetoothd
     /// answers asynchronously (a second Connect while the first is pending gets InProgress, a
     /// Disconnect cancels a pending Connect), so a long handler must not block the next call.
-    /// On an event loop the task prefers the loop: a handler that does not hop elsewhere runs
-    /// and replies without leaving the loop thread (docs/dbus.md "On an event loop").
+    /// The task prefers the connection's loop: a handler that does not hop elsewhere runs and
+    /// replies without leaving the loop thread (docs/dbus.md "The event loop").
     private func runInOrder(on path: DBusObjectPath, _ body: @escaping @Sendable () async -> Void) {
         Task(executorPreference: loop) { await body() }
     }

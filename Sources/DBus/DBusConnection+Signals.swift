@@ -73,7 +73,7 @@ extension ConnectionBox {
         }
     }
 
-    /// Routes a received signal to the matching subscriptions (dispatch thread).
+    /// Routes a received signal to the matching subscriptions (the loop).
     func deliverSignal(_ m: DBusMessage) {
         if m.sender == "org.freedesktop.DBus", m.interface == "org.freedesktop.DBus", m.member == "NameOwnerChanged",
            m.body.count == 3, case let .string(name) = m.body[0], case let .string(newOwner) = m.body[2]

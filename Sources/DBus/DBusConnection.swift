@@ -16,9 +16,9 @@ public enum DBusBus: Sendable, Equatable {
     case address(String)
 }
 
-/// A private connection to a message bus, driven by its own dispatch thread — or, opened with
-/// `loop:`, by a `Reactor.EventLoop` with no thread of its own — and bridged to async Swift
-/// (issue 4 §1; D-Bus Specification, "Message Bus Specification"; docs/dbus.md).
+/// A private connection to a message bus, driven by a `Reactor.EventLoop` (no thread of its
+/// own) and bridged to async Swift (issue 4 §1; D-Bus Specification, "Message Bus
+/// Specification"; docs/dbus.md).
 ///
 /// Every call has a timeout; when the connection drops, pending and later calls fail with
 /// ``DBusError/disconnected`` and signal streams end with that error. Close it with ``close()``
@@ -36,18 +36,17 @@ public final class DBusConnection: Sendable {
 
     deinit { box.requestStop() }
 
-    /// The event loop this connection runs on (nil: its own dispatch thread). On a loop, replies
-    /// resume their callers, signals are delivered and exported methods run (in tasks preferring
-    /// the loop) on the loop thread (docs/dbus.md "On an event loop").
-    public var loop: EventLoop? { box.loop }
+    /// The event loop this connection runs on: replies resume their callers, signals are
+    /// delivered and exported methods run (in tasks preferring the loop) on the loop thread
+    /// (docs/dbus.md "The event loop").
+    public var loop: EventLoop { box.loop }
 
-    /// Opens a private connection to `bus`, registers with it (`Hello`) and starts the dispatch
-    /// thread — or, with `loop`, hands the connection's descriptors and timeouts to that event
-    /// loop instead (docs/dbus.md "On an event loop"; close the connection before shutting the
-    /// loop down). The blocking libdbus connect runs on its own short-lived thread; if it (or
-    /// `Hello`) takes longer than `timeout` the caller gets
+    /// Opens a private connection to `bus`, hands its descriptors and timeouts to `loop` and
+    /// registers with the bus (`Hello`) (docs/dbus.md "The event loop"; close the connection
+    /// before shutting the loop down). The blocking libdbus connect runs on its own short-lived
+    /// thread; if it (or `Hello`) takes longer than `timeout` the caller gets
     /// ``DBusError/timeout(method:milliseconds:)`` (and a late connection is closed).
-    public static func connect(_ bus: DBusBus, timeout: Duration = .seconds(25), loop: EventLoop? = nil)
+    public static func connect(_ bus: DBusBus, timeout: Duration = .seconds(25), loop: EventLoop)
         async throws(DBusError) -> DBusConnection
     {
         LibDBus.initialiseThreads()
@@ -85,7 +84,7 @@ public final class DBusConnection: Sendable {
 
     /// Runs `body` with a new connection and closes it afterwards, also when `body` throws.
     public static func withConnection<R: Sendable>(
-        _ bus: DBusBus, timeout: Duration = .seconds(25), loop: EventLoop? = nil,
+        _ bus: DBusBus, timeout: Duration = .seconds(25), loop: EventLoop,
         _ body: (DBusConnection) async throws -> R
     ) async throws -> R {
         let connection = try await connect(bus, timeout: timeout, loop: loop)
@@ -94,8 +93,8 @@ public final class DBusConnection: Sendable {
     }
 
     /// Closes the connection: pending calls fail with ``DBusError/disconnected``, signal streams
-    /// end, exported objects disappear. Idempotent, returns at once (the dispatch thread, or the
-    /// event loop, finishes the teardown).
+    /// end, exported objects disappear. Idempotent, returns at once (the event loop finishes the
+    /// teardown).
     public func close() { box.requestStop() }
 
     /// Whether the connection is still usable (not closed and not lost).

@@ -4,8 +4,9 @@ import Reactor
 
 /// What `gatt2mqtt simulate` runs (docs/bluez.md "CLI"): a ``PrivateBus``, the BlueZ emulator on
 /// it with the simulated devices, the GoPro control interface and the devices' own timers
-/// (heartbeats, thermometer readings). ``start(_:)`` brings it all up and, if a step fails, stops
-/// what it had started; ``stop()`` stops everything in reverse order, the daemon last (by pid).
+/// (heartbeats, thermometer readings), all on one `EventLoop` thread of its own (docs/bluez.md
+/// "On an event loop"). ``start(_:)`` brings it all up and, if a step fails, stops what it had
+/// started; ``stop()`` stops everything in reverse order, the daemon last (by pid).
 public final class EmulatedBlueZ {
     /// How to run it: the command line of `gatt2mqtt simulate`, parsed.
     public struct Options: Sendable {
@@ -18,22 +19,17 @@ public final class EmulatedBlueZ {
         public var faults: [(address: String, name: String, value: String)]
         /// Start with the adapter powered off.
         public var adapterOff: Bool
-        /// Run the connection, the emulator's handlers and tasks and the devices' timers on one
-        /// `EventLoop` thread (docs/bluez.md "On an event loop").
-        public var eventLoop: Bool
 
         public init(devices: [SimulatedDeviceSpec], timings: SimulatedDeviceTimings = .init(),
                     rokidAuth: SimulatedRokid.AuthMode = .refuse,
                     advertisingInterval: Duration? = BlueZSimulator.defaultAdvertisingInterval,
-                    faults: [(address: String, name: String, value: String)] = [], adapterOff: Bool = false,
-                    eventLoop: Bool = false) {
+                    faults: [(address: String, name: String, value: String)] = [], adapterOff: Bool = false) {
             self.devices = devices
             self.timings = timings
             self.rokidAuth = rokidAuth
             self.advertisingInterval = advertisingInterval
             self.faults = faults
             self.adapterOff = adapterOff
-            self.eventLoop = eventLoop
         }
     }
 
@@ -43,13 +39,13 @@ public final class EmulatedBlueZ {
     public var daemonPID: Int32 { bus.pid }
 
     private let bus: PrivateBus
-    private let loop: EventLoop?
+    private let loop: EventLoop
     private let connection: DBusConnection
     private let simulator: BlueZSimulator
     private let tasks: [Task<Void, Never>]
     private var stopped = false
 
-    private init(bus: PrivateBus, loop: EventLoop?, connection: DBusConnection, simulator: BlueZSimulator, tasks: [Task<Void, Never>]) {
+    private init(bus: PrivateBus, loop: EventLoop, connection: DBusConnection, simulator: BlueZSimulator, tasks: [Task<Void, Never>]) {
         self.bus = bus
         self.loop = loop
         self.connection = connection
@@ -62,7 +58,7 @@ public final class EmulatedBlueZ {
     public static func start(_ options: Options) async throws(BlueZSimulatorError) -> EmulatedBlueZ {
         let bus: PrivateBus
         do { bus = try PrivateBus() } catch { throw BlueZSimulatorError.privateBus("\(error)") }
-        let loop = options.eventLoop ? EventLoop(name: "simulate") : nil
+        let loop = EventLoop(name: "simulate")
         var connection: DBusConnection?
         var simulator: BlueZSimulator?
         do {
@@ -103,7 +99,7 @@ public final class EmulatedBlueZ {
         } catch {
             simulator?.stop()
             connection?.close()
-            loop?.shutdown()
+            loop.shutdown()
             bus.stop()
             if let e = error as? BlueZSimulatorError { throw e }
             if let e = error as? DBusError { throw .dbus(e) }
@@ -119,7 +115,7 @@ public final class EmulatedBlueZ {
         for task in tasks { task.cancel() }
         simulator.stop()
         connection.close()
-        loop?.shutdown()
+        loop.shutdown()
         bus.stop()
     }
 

@@ -17,31 +17,27 @@ public struct MQTTClientStatistics: Sendable, Hashable {
     public var isConnected: Bool
 }
 
-/// An MQTT 3.1.1 / 5 client over libmosquitto, with its own network thread — or, made with
-/// `init(options:logger:loop:)`, running on a `Reactor.EventLoop` with no thread of its own.
+/// An MQTT 3.1.1 / 5 client over libmosquitto, running on a `Reactor.EventLoop` with no thread
+/// of its own.
 ///
-/// Life cycle: `init(options:)` validates and configures; `connect()` starts the network
-/// thread and returns on the first CONNACK; lost connections are re-established with jittered
-/// exponential backoff (`MQTTReconnectPolicy`) and subscriptions are renewed; `disconnect()`
-/// sends DISCONNECT, stops and joins the thread. A client is used once: after `disconnect()`
-/// every call fails with `.closed`. See docs/mqtt.md.
+/// Life cycle: `init(options:logger:loop:)` validates and configures; `connect()` starts the
+/// first connection attempt on the loop and returns on the first CONNACK; lost connections are
+/// re-established with jittered exponential backoff (`MQTTReconnectPolicy`) and subscriptions
+/// are renewed; `disconnect()` sends DISCONNECT and waits until the client is off the loop. A
+/// client is used once: after `disconnect()` every call fails with `.closed`. See docs/mqtt.md.
 public final class MQTTClient: MQTTTransport {
     let core: MQTTClientCore
 
-    /// Validates `options` and prepares the libmosquitto instance (no network yet).
-    /// The password is read here (file or environment), never logged.
-    public init(options: MQTTConnectOptions, logger: Logger = Logger(label: "gatt2mqtt.mqtt")) throws(MQTTError) {
-        core = try MQTTClientCore(options: options, logger: logger)
-    }
-
-    /// Loop mode (docs/mqtt.md "Loop mode"): the client runs on `loop` and has no thread of its
-    /// own. The socket is read by a loop watch, queued packets are written by a loop hook just
+    /// Validates `options` and prepares the libmosquitto instance (no network yet). The password
+    /// is read here (file or environment), never logged.
+    ///
+    /// The client runs on `loop` and has no thread of its own (docs/mqtt.md "The event loop").
+    /// The socket is read by a loop watch, queued packets are written by a loop hook just
     /// before the loop sleeps, keep-alive and reconnect backoff are loop timers; only each
     /// connection attempt (DNS, TCP connect) runs on a short-lived helper thread. Callbacks —
     /// subscription handlers, `publishDetached` completions — run on the loop thread. Called on
     /// the loop, `publishDetached` only queues (no system call, no wake-up); called elsewhere it
-    /// also asks the loop to flush. Same options, errors, reconnect, offline queue and
-    /// semantics as thread mode. `disconnect()` the client before shutting the loop down.
+    /// also asks the loop to flush. `disconnect()` the client before shutting the loop down.
     public init(
         options: MQTTConnectOptions, logger: Logger = Logger(label: "gatt2mqtt.mqtt"), loop: EventLoop
     ) throws(MQTTError) {
@@ -50,8 +46,8 @@ public final class MQTTClient: MQTTTransport {
 
     deinit { core.stopDetached() }
 
-    /// The loop the client runs on (loop mode), nil in thread mode.
-    public var eventLoop: EventLoop? { core.loop }
+    /// The loop the client runs on.
+    public var eventLoop: EventLoop { core.loop }
 
     public var options: MQTTConnectOptions { core.options }
 
@@ -76,16 +72,7 @@ public final class MQTTClient: MQTTTransport {
                     c.resume(returning: .failure(problem))
                     return
                 }
-                do throws(MQTTError) {
-                    try core.start()
-                } catch {
-                    let waiter = core.state.withLock { s in
-                        s.phase = .stopped
-                        defer { s.connectWaiter = nil }
-                        return s.connectWaiter
-                    }
-                    waiter?.resume(returning: .failure(error))
-                }
+                core.start()
             }
         } onCancel: {
             Task { await core.stop() }
@@ -93,11 +80,10 @@ public final class MQTTClient: MQTTTransport {
         try result.get()
     }
 
-    /// Sends DISCONNECT (reason 0), stops the network thread and waits for it. Pending
-    /// publishes fail with `.closed`; subscriptions and event streams finish. Idempotent.
-    /// Loop mode: afterwards the client has no watch, timer or hook left on the loop; a
-    /// connection attempt still blocked in DNS or TCP connect is abandoned (its helper thread
-    /// closes what it opened and exits).
+    /// Sends DISCONNECT (reason 0) and waits until the client has stopped. Pending publishes
+    /// fail with `.closed`; subscriptions and event streams finish. Idempotent. Afterwards the
+    /// client has no watch, timer or hook left on the loop; a connection attempt still blocked
+    /// in DNS or TCP connect is abandoned (its helper thread closes what it opened and exits).
     public func disconnect() async {
         await core.stop()
     }
@@ -191,8 +177,7 @@ public final class MQTTClient: MQTTTransport {
     /// Publishes without waiting: the message is handed to libmosquitto (or, while the broker
     /// is away, to the offline queue under the same rules as `publish`) before this returns, so
     /// messages go out in the order of the calls; `completion` runs once with the outcome (the
-    /// PUBACK/PUBCOMP for QoS ≥ 1, the write for QoS 0), on the network thread (loop mode: the
-    /// loop thread) or at once.
+    /// PUBACK/PUBCOMP for QoS ≥ 1, the write for QoS 0), on the loop thread or at once.
     /// A QoS 0 message lost with its connection gets no completion. For high-rate publishers
     /// (the bridge's responses and state), where awaiting each acknowledgement in turn would
     /// serialise them behind broker round trips.
@@ -270,7 +255,7 @@ public final class MQTTClient: MQTTTransport {
     }
 
     /// Subscribes like `subscribe(_:qos:options:)`, but each message is handed to `handler` on
-    /// the client's network thread (loop mode: the loop thread) as it arrives, in order, instead
+    /// the client's loop thread as it arrives, in order, instead
     /// of through the stream (which then only ends when the subscription does). For a consumer
     /// that does little per message and must not pay a thread hand-off for each: the handler
     /// must not block.

@@ -2,8 +2,8 @@ import CMosquitto
 import Logging
 
 /// Recovers the box from libmosquitto's user-data pointer (set by `mosquitto_user_data_set`).
-/// Callbacks only run on the network thread, which holds a strong reference to the box, or
-/// inside a library call made by a method of the box.
+/// Callbacks only run on the loop, inside a library call made by the driver (whose watch,
+/// timers and hook hold strong references to the box) or by a method of the box.
 @inline(__always)
 private func core(_ raw: UnsafeMutableRawPointer?) -> MQTTClientCore {
     Unmanaged<MQTTClientCore>.fromOpaque(raw!).takeUnretainedValue()

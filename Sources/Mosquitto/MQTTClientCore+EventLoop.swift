@@ -7,7 +7,7 @@ import Synchronization
 import Glibc
 #endif
 
-/// Loop mode's state on the loop thread (docs/mqtt.md "Loop mode"). Every field but
+/// The driver's state on the loop thread (docs/mqtt.md "The event loop"). Every field but
 /// `flushRequested` is read and written on the loop thread only.
 final class LoopDriver: @unchecked Sendable {
     /// The broker socket's watch while libmosquitto has a socket open.
@@ -32,7 +32,7 @@ final class LoopDriver: @unchecked Sendable {
     let flushRequested = Atomic<Bool>(false)
 }
 
-/// Loop mode: the instance runs on a `Reactor.EventLoop`, with no thread of its own.
+/// The driver: the instance runs on a `Reactor.EventLoop`, with no thread of its own.
 ///
 /// - Reading: a watch on `mosquitto_socket` calls `mosquitto_loop_read` when it is readable.
 /// - Writing: the instance is in threaded mode, so API calls only queue packets; the loop's hook,
@@ -49,7 +49,7 @@ final class LoopDriver: @unchecked Sendable {
 extension MQTTClientCore {
     /// Installs the flush hook and starts the first connection attempt. On the loop.
     func startOnLoop() {
-        guard let loop, !driver.finished else { return }
+        guard !driver.finished else { return }
         guard state.withLock({ $0.phase == .connecting }) else { return }  // stopped meanwhile
         driver.hook = loop.addHook { [self] in flushWrites() }
         connectAttempt(reconnect: false)
@@ -58,7 +58,6 @@ extension MQTTClientCore {
     /// Runs the blocking connect (or reconnect) on a helper thread; the loop continues in
     /// `connectReturned`.
     private func connectAttempt(reconnect: Bool) {
-        guard let loop else { return }
         let rc = runOnHelperThread(named: "mqtt-connect") { [self] in
             let rc = reconnect ? mosquitto_reconnect(mosq) : connectCall()
             let code = MosquittoCode(code: rc)  // errno is this thread's
@@ -72,7 +71,6 @@ extension MQTTClientCore {
 
     /// The helper thread's connect call returned `rc`. On the loop.
     private func connectReturned(_ rc: Int32, _ code: MosquittoCode) {
-        guard let loop else { return }
         if driver.finished {
             // disconnect() came while the attempt ran and did not wait for it: close what it
             // opened (CONNECT then DISCONNECT, if the socket takes them now).
@@ -157,7 +155,6 @@ extension MQTTClientCore {
 
     /// Keep-alive (PINGREQ, and the dead-connection check) once a second. On the loop.
     private func scheduleMisc() {
-        guard let loop else { return }
         driver.miscTimer = loop.schedule(after: .seconds(1)) { [self] in
             driver.miscTimer = nil
             guard driver.watch != nil else { return }
@@ -174,7 +171,7 @@ extension MQTTClientCore {
     /// for an open connection, called `handleDisconnect`). Stops or schedules the next attempt.
     /// On the loop.
     private func linkEnded(_ code: MosquittoCode) {
-        guard let loop, !driver.finished else { return }
+        guard !driver.finished else { return }
         releaseSocket()
         if state.withLock({ $0.phase == .stopping || $0.phase == .stopped }) {
             finish(nil)
@@ -213,7 +210,7 @@ extension MQTTClientCore {
 
     /// `disconnect()` or the owner's `deinit`. On the loop.
     func stopOnLoop() {
-        guard let loop, !driver.finished else { return }
+        guard !driver.finished else { return }
         enum Action { case finish, disconnect(sendNow: Bool), none }
         let action = state.withLock { s -> Action in
             switch s.phase {
@@ -251,7 +248,7 @@ extension MQTTClientCore {
         }
     }
 
-    /// Loop mode's part of `finish`: removes the watch, the timers and the hook. On the loop.
+    /// The driver's part of `finish`: removes the watch, the timers and the hook. On the loop.
     func releaseDriver() {
         driver.finished = true
         releaseSocket()
@@ -259,7 +256,7 @@ extension MQTTClientCore {
         driver.retryTimer = nil
         driver.deadlineTimer?.cancel()
         driver.deadlineTimer = nil
-        if let hook = driver.hook, let loop {
+        if let hook = driver.hook {
             loop.removeHook(hook)
             driver.hook = nil
         }
@@ -270,7 +267,7 @@ extension MQTTClientCore {
     /// it has run, to wake up and flush.
     @inline(__always)
     func packetsQueued() {
-        guard let loop, !loop.inLoop else { return }
+        guard !loop.inLoop else { return }
         if !driver.flushRequested.exchange(true, ordering: .acquiringAndReleasing) {
             loop.execute { [driver] in driver.flushRequested.store(false, ordering: .releasing) }
         }

@@ -1,5 +1,4 @@
 import CMosquitto
-import Dispatch
 import Logging
 import Reactor
 import Synchronization
@@ -17,7 +16,7 @@ enum AckWaiter<Value: Sendable> {
     case waiting(CheckedContinuation<Value, Never>)
     /// The caller gave up (cancelled); drop the ack when it comes.
     case ignore
-    /// Run this on the network thread when the ack comes (re-subscribe on reconnect).
+    /// Run this on the loop when the ack comes (re-subscribe on reconnect).
     case handler(@Sendable (Value) -> Void)
 
     /// Delivers `value` to whoever waits; call outside the state lock.
@@ -83,9 +82,8 @@ struct AckTable<Value: Sendable> {
 /// The box passed to libmosquitto as user data. All mutable state sits behind `state`; the
 /// library is never called while that lock is held (it re-enters the callbacks).
 ///
-/// Two drivers: thread mode (`loop == nil`, the default) runs `mosquitto_loop` on its own
-/// `mqtt-net` thread; loop mode runs the instance on a `Reactor.EventLoop` with no thread of its
-/// own (`MQTTClientCore+EventLoop.swift`, docs/mqtt.md "Loop mode").
+/// The instance runs on a `Reactor.EventLoop`, with no thread of its own
+/// (`MQTTClientCore+EventLoop.swift`, docs/mqtt.md "The event loop").
 final class MQTTClientCore: @unchecked Sendable {
     enum Phase: Equatable {
         case idle, connecting, connected, reconnecting, stopping, stopped
@@ -99,7 +97,7 @@ final class MQTTClientCore: @unchecked Sendable {
         var qos: MQTTQoS
         var options: MQTTSubscribeOptions
         var continuation: AsyncStream<MQTTMessage>.Continuation
-        /// When set, messages go to this handler on the network thread instead of the stream.
+        /// When set, messages go to this handler on the loop thread instead of the stream.
         var handler: (@Sendable (MQTTMessage) -> Void)?
 
         init(id: UInt64, filter: String, qos: MQTTQoS, options: MQTTSubscribeOptions,
@@ -146,10 +144,8 @@ final class MQTTClientCore: @unchecked Sendable {
         var connectWaiter: CheckedContinuation<Result<Void, MQTTError>, Never>?
         var lastConnectFailure: MQTTError?
         var exitWaiters: [CheckedContinuation<Void, Never>] = []
-        /// The network thread (or, in loop mode, the loop driver) has stopped for good.
-        var threadExited = false
-        var thread: pthread_t?
-        var stopDeadline: ContinuousClock.Instant?
+        /// The loop driver has stopped for good.
+        var exited = false
     }
 
     let mosq: OpaquePointer
@@ -158,17 +154,16 @@ final class MQTTClientCore: @unchecked Sendable {
     let connectProperties: MosquittoPropertyList
     /// Passphrase of the TLS private key, handed to OpenSSL by `tlsKeyPassword`.
     let keyPassword: [UInt8]?
-    let wakeup = DispatchSemaphore(value: 0)
     let state = Mutex(State())
     let deliveredInbound = Atomic<Int>(0)
     let droppedInbound = Atomic<Int>(0)
     let unroutedInbound = Atomic<Int>(0)
-    /// Loop mode: the loop that drives the instance (nil: thread mode).
-    let loop: EventLoop?
-    /// Loop mode: the driver's loop-thread state.
+    /// The loop that drives the instance.
+    let loop: EventLoop
+    /// The driver's loop-thread state.
     let driver = LoopDriver()
 
-    init(options: MQTTConnectOptions, logger: Logger, loop: EventLoop? = nil) throws(MQTTError) {
+    init(options: MQTTConnectOptions, logger: Logger, loop: EventLoop) throws(MQTTError) {
         self.loop = loop
         try options.validate()
         if let source = options.tls?.keyPassword {
@@ -192,8 +187,8 @@ final class MQTTClientCore: @unchecked Sendable {
     }
 
     deinit {
-        // The network thread has exited (it held a reference). Detach the callbacks so that
-        // nothing can call back into this object while libmosquitto tears down.
+        // The driver has finished (its watch, timers and hook held references). Detach the
+        // callbacks so that nothing can call back into this object while libmosquitto tears down.
         uninstallCallbacks()
         mosquitto_destroy(mosq)
     }
@@ -204,8 +199,8 @@ final class MQTTClientCore: @unchecked Sendable {
 
     private func configure() throws(MQTTError) {
         try check(mosquitto_int_option(mosq, MOSQ_OPT_PROTOCOL_VERSION, options.protocolVersion.rawValue), "protocol version")
-        // Both modes: API calls only queue packets (packet__queue writes inline only in the
-        // unthreaded mode); the network thread, or the loop's flush hook, writes them.
+        // API calls only queue packets (packet__queue writes inline only in the unthreaded
+        // mode); the loop's flush hook writes them.
         try check(mosquitto_threaded_set(mosq, true), "mosquitto_threaded_set")
         try check(mosquitto_int_option(mosq, MOSQ_OPT_TCP_NODELAY, options.tcpNoDelay ? 1 : 0), "TCP_NODELAY")
         try check(mosquitto_max_inflight_messages_set(mosq, UInt32(options.maxInflightMessages)), "max inflight")
@@ -271,64 +266,12 @@ final class MQTTClientCore: @unchecked Sendable {
         return stream
     }
 
-    // MARK: Loop thread
-
-    /// Starts the network thread (which holds a strong reference to the box until it exits).
-    func startThread() throws(MQTTError) {
-        let retained = Unmanaged.passRetained(self)
-        var thread = pthread_t()
-        let rc = pthread_create(
-            &thread, nil,
-            { raw in
-                let core = Unmanaged<MQTTClientCore>.fromOpaque(raw!).takeRetainedValue()
-                core.threadMain()
-                return nil
-            }, retained.toOpaque())
-        if rc != 0 {
-            retained.release()
-            throw .library(.system(errno: rc), operation: "pthread_create")
-        }
-        state.withLock { $0.thread = thread }
-    }
-
-    private func threadMain() {
-        _ = gatt2mqtt_set_thread_name("mqtt-net")
-        var rc = connectCall()
-        var exitError: MQTTError?
-        while true {
-            if rc == 0 {
-                rc = mosquitto_loop(mosq, 1000, 1)
-                if rc == 0 {
-                    // After disconnect(): leave once the DISCONNECT went out and the socket
-                    // closed, or after the deadline.
-                    let done = state.withLock { s in
-                        s.phase == .stopping && (!s.linkUp || (s.stopDeadline.map { ContinuousClock.now > $0 } ?? false))
-                    }
-                    if done { break }
-                    continue
-                }
-            }
-            let code = MosquittoCode(code: rc)
-            let decision = afterFailure(code)
-            if case .exit(let error) = decision {
-                exitError = error
-                break
-            }
-            guard case .retry(_, let delay) = decision else { break }
-            let nanoseconds = delay.components.seconds * 1_000_000_000 + delay.components.attoseconds / 1_000_000_000
-            _ = wakeup.wait(timeout: .now() + .nanoseconds(Int(nanoseconds)))
-            if state.withLock({ $0.phase == .stopping || $0.phase == .stopped }) { break }
-            rc = mosquitto_reconnect(mosq)
-            if rc != 0 { logger.debug("MQTT reconnect failed: \(MosquittoCode(code: rc))") }
-        }
-        finish(exitError)
-    }
+    // MARK: Driver (shared parts; the rest is in MQTTClientCore+EventLoop.swift)
 
     enum AfterFailure { case exit(MQTTError?), retry(attempt: Int, delay: Duration) }
 
     /// The connection attempt or the connection failed with `code`: stop (with the error to
-    /// report) or retry after the policy's backoff. Both drivers share this; a retry is
-    /// announced (`.reconnecting`) here.
+    /// report) or retry after the policy's backoff; a retry is announced (`.reconnecting`) here.
     func afterFailure(_ code: MosquittoCode) -> AfterFailure {
         let decision = state.withLock { s -> AfterFailure in
             if s.phase == .stopping || s.phase == .stopped { return .exit(nil) }
@@ -353,10 +296,10 @@ final class MQTTClientCore: @unchecked Sendable {
             connectProperties.pointer)
     }
 
-    /// Runs last on the network thread (in loop mode on the loop, after the driver released its
-    /// watch, timers and hook): fails every waiter and ends every stream.
+    /// Runs last, on the loop, after the driver released its watch, timers and hook: fails every
+    /// waiter and ends every stream.
     func finish(_ error: MQTTError?) {
-        if loop != nil { releaseDriver() }
+        releaseDriver()
         struct Leftovers {
             var connectWaiter: CheckedContinuation<Result<Void, MQTTError>, Never>?
             var publishes: [AckWaiter<Result<Void, MQTTError>>] = []
@@ -371,7 +314,7 @@ final class MQTTClientCore: @unchecked Sendable {
             var l = Leftovers()
             l.wasConnected = s.phase == .connected
             s.phase = .stopped
-            s.threadExited = true
+            s.exited = true
             l.connectWaiter = s.connectWaiter
             s.connectWaiter = nil
             l.publishes = s.publishes.drainAll() + s.offlineQueue.map(\.completion)
@@ -400,52 +343,17 @@ final class MQTTClientCore: @unchecked Sendable {
         for c in leftovers.exitWaiters { c.resume() }
     }
 
-    /// Asks the network thread to stop (sends DISCONNECT if connected) and waits until it has.
+    /// Asks the driver to stop (sends DISCONNECT if connected) and waits until it has.
     func stop() async {
-        if let loop {
-            loop.execute { [self] in stopOnLoop() }
-            await waitForExit()
-            return
-        }
-        enum Action { case none, wait(sendDisconnect: Bool) }
-        let action = state.withLock { s -> Action in
-            switch s.phase {
-            case .idle:
-                s.phase = .stopped
-                return .none
-            case .stopped:
-                return s.threadExited || s.thread == nil ? .none : .wait(sendDisconnect: false)
-            case .stopping:
-                return .wait(sendDisconnect: false)
-            case .connecting, .connected, .reconnecting:
-                let connected = s.phase == .connected
-                s.phase = .stopping
-                s.stopDeadline = ContinuousClock.now + .seconds(3)
-                return .wait(sendDisconnect: connected)
-            }
-        }
-        if case .wait(let sendDisconnect) = action {
-            if sendDisconnect { _ = mosquitto_disconnect_v5(mosq, 0, nil) }
-            wakeup.signal()
-            await waitForExit()
-        } else {
-            // Never started: end the event streams here.
-            let listeners = state.withLock { s in
-                defer { s.listeners = [:] }
-                return Array(s.listeners.values)
-            }
-            for listener in listeners { listener.finish() }
-        }
-        if let thread = state.withLock({ s in defer { s.thread = nil }; return s.thread }) {
-            pthread_join(thread, nil)
-        }
+        loop.execute { [self] in stopOnLoop() }
+        await waitForExit()
     }
 
-    /// Returns once the network thread (or the loop driver) has stopped.
+    /// Returns once the loop driver has stopped.
     func waitForExit() async {
         await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
             let done = state.withLock { s in
-                if s.threadExited { return true }
+                if s.exited { return true }
                 s.exitWaiters.append(c)
                 return false
             }
@@ -453,34 +361,15 @@ final class MQTTClientCore: @unchecked Sendable {
         }
     }
 
-    /// Starts the driver: the network thread, or (loop mode) the first connect on the loop.
-    func start() throws(MQTTError) {
-        if let loop {
-            loop.execute { [self] in startOnLoop() }
-            return
-        }
-        try startThread()
+    /// Starts the driver: the first connect on the loop.
+    func start() {
+        loop.execute { [self] in startOnLoop() }
     }
 
-    /// From the owner's `deinit`: stop without waiting; the thread is detached.
+    /// From the owner's `deinit`: stop without waiting. Always queued, even on the loop: the
+    /// owner may be dropped inside a callback.
     func stopDetached() {
-        if let loop {
-            // Always queued, even on the loop: the owner may be dropped inside a callback.
-            loop.execute { [self] in stopOnLoop() }
-            return
-        }
-        let (sendDisconnect, thread) = state.withLock { s -> (Bool, pthread_t?) in
-            let connected = s.phase == .connected
-            if s.phase != .stopped && s.phase != .idle {
-                s.phase = .stopping
-                s.stopDeadline = ContinuousClock.now + .seconds(3)
-            }
-            defer { s.thread = nil }
-            return (connected, s.thread)
-        }
-        if sendDisconnect { _ = mosquitto_disconnect_v5(mosq, 0, nil) }
-        wakeup.signal()
-        if let thread { pthread_detach(thread) }
+        loop.execute { [self] in stopOnLoop() }
     }
 }
 

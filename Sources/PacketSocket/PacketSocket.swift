@@ -7,11 +7,11 @@ import Synchronization
 /// sees"): one packet per GATT value. Used by the BlueZ client (its end of an acquired socket)
 /// and by the emulator (bluetoothd's end).
 ///
-/// A reader thread (``read(onPacket:onClose:)``) — or an event loop's watch
-/// (``read(on:onPacket:onClose:)``) — hands every packet to `onPacket`; when the peer closes its
-/// end or ``shutdown()`` is called, the reader closes the descriptor and calls `onClose` once.
-/// Only one party closes the descriptor — the reader, or ``shutdown()`` when there is none — and
-/// sends happen under the same lock, so a send never writes to a reused descriptor number.
+/// An event loop's watch (``read(on:onPacket:onClose:)``) hands every packet to `onPacket`; when
+/// the peer closes its end or ``shutdown()`` is called, the reader closes the descriptor and
+/// calls `onClose` once. Only one party closes the descriptor — the reader, or ``shutdown()``
+/// when there is none — and sends happen under the same lock, so a send never writes to a
+/// reused descriptor number.
 public final class PacketSocket: Sendable {
     private struct State {
         var closed = false
@@ -50,8 +50,8 @@ public final class PacketSocket: Sendable {
         _ = poll(&p, 1, milliseconds)
     }
 
-    /// Ends the socket: the peer reads EOF. Closes the descriptor at once when no reader thread
-    /// owns it (the reader closes it otherwise).
+    /// Ends the socket: the peer reads EOF. Closes the descriptor at once when no reader owns
+    /// it (the reader closes it otherwise, on its loop).
     public func shutdown() {
         state.withLock { s in
             guard !s.closed, !s.shut else { return }
@@ -61,40 +61,6 @@ public final class PacketSocket: Sendable {
                 s.closed = true
                 close(fd)
             }
-        }
-    }
-
-    /// Reads packets on a dedicated thread until EOF or ``shutdown()``, then closes the
-    /// descriptor and calls `onClose` (at once when the socket is already shut).
-    public func read(onPacket: @escaping @Sendable ([UInt8]) -> Void, onClose: @escaping @Sendable () -> Void) {
-        let fd = self.fd
-        guard becomeReader() else {
-            onClose()
-            return
-        }
-        Thread.detachNewThread { [self] in
-            var buffer = [UInt8](repeating: 0, count: 65536)
-            while true {
-                var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-                let r = poll(&p, 1, -1)  // shutdown() wakes it: the socket reads EOF
-                if r < 0 {
-                    if errno == EINTR { continue }
-                    break
-                }
-                if r == 0 { continue }
-                if p.revents & Int16(POLLIN) != 0 {
-                    let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
-                    if n > 0 {
-                        onPacket(Array(buffer[..<n]))
-                        continue
-                    }
-                    if n < 0, errno == EAGAIN || errno == EINTR { continue }
-                    break  // 0: the peer closed (or we shut down)
-                }
-                if p.revents & Int16(POLLHUP | POLLERR | POLLNVAL) != 0 { break }
-            }
-            closeAsReader()
-            onClose()
         }
     }
 
@@ -110,20 +76,15 @@ public final class PacketSocket: Sendable {
 
     /// The reader closes the descriptor (under the lock sends take, so no send hits a reused
     /// descriptor number).
-    fileprivate func closeAsReader() {
+    private func closeAsReader() {
         state.withLock { s in
             s.closed = true
             close(fd)
         }
     }
-}
 
-// MARK: Reading on an event loop
-
-extension PacketSocket {
-    /// Reads packets on `loop` instead of a thread of its own (docs/bluez.md "On an event loop"):
-    /// the descriptor is watched there and every packet is handed to `onPacket` on the loop
-    /// thread, in order. At EOF — the peer closed its end, or ``shutdown()`` was called (from any
+    /// Reads packets on `loop` (docs/bluez.md "On an event loop"): the descriptor is watched
+    /// there and every packet is handed to `onPacket` on the loop thread, in order. At EOF — the peer closed its end, or ``shutdown()`` was called (from any
     /// thread) — the loop stops watching, closes the descriptor (it is then its one owner) and
     /// calls `onClose` once, on the loop thread. Already shut: `onClose` runs at once. The
     /// handlers must not block. The loop must outlive the socket's reading.

@@ -57,53 +57,53 @@ struct GattCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let client = try await busOptions.client()
-        defer { client.close() }
-        let adapter = try client.adapter(named: busOptions.adapter)
-        let timeout = Duration.milliseconds(Int64(seconds * 1000))
-        var found = client.device(device, adapter: adapter)
-        if found == nil {
-            let scan = try await client.scan(adapter, filter: DiscoveryFilter(pattern: device.uppercased()))
-            found = try? await client.waitForDevice(device, adapter: adapter, timeout: timeout)
-            try? await scan.stop()
-        }
-        guard let dev = found else { throw CLIError("device \(device) not found on \(adapter.name)") }
-        var step = "connect"
-        do {
-            try await client.connect(dev, timeout: timeout)
-            if pair, !client.isPaired(dev) {
-                step = "pair"
-                try? await client.registerHeadlessAgent()  // not fatal: another agent may answer
-                try await client.pair(dev, timeout: timeout)
+        try await busOptions.withClient { client in
+            let adapter = try client.adapter(named: busOptions.adapter)
+            let timeout = Duration.milliseconds(Int64(seconds * 1000))
+            var found = client.device(device, adapter: adapter)
+            if found == nil {
+                let scan = try await client.scan(adapter, filter: DiscoveryFilter(pattern: device.uppercased()))
+                found = try? await client.waitForDevice(device, adapter: adapter, timeout: timeout)
+                try? await scan.stop()
             }
-            var notifications: AsyncStream<[UInt8]>?
-            if let listen {
-                step = listen
-                notifications = try await client.notifications(try client.characteristic(listen, on: dev))
-            }
-            if write.count == 2 {
-                step = write[0]
-                try await client.write(try Hex.decode(write[1]), to: try client.characteristic(write[0], on: dev),
-                                       type: command ? .command : .request)
-                emit("ok")
-            }
-            if let read {
-                step = read
-                emit(Hex.encode(try await client.read(try client.characteristic(read, on: dev))))
-            }
-            if services { printServices(client, dev) }
-            if let notifications, let listen {
-                let c = try client.characteristic(listen, on: dev)
-                let stop = Task {
-                    try? await Task.sleep(for: timeout)
-                    try? await client.stopNotifications(c)
+            guard let dev = found else { throw CLIError("device \(device) not found on \(adapter.name)") }
+            var step = "connect"
+            do {
+                try await client.connect(dev, timeout: timeout)
+                if pair, !client.isPaired(dev) {
+                    step = "pair"
+                    try? await client.registerHeadlessAgent()  // not fatal: another agent may answer
+                    try await client.pair(dev, timeout: timeout)
                 }
-                for await v in notifications { emit(Hex.encode(v)) }
-                stop.cancel()
+                var notifications: AsyncStream<[UInt8]>?
+                if let listen {
+                    step = listen
+                    notifications = try await client.notifications(try client.characteristic(listen, on: dev))
+                }
+                if write.count == 2 {
+                    step = write[0]
+                    try await client.write(try Hex.decode(write[1]), to: try client.characteristic(write[0], on: dev),
+                                           type: command ? .command : .request)
+                    emit("ok")
+                }
+                if let read {
+                    step = read
+                    emit(Hex.encode(try await client.read(try client.characteristic(read, on: dev))))
+                }
+                if services { printServices(client, dev) }
+                if let notifications, let listen {
+                    let c = try client.characteristic(listen, on: dev)
+                    let stop = Task {
+                        try? await Task.sleep(for: timeout)
+                        try? await client.stopNotifications(c)
+                    }
+                    for await v in notifications { emit(Hex.encode(v)) }
+                    stop.cancel()
+                }
+            } catch let e as BlueZError {
+                let hint = e.needsPairing && !pair ? " (the device needs pairing: run again with --pair)" : ""
+                throw CLIError("\(device) \(step): \(e)\(hint)")
             }
-        } catch let e as BlueZError {
-            let hint = e.needsPairing && !pair ? " (the device needs pairing: run again with --pair)" : ""
-            throw CLIError("\(device) \(step): \(e)\(hint)")
         }
     }
 

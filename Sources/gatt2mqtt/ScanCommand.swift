@@ -3,6 +3,7 @@ import BinaryCoding
 import BlueZ
 import DBus
 import Foundation
+import Reactor
 
 /// Options shared by the Bluetooth commands: which bus and adapter.
 struct BusOptions: ParsableArguments {
@@ -12,12 +13,19 @@ struct BusOptions: ParsableArguments {
     @Option(help: "Bluetooth adapter (default: the first one).")
     var adapter: String?
 
-    func client() async throws -> BlueZClient {
+    /// Runs `body` with a BlueZ client on an event loop of its own (its D-Bus connection,
+    /// tasks and sockets), then closes the client and shuts the loop down.
+    func withClient<R>(_ body: (BlueZClient) async throws -> R) async throws -> R {
+        let loop = EventLoop(name: "gatt2mqtt")
+        defer { loop.shutdown() }  // after the client is closed
+        let client: BlueZClient
         do {
-            return try await BlueZClient.connect(bus.map { .address($0) } ?? .system, callTimeout: .seconds(30))
+            client = try await BlueZClient.connect(bus.map { .address($0) } ?? .system, callTimeout: .seconds(30), loop: loop)
         } catch {
             throw CLIError("cannot reach BlueZ on \(bus ?? "the system bus"): \(error)")
         }
+        defer { client.close() }
+        return try await body(client)
     }
 }
 
@@ -49,25 +57,25 @@ struct ScanCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let client = try await busOptions.client()
-        defer { client.close() }
-        let adapter = try client.adapter(named: busOptions.adapter)
-        let scan = try await client.scan(adapter, filter: DiscoveryFilter(uuids: uuids, pattern: pattern))
-        let timer = Task {
-            try? await Task.sleep(for: .milliseconds(Int64(seconds * 1000)))
-            try? await scan.stop()
-        }
-        var seen: Set<String> = []
-        for await d in scan.devices where seen.insert(d.address).inserted {
-            if json {
-                emit(Self.json(d).jsonText)
-            } else {
-                let rssi = d.rssi.map { "\($0) dBm" } ?? "-"
-                emit("\(d.address)  \(rssi)  \(d.name ?? "(no name)")  \(d.uuids.joined(separator: ","))")
+        try await busOptions.withClient { client in
+            let adapter = try client.adapter(named: busOptions.adapter)
+            let scan = try await client.scan(adapter, filter: DiscoveryFilter(uuids: uuids, pattern: pattern))
+            let timer = Task {
+                try? await Task.sleep(for: .milliseconds(Int64(seconds * 1000)))
+                try? await scan.stop()
             }
+            var seen: Set<String> = []
+            for await d in scan.devices where seen.insert(d.address).inserted {
+                if json {
+                    emit(Self.json(d).jsonText)
+                } else {
+                    let rssi = d.rssi.map { "\($0) dBm" } ?? "-"
+                    emit("\(d.address)  \(rssi)  \(d.name ?? "(no name)")  \(d.uuids.joined(separator: ","))")
+                }
+            }
+            timer.cancel()
+            try await scan.stop()
         }
-        timer.cancel()
-        try await scan.stop()
     }
 
     static func json(_ d: DiscoveredDevice) -> JSONValue {

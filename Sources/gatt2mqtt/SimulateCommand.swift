@@ -42,9 +42,6 @@ struct SimulateCommand: AsyncParsableCommand {
     @Option(help: "While discovering, each device in range and not connected advertises every this many seconds: PropertiesChanged RSSI (and ManufacturerData/ServiceData when changed) on its Device1, as bluetoothd reports advertisements (0: announced once, then silent).")
     var advertisingInterval: Double = 1
 
-    @Flag(help: "Run the emulator and the simulated devices on one event-loop thread (D-Bus, acquired sockets, handlers) instead of a dispatch thread, reader threads and the task pool.")
-    var eventLoop = false
-
     /// Seconds as a duration, nil for 0 (never).
     static func period(_ seconds: Double) -> Duration? {
         seconds > 0 ? .milliseconds(Int64(seconds * 1000)) : nil
@@ -114,7 +111,7 @@ struct SimulateCommand: AsyncParsableCommand {
         let options = EmulatedBlueZ.Options(
             devices: try Self.specs(devices, default: address), timings: try timings, rokidAuth: try rokidAuthMode,
             advertisingInterval: Self.period(advertisingInterval), faults: try faults.map(Self.fault),
-            adapterOff: adapterOff, eventLoop: eventLoop)
+            adapterOff: adapterOff)
         let emulator: EmulatedBlueZ
         do {
             emulator = try await EmulatedBlueZ.start(options)

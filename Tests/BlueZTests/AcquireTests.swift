@@ -63,7 +63,7 @@ import Testing
             await #expect(throws: BlueZError.notPermitted("Notify acquired (AcquireNotify on \(n.path))")) {
                 _ = try await env.client.acquireNotify(n)
             }
-            let other = try await BlueZClient.connect(.address(env.bus.address))
+            let other = try await BlueZClient.connect(.address(env.bus.address), loop: env.loop)
             defer { other.close() }
             await #expect(throws: BlueZError.notPermitted("Notify acquired (StartNotify on \(n.path))")) {
                 _ = try await other.notifications(try other.characteristic(echoNotify, on: device), using: .startNotify)
@@ -82,7 +82,7 @@ import Testing
         try await withEmulator(devices: [device0]) { env in
             let device = try await discover(env, echoAddress)
             try await env.client.connect(device)
-            let other = try await BlueZClient.connect(.address(env.bus.address))
+            let other = try await BlueZClient.connect(.address(env.bus.address), loop: env.loop)
             defer { other.close() }
             let theirs = try await other.notifications(try other.characteristic(echoNotify, on: device), using: .startNotify)
             let n = try env.client.characteristic(echoNotify, on: device)
@@ -200,7 +200,7 @@ import Testing
         try await withEmulator(devices: [echoDevice()]) { env in
             let device = try await discover(env, echoAddress)
             try await env.client.connect(device)
-            let other = try await BlueZClient.connect(.address(env.bus.address))
+            let other = try await BlueZClient.connect(.address(env.bus.address), loop: env.loop)
             let n = try other.characteristic(echoNotify, on: device)
             // Kept alive on purpose: dropping the stream would release the socket by itself.
             let stream = try await other.notifications(n)

@@ -88,7 +88,7 @@ extension DBusValue {
         options.advertisingInterval = .milliseconds(40)
         options.rssiJitter = 3
         try await withEmulator(options, devices: [GenericDevice.batteryHeartRate()]) { env in
-            let c = try await env.bus.connect()
+            let c = try await env.bus.connect(loop: env.loop)
             defer { c.close() }
             let signals = try await DeviceSignals(c)
             let path = env.simulator.devicePath(hrAddress)
@@ -107,28 +107,6 @@ extension DBusValue {
         }
     }
 
-    @Test("the same on the emulator's event loop (its timers)")
-    func periodicUpdatesOnTheEventLoop() async throws {
-        let bus = try PrivateBus()
-        defer { bus.stop() }
-        let loop = EventLoop(name: "adv")
-        defer { loop.shutdown() }
-        let sc = try await DBusConnection.connect(.address(bus.address), timeout: .seconds(5), loop: loop)
-        defer { sc.close() }
-        var options = Emulator.fast
-        options.advertisingInterval = .milliseconds(40)
-        let sim = BlueZSimulator(connection: sc, options: options)
-        try await sim.start()
-        defer { sim.stop() }
-        try sim.add(GenericDevice.batteryHeartRate())
-        let c = try await bus.connect()
-        defer { c.close() }
-        let signals = try await DeviceSignals(c)
-        try await Self.startDiscovery(c, filter: ["Transport": .string("le")])
-        #expect(await eventually { signals.rssi(sim.devicePath(hrAddress)).count >= 3 })
-        try await Self.stopDiscovery(c)
-    }
-
     @Test("filters, the RSSI delta threshold, changed and duplicate advertising data, connected devices (step by step)")
     func reportedAsBluetoothdReportsThem() async throws {
         var options = Emulator.fast
@@ -140,7 +118,7 @@ extension DBusValue {
         let near = ChangingAdvertiser(address: "C0:FF:EE:00:00:0B",
                                       SimulatedAdvertisement(name: "Near", rssi: -40, uuids: ["180F"], manufacturerData: [0x0001: [1]]))
         try await withEmulator(options, devices: [far, near]) { env in
-            let c = try await env.bus.connect()
+            let c = try await env.bus.connect(loop: env.loop)
             defer { c.close() }
             let signals = try await DeviceSignals(c)
             let farPath = env.simulator.devicePath(far.address), nearPath = env.simulator.devicePath(near.address)
@@ -201,7 +179,7 @@ extension DBusValue {
     @Test("SetDiscoveryFilter refuses RSSI with Pathloss; Adapter1 has Roles (bleak picks adapters by it)")
     func filterAndAdapterProperties() async throws {
         try await withEmulator { env in
-            let c = try await env.bus.connect()
+            let c = try await env.bus.connect(loop: env.loop)
             defer { c.close() }
             let a = c.object("org.bluez", Self.adapter)
             await #expect(throws: DBusError.self) {

@@ -3,6 +3,7 @@ import BlueZPort
 import BlueZSimulator
 import BridgeCore
 import DBus
+import Reactor
 import TestSupport
 import Testing
 
@@ -13,13 +14,19 @@ import Testing
     func linksEndAndTheClientFollowsTheNewDaemon(method: NotifyMethod) async throws {
         let bus = try PrivateBus()
         defer { bus.stop() }
-        let first = try await bus.connect()
+        let simulatorLoop = EventLoop(name: "t-bluetoothd")
+        let loop = EventLoop(name: "t-bluez-client")
+        defer {  // after the connections below are closed
+            simulatorLoop.shutdown()
+            loop.shutdown()
+        }
+        let first = try await bus.connect(loop: simulatorLoop)
         var firstClosed = false
         defer { if !firstClosed { first.close() } }
         let old = BlueZSimulator(connection: first, options: Emulator.fast)
         try await old.start()
         try old.add(GenericDevice.batteryHeartRate())
-        let client = try await BlueZClient.connect(.address(bus.address), callTimeout: .seconds(5))
+        let client = try await BlueZClient.connect(.address(bus.address), callTimeout: .seconds(5), loop: loop)
         defer { client.close() }
         let central = BlueZCentral(client: client, adapter: try client.adapter(), notifyMethod: method)
         let link = try await central.connect(address: hrAddress, notify: [CharacteristicID("2A37", service: "180D")],
@@ -36,7 +43,7 @@ import Testing
         #expect(await eventually { client.device(hrAddress) == nil && client.objects.isEmpty })
 
         // A new bluetoothd: the client reads its objects, and the device is reached again.
-        let second = try await bus.connect()
+        let second = try await bus.connect(loop: simulatorLoop)
         defer { second.close() }
         let new = BlueZSimulator(connection: second, options: Emulator.fast)
         try await new.start()

@@ -166,7 +166,7 @@ func code(_ e: any Error) -> String { (e as? BlueZError)?.code ?? "\(e)" }
         try await withEmulator(devices: [hr]) { env in
             let device = try await discover(env, hrAddress)
             try await env.client.connect(device)
-            let other = try await BlueZClient.connect(.address(env.bus.address))
+            let other = try await BlueZClient.connect(.address(env.bus.address), loop: env.loop)
             let m = try other.characteristic("2A37", on: device)
             let stream = try await other.notifications(m, using: .startNotify)
             #expect(env.simulator.notifySessions(hrAddress, characteristic: "2A37").count == 1)
@@ -387,7 +387,7 @@ func code(_ e: any Error) -> String { (e as? BlueZError)?.code ?? "\(e)" }
         try await withEmulator(options, devices: [GenericDevice.batteryHeartRate()]) { env in
             let device = try await discover(env, hrAddress)
             try await env.client.connect(device, timeout: .seconds(5))
-            let watcher = try await env.bus.connect()
+            let watcher = try await env.bus.connect(loop: env.loop)
             defer { watcher.close() }
             let signals = try await DeviceSignals(watcher)
             let started = ContinuousClock.now

@@ -37,13 +37,13 @@ import Testing
         var options = Emulator.fast
         options.advertisingInterval = nil
         try await withEmulator(options, devices: Self.devices) { env in
-            let c = try await env.bus.connect()
+            let c = try await env.bus.connect(loop: env.loop)
             defer { c.close() }
             #expect(await Self.failure(c, "StopDiscovery") == "org.bluez.Error.Failed: No discovery started")
             try await Self.call(c, "StartDiscovery")
             #expect(await Self.failure(c, "StartDiscovery") == "org.bluez.Error.InProgress: Operation already in progress")
             // Another client may discover at the same time.
-            let other = try await env.bus.connect()
+            let other = try await env.bus.connect(loop: env.loop)
             defer { other.close() }
             try await Self.call(other, "StartDiscovery")
             try await Self.call(c, "StopDiscovery")
@@ -56,7 +56,7 @@ import Testing
         var options = Emulator.fast
         options.advertisingInterval = nil
         try await withEmulator(options, devices: Self.devices) { env in
-            let c = try await env.bus.connect()
+            let c = try await env.bus.connect(loop: env.loop)
             defer { c.close() }
             let signals = try await DeviceSignals(c)
             try await Self.call(c, "SetDiscoveryFilter", [.properties(["Transport": .string("le")])])
@@ -80,9 +80,9 @@ import Testing
         var options = Emulator.fast
         options.advertisingInterval = nil
         try await withEmulator(options, devices: Self.devices) { env in
-            let wide = try await env.bus.connect()
+            let wide = try await env.bus.connect(loop: env.loop)
             defer { wide.close() }
-            let narrow = try await env.bus.connect()
+            let narrow = try await env.bus.connect(loop: env.loop)
             defer { narrow.close() }
             let signals = try await DeviceSignals(wide)
             let hr = env.simulator.devicePath(hrAddress), thermo = env.simulator.devicePath(Self.thermo)
@@ -107,7 +107,7 @@ import Testing
         var options = Emulator.fast
         options.advertisingInterval = nil
         try await withEmulator(options, devices: Self.devices) { env in
-            let c = try await env.bus.connect()
+            let c = try await env.bus.connect(loop: env.loop)
             defer { c.close() }
             try await Self.call(c, "SetDiscoveryFilter", [.properties(["Pattern": .string("c0:ff:ee:00:00:04")])])
             try await Self.call(c, "StartDiscovery")
@@ -126,7 +126,7 @@ import Testing
         options.advertisingInterval = nil
         options.removalDelay = .seconds(30)
         try await withEmulator(options, devices: Self.devices) { env in
-            let c = try await env.bus.connect()
+            let c = try await env.bus.connect(loop: env.loop)
             defer { c.close() }
             try await Self.call(c, "SetDiscoveryFilter", [.properties(["Pattern": .string(Self.thermo)])])
             try await Self.call(c, "StartDiscovery")

@@ -2,16 +2,19 @@ import BlueZ
 import BlueZSimulator
 import DBus
 import Foundation
+import Reactor
 import Synchronization
 import TestSupport
 import Testing
 
-/// One test's world: a private bus, the emulator on its own connection, a client on another.
+/// One test's world: a private bus, the emulator on its own connection and event loop, a
+/// client on another connection and loop (``loop``: for more clients of the test).
 struct Emulator {
     let bus: PrivateBus
     let simulatorConnection: DBusConnection
     let simulator: BlueZSimulator
     let client: BlueZClient
+    let loop: EventLoop
 
     /// Fast timings so the suite stays under a minute.
     static let fast = BlueZSimulator.Options(
@@ -23,17 +26,21 @@ struct Emulator {
 func withEmulator(_ options: BlueZSimulator.Options = Emulator.fast, devices: [any SimulatedDevice] = [],
                   _ body: (Emulator) async throws -> Void) async throws
 {
-    let bus = try PrivateBus()
-    defer { bus.stop() }
-    let sc = try await bus.connect()
-    defer { sc.close() }
-    let sim = BlueZSimulator(connection: sc, options: options)
-    try await sim.start()
-    defer { sim.stop() }
-    for d in devices { try sim.add(d) }
-    let client = try await BlueZClient.connect(.address(bus.address), callTimeout: .seconds(5))
-    defer { client.close() }
-    try await body(Emulator(bus: bus, simulatorConnection: sc, simulator: sim, client: client))
+    try await withEventLoop(name: "t-bluez-sim") { simulatorLoop in
+        try await withEventLoop(name: "t-bluez-client") { loop in
+            let bus = try PrivateBus()
+            defer { bus.stop() }
+            let sc = try await bus.connect(loop: simulatorLoop)
+            defer { sc.close() }
+            let sim = BlueZSimulator(connection: sc, options: options)
+            try await sim.start()
+            defer { sim.stop() }
+            for d in devices { try sim.add(d) }
+            let client = try await BlueZClient.connect(.address(bus.address), callTimeout: .seconds(5), loop: loop)
+            defer { client.close() }
+            try await body(Emulator(bus: bus, simulatorConnection: sc, simulator: sim, client: client, loop: loop))
+        }
+    }
 }
 
 /// A device with a characteristic for every write kind, whose write handler notifies the bytes

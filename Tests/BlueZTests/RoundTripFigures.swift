@@ -13,10 +13,9 @@ import Testing
 
 /// Measures (prints, asserts nothing about time) the D-Bus round trip client → dbus-daemon →
 /// emulator → back for a GoPro keep-alive `WriteValue`, and the time until the camera's answer
-/// arrives through the AcquireNotify socket, with everything on dispatch/reader threads and the
-/// task pool versus the client and the emulator each on an event loop (docs/benchmarks.md
-/// "D-Bus round trip"). Run alone: `swift test --skip-build --no-parallel --filter RoundTripFigures`;
-/// `RT_MODE=loops` or `RT_MODE=threads` measures one mode only (to profile it with perf or strace).
+/// arrives through the AcquireNotify socket, with the client and the emulator each on an event
+/// loop (docs/benchmarks.md "D-Bus round trip"). Run alone:
+/// `swift test --skip-build --no-parallel --filter RoundTripFigures`.
 @Suite(.serialized, .timeLimit(.minutes(2))) struct RoundTripFigures {
     struct Figures: CustomStringConvertible {
         var call: [Double]
@@ -32,13 +31,13 @@ import Testing
         }
     }
 
-    /// A client and the emulator (own connections, same private bus); `loops`: each on its own loop.
-    static func measure(loops: Bool, count: Int) async throws -> Figures {
-        let simLoop = loops ? EventLoop(name: "rt-sim") : nil
-        let clientLoop = loops ? EventLoop(name: "rt-client") : nil
+    /// A client and the emulator (own connections, same private bus), each on its own loop.
+    static func measure(count: Int) async throws -> Figures {
+        let simLoop = EventLoop(name: "rt-sim")
+        let clientLoop = EventLoop(name: "rt-client")
         defer {
-            simLoop?.shutdown()
-            clientLoop?.shutdown()
+            simLoop.shutdown()
+            clientLoop.shutdown()
         }
         let bus = try PrivateBus()
         defer { bus.stop() }
@@ -88,21 +87,12 @@ import Testing
         }
     }
 
-    @Test func threadsVersusLoops() async throws {
+    @Test func roundTripOnLoops() async throws {
         let count = 1000
-        // Interleaved, twice each, so that machine load affects both alike.
-        var thread: [Figures] = []
-        var loop: [Figures] = []
-        let mode = ProcessInfo.processInfo.environment["RT_MODE"] ?? "both"
         for _ in 0..<2 {
-            if mode != "loops" { thread.append(try await Self.measure(loops: false, count: count)) }
-            if mode != "threads" { loop.append(try await Self.measure(loops: true, count: count)) }
-        }
-        for (name, runs) in [("threads", thread), ("loops", loop)] {
-            for r in runs {
-                #expect(r.call.count == count && r.answer.count == count)
-                print("ROUNDTRIP \(name): \(r)")
-            }
+            let r = try await Self.measure(count: count)
+            #expect(r.call.count == count && r.answer.count == count)
+            print("ROUNDTRIP loops: \(r)")
         }
     }
 }

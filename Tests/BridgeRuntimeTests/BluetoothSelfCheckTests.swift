@@ -1,13 +1,16 @@
 import BlueZ
 import BridgeRuntime
 import DBus
+import Reactor
 import Testing
 
 /// The start-up self-check's classification of BlueZ failures and its fix lines
 /// (shared/spec/bridge.md point 8). The end-to-end side (a real bus without BlueZ, an adapter
 /// powered off, …) is in CLITests/StartupSelfCheckTests.
 @Suite struct BluetoothSelfCheckTests {
-    let check = BluetoothSelfCheck(busAddress: "unix:path=/run/x", adapter: "hci0")
+    /// The loop a check's client would run on (these tests classify failures, never connect).
+    static let loop = EventLoop(name: "t-selfcheck")
+    let check = BluetoothSelfCheck(busAddress: "unix:path=/run/x", adapter: "hci0", loop: Self.loop)
 
     @Test func failuresMapToProblems() {
         #expect(check.problem(.unavailable("org.bluez was not provided")) == .bluezAbsent(bus: "bus unix:path=/run/x"))

@@ -5,6 +5,7 @@ import BridgeRuntime
 import Foundation
 import Logging
 import Mosquitto
+import Reactor
 import ServiceLifecycle
 import TestSupport
 import Testing
@@ -43,9 +44,11 @@ import Testing
         let dir = try TemporaryDirectory()
         let device = FakeDevice()
         let central = FakeCentral(["C0:FF:EE:00:00:09": device])
+        let loop = EventLoop(name: "t-bridge")
+        defer { loop.shutdown() }  // after the service stopped and the hub is disconnected
         let service = BridgeService(configuration: try Self.config(port: broker.port, db: dir.path + "/state.sqlite"),
-                                    central: central, logger: Logger(label: "test"))
-        let hub = try await broker.client()
+                                    central: central, logger: Logger(label: "test"), loop: loop)
+        let hub = try await broker.client(loop: loop)
         let responses = try await hub.subscribe("gatt2mqtt/lamp/response")
         let state = try await hub.subscribe("gatt2mqtt/lamp")
         let bridgeState = try await hub.subscribe("gatt2mqtt/bridge/state")

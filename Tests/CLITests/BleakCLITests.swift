@@ -53,7 +53,7 @@ import Testing
                         stderr: String(decoding: e, as: UTF8.self))
     }
 
-    /// `simulate --device gopro@…` (optionally on its event loop); stop it by pid.
+    /// `simulate --device gopro@…`; stop it by pid.
     static func simulate(_ extra: [String]) async throws -> (Process, String) {
         try await BluetoothCLITests.simulate(["--device", "gopro@\(gopro)"] + extra)
     }
@@ -63,9 +63,9 @@ import Testing
         sim.waitUntilExit()
     }
 
-    @Test("bleak finds, connects, pairs and commands the simulated GoPro", arguments: [false, true])
-    func bleakDrivesTheSimulatedGoPro(eventLoop: Bool) async throws {
-        let (sim, bus) = try await Self.simulate(eventLoop ? ["--event-loop"] : [])
+    @Test("bleak finds, connects, pairs and commands the simulated GoPro")
+    func bleakDrivesTheSimulatedGoPro() async throws {
+        let (sim, bus) = try await Self.simulate([])
         defer { Self.stop(sim) }
         let run = try await Self.bleak(bus, [Self.gopro])
         #expect(!run.timedOut)

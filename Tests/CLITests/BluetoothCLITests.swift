@@ -85,10 +85,11 @@ import Testing
         #expect(missing.stderr.hasPrefix("error: C0:FF:EE:00:00:01 2A99: not_found"))
     }
 
-    /// `simulate --event-loop`: the emulator and its devices on one event-loop thread serve the
-    /// same tools (docs/bluez.md "On an event loop"), and SIGTERM still ends it cleanly.
-    @Test func eventLoopModeServesTheSameTools() async throws {
-        let (sim, bus) = try await Self.simulate(["--event-loop", "--device", "hr@C0:FF:EE:00:00:01",
+    /// The emulator and its devices on their event-loop thread serve the tools (docs/bluez.md
+    /// "On an event loop"): heart beats alongside a control-point answer, a GoPro's
+    /// AcquireNotify answer; SIGTERM ends it cleanly.
+    @Test func eventLoopServesTheTools() async throws {
+        let (sim, bus) = try await Self.simulate(["--device", "hr@C0:FF:EE:00:00:01",
                                             "--device", "gopro@C0:FF:EE:00:00:05"])
         defer {
             if sim.isRunning { kill(sim.processIdentifier, SIGKILL) }

@@ -61,7 +61,7 @@ import Testing
         let env = try await EndToEnd(simulate: ["--device", "gopro@C0:FF:EE:00:00:01", "--device", "hr@C0:FF:EE:00:00:03",
                                           "--device", "thermo@C0:FF:EE:00:00:04"])
         defer { env.stop() }
-        let hub = try await env.broker.client()
+        let hub = try await env.broker.client(loop: env.loop)
         let responses = try await hub.subscribe("gatt2mqtt/bridge/response/#")
         let scan = try await hub.subscribe("gatt2mqtt/bridge/scan")
         let availability = try await hub.subscribe("gatt2mqtt/+/availability")
@@ -146,7 +146,7 @@ import Testing
     @Test func operationsReloadRestartAndBadInput() async throws {
         let env = try await EndToEnd(simulate: ["--device", "hr@C0:FF:EE:00:00:03", "--device", "hr@C0:FF:EE:00:00:04"])
         defer { env.stop() }
-        let hub = try await env.broker.client()
+        let hub = try await env.broker.client(loop: env.loop)
         let responses = try await hub.subscribe("gatt2mqtt/bridge/response/#")
         let availability = try await hub.subscribe("gatt2mqtt/+/availability")
         let events = try await hub.subscribe("gatt2mqtt/bridge/event")
@@ -238,7 +238,7 @@ import Testing
     @Test func pairAndUnpair() async throws {
         let env = try await EndToEnd(simulate: ["--device", "hr@C0:FF:EE:00:00:03"])
         defer { env.stop() }
-        let hub = try await env.broker.client()
+        let hub = try await env.broker.client(loop: env.loop)
         let responses = try await hub.subscribe("gatt2mqtt/bridge/response/#")
         let availability = try await hub.subscribe("gatt2mqtt/+/availability")
         let devices = try await hub.subscribe("gatt2mqtt/bridge/devices")
@@ -262,7 +262,7 @@ import Testing
     @Test func removeWithoutForgetKeepsTheDeviceAndItsServices() async throws {
         let env = try await EndToEnd(simulate: ["--device", "thermo@C0:FF:EE:00:00:04"])
         defer { env.stop() }
-        let hub = try await env.broker.client()
+        let hub = try await env.broker.client(loop: env.loop)
         let responses = try await hub.subscribe("gatt2mqtt/bridge/response/#")
         let states = try await hub.subscribe("gatt2mqtt/bridge/state")
         _ = try env.startBridge(devices: "  []")
@@ -292,7 +292,7 @@ import Testing
         defer { env.stop() }
         let demo = try String(contentsOfFile: CheckConfigCLITests.configDir + "/demo.yaml", encoding: .utf8)
         #expect(!demo.contains("address: C0:FF:EE:00:00:04"), "the thermometer is left out of the demo's file")
-        let hub = try await env.broker.client()
+        let hub = try await env.broker.client(loop: env.loop)
         let responses = try await hub.subscribe("gatt2mqtt/bridge/response/#")
         let scan = try await hub.subscribe("gatt2mqtt/bridge/scan")
         let availability = try await hub.subscribe("gatt2mqtt/+/availability")

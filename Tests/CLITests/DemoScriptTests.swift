@@ -1,6 +1,7 @@
 import Foundation
 import TestSupport
 import Mosquitto
+import Reactor
 import Synchronization
 import Testing
 
@@ -195,7 +196,9 @@ import Glibc
         // The bridge online on the script's broker: everything is up.
         var options = MQTTConnectOptions(host: "127.0.0.1", port: port, clientID: "demo-script-test-\(getpid())")
         options.reconnect.minimumDelay = .milliseconds(50)
-        let hub = try MQTTClient(options: options)
+        let loop = EventLoop(name: "t-demo-hub")
+        defer { loop.shutdown() }  // after the hub is disconnected
+        let hub = try MQTTClient(options: options, loop: loop)
         try await hub.connect()
         let states = try await hub.subscribe("gatt2mqtt/bridge/state")
         let online = await collectUntil(states, timeout: .seconds(30)) { $0.payloadString == #"{"state":"online"}"# }

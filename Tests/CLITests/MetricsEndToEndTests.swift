@@ -34,7 +34,7 @@ import Testing
         let env = try await EndToEnd()
         defer { env.stop() }
         let port = try freeLoopbackPort()
-        let hub = try await env.broker.client()
+        let hub = try await env.broker.client(loop: env.loop)
         let responses = try await hub.subscribe("gatt2mqtt/heart/response")
         let availability = try await hub.subscribe("gatt2mqtt/heart/availability")
         let heartRate = try await hub.subscribe("gatt2mqtt/heart/heart_rate")
@@ -111,7 +111,7 @@ import Testing
         let env = try await EndToEnd()
         defer { env.stop() }
         let port = try freeLoopbackPort()
-        var hub = try await env.broker.client()
+        var hub = try await env.broker.client(loop: env.loop)
         let availability = try await hub.subscribe("gatt2mqtt/heart/availability")
         _ = try env.startBridge(devices: EndToEnd.heart, environment: ["GATT2MQTT_METRICS_LISTEN": "127.0.0.1:\(port)"])
         #expect(await collect(availability, count: 1).first?.payloadString == #"{"state":"online"}"#)
@@ -120,7 +120,7 @@ import Testing
 
         env.broker.kill()
         try env.broker.start()
-        hub = try await env.broker.client()
+        hub = try await env.broker.client(loop: env.loop)
         // The bridge republishes its retained state after it reconnected (and counted it).
         let state = await collect(try await hub.subscribe("gatt2mqtt/bridge/state"), count: 1, timeout: .seconds(15))
         #expect(state.first?.payloadString == #"{"state":"online"}"#)

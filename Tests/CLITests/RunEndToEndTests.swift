@@ -1,12 +1,15 @@
 import Foundation
 import Mosquitto
+import Reactor
 import TestSupport
 import Testing
 
 /// One end-to-end environment: a broker, `gatt2mqtt simulate` with `devices`, a state directory.
 /// `startBridge` runs `gatt2mqtt run` on a configuration whose `devices:` section is given.
+/// The test's hub clients run on ``loop`` (disconnect them before ``stop()``).
 final class EndToEnd {
     let broker: MosquittoBroker
+    let loop = EventLoop(name: "t-e2e-hub")
     let simulator: Process
     let bus: String
     let directory: TemporaryDirectory
@@ -88,6 +91,7 @@ final class EndToEnd {
         kill(simulator.processIdentifier, SIGTERM)
         simulator.waitUntilExit()
         broker.stop()
+        loop.shutdown()
         if holdsSlot {
             holdsSlot = false
             Slots.processHeavy.release()
@@ -101,7 +105,7 @@ final class EndToEnd {
     @Test func bridgeProcessAgainstBrokerAndEmulator() async throws {
         let env = try await EndToEnd()
         defer { env.stop() }
-        let hub = try await env.broker.client()
+        let hub = try await env.broker.client(loop: env.loop)
         let responses = try await hub.subscribe("gatt2mqtt/heart/response")
         let heartRate = try await hub.subscribe("gatt2mqtt/heart/heart_rate")
         let availability = try await hub.subscribe("gatt2mqtt/heart/availability")
@@ -143,7 +147,7 @@ extension RunEndToEndTests {
     @Test func goproAndRokidThroughTheBridgeProcess() async throws {
         let env = try await EndToEnd(simulate: ["--device", "gopro@C0:FF:EE:00:00:01", "--device", "rokid@C0:FF:EE:00:00:02"])
         defer { env.stop() }
-        let hub = try await env.broker.client()
+        let hub = try await env.broker.client(loop: env.loop)
         let camera = try await hub.subscribe("gatt2mqtt/camera/response")
         let glasses = try await hub.subscribe("gatt2mqtt/glasses/response")
         let availability = try await hub.subscribe("gatt2mqtt/+/availability")
@@ -204,7 +208,7 @@ extension RunEndToEndTests {
                 characteristics:
                   - {uuid: 2A39, codec: raw, direction: write, topic: control}
             """
-        let hub = try await env.broker.client()
+        let hub = try await env.broker.client(loop: env.loop)
         let responses = try await hub.subscribe("gatt2mqtt/heart/response")
         let bridgeState = try await hub.subscribe("gatt2mqtt/bridge/state")
         var bridge = try env.startBridge(devices: devices)
@@ -235,7 +239,7 @@ extension RunEndToEndTests {
     @Test func brokerRestartRepublishesAndCommandsFlow() async throws {
         let env = try await EndToEnd()
         defer { env.stop() }
-        var hub = try await env.broker.client()
+        var hub = try await env.broker.client(loop: env.loop)
         let availability = try await hub.subscribe("gatt2mqtt/heart/availability")
         _ = try env.startBridge(devices: """
               - id: heart
@@ -249,7 +253,7 @@ extension RunEndToEndTests {
 
         env.broker.kill()  // SIGKILL; the broker keeps nothing (persistence off)
         try env.broker.start()
-        hub = try await env.broker.client()
+        hub = try await env.broker.client(loop: env.loop)
         // Retained topics are back because the bridge published them again after reconnecting.
         let state = await collect(try await hub.subscribe("gatt2mqtt/bridge/state"), count: 1, timeout: .seconds(15))
         #expect(state.first?.payloadString == #"{"state":"online"}"#)
@@ -281,7 +285,7 @@ extension RunEndToEndTests {
         try faults.run()
         await faults.exited()
         #expect(faults.terminationStatus == 0)
-        let hub = try await env.broker.client()
+        let hub = try await env.broker.client(loop: env.loop)
         let responses = try await hub.subscribe("gatt2mqtt/heart/response")
         let availability = try await hub.subscribe("gatt2mqtt/heart/availability")
         _ = try env.startBridge(devices: """
@@ -344,7 +348,7 @@ extension RunEndToEndTests {
         let env = try await EndToEnd()
         defer { env.stop() }
         try env.control("SetInRange", "C0:FF:EE:00:00:01", "false")
-        let hub = try await env.broker.client()
+        let hub = try await env.broker.client(loop: env.loop)
         let responses = try await hub.subscribe("gatt2mqtt/heart/response")
         let bridgeState = try await hub.subscribe("gatt2mqtt/bridge/state")
         _ = try env.startBridge(devices: Self.heartControl)
@@ -368,7 +372,7 @@ extension RunEndToEndTests {
         let env = try await EndToEnd()
         defer { env.stop() }
         try env.control("SetInRange", "C0:FF:EE:00:00:01", "false")
-        let hub = try await env.broker.client()
+        let hub = try await env.broker.client(loop: env.loop)
         let responses = try await hub.subscribe("gatt2mqtt/heart/response")
         let availability = try await hub.subscribe("gatt2mqtt/heart/availability")
         let bridgeState = try await hub.subscribe("gatt2mqtt/bridge/state")
@@ -401,7 +405,7 @@ extension RunEndToEndTests {
     @Test func goProStatusPushReachesRetainedState() async throws {
         let env = try await EndToEnd(simulate: ["--device", "gopro@C0:FF:EE:00:00:01"])
         defer { env.stop() }
-        let hub = try await env.broker.client()
+        let hub = try await env.broker.client(loop: env.loop)
         let state = try await hub.subscribe("gatt2mqtt/camera")
         _ = try env.startBridge(devices: #"  - {id: camera, address: "C0:FF:EE:00:00:01", profile: gopro}"#)
         // Registering for status updates on connect answers with the current values (84 %).
@@ -426,7 +430,7 @@ extension RunEndToEndTests {
     @Test func garbageFromDevicesIsReportedAndHarmless() async throws {
         let env = try await EndToEnd(simulate: ["--device", "gopro@C0:FF:EE:00:00:01", "--device", "rokid@C0:FF:EE:00:00:02"])
         defer { env.stop() }
-        let hub = try await env.broker.client()
+        let hub = try await env.broker.client(loop: env.loop)
         let availability = try await hub.subscribe("gatt2mqtt/+/availability")
         let events = try await hub.subscribe("gatt2mqtt/bridge/event")
         let camera = try await hub.subscribe("gatt2mqtt/camera/response")
@@ -492,7 +496,7 @@ extension RunEndToEndTests {
     @Test func badCommandsGetStableErrorCodes() async throws {
         let env = try await EndToEnd(simulate: ["--device", "rokid@C0:FF:EE:00:00:02"])
         defer { env.stop() }
-        let hub = try await env.broker.client()
+        let hub = try await env.broker.client(loop: env.loop)
         let availability = try await hub.subscribe("gatt2mqtt/glasses/availability")
         let responses = try await hub.subscribe("gatt2mqtt/glasses/response")
         let events = try await hub.subscribe("gatt2mqtt/bridge/event")
@@ -529,7 +533,7 @@ extension RunEndToEndTests {
     @Test func refusedAuthenticationEndsCommandsWithAuthFailed() async throws {
         let env = try await EndToEnd(simulate: ["--device", "rokid@C0:FF:EE:00:00:02", "--rokid-auth", "taken"])
         defer { env.stop() }
-        let hub = try await env.broker.client()
+        let hub = try await env.broker.client(loop: env.loop)
         let responses = try await hub.subscribe("gatt2mqtt/glasses/response")
         let events = try await hub.subscribe("gatt2mqtt/bridge/event")
         _ = try env.startBridge(devices: #"  - {id: glasses, address: "C0:FF:EE:00:00:02", profile: rokid}"#)
@@ -558,7 +562,7 @@ extension RunEndToEndTests {
         let env = try await EndToEnd(simulate: ["--device", "gopro@C0:FF:EE:00:00:01", "--device", "rokid@C0:FF:EE:00:00:02"])
         defer { env.stop() }
         try env.control("SetInRange", "C0:FF:EE:00:00:02", "false")
-        let hub = try await env.broker.client()
+        let hub = try await env.broker.client(loop: env.loop)
         let availability = try await hub.subscribe("gatt2mqtt/camera/availability")
         let camera = try await hub.subscribe("gatt2mqtt/camera/response")
         _ = try env.startBridge(devices: """

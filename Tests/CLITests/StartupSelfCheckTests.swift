@@ -72,7 +72,7 @@ import Testing
         let env = try await EndToEnd()
         defer { env.stop() }
         try env.control("SetAdapterPowered", "false")
-        let hub = try await env.broker.client()
+        let hub = try await env.broker.client(loop: env.loop)
         let availability = try await hub.subscribe("gatt2mqtt/heart/availability")
         let bridge = try env.startBridge(devices: RunEndToEndTests.heartControl)
         let log = await Self.waitForLog(env, "powered off")

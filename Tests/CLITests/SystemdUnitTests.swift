@@ -58,7 +58,7 @@ import Testing
             let n = recv(fd, &buffer, buffer.count, 0)
             return n > 0 ? String(decoding: buffer[0..<n], as: UTF8.self) : nil
         }
-        let hub = try await env.broker.client()
+        let hub = try await env.broker.client(loop: env.loop)
         let state = try await hub.subscribe("gatt2mqtt/bridge/state")
         let bridge = try env.startBridge(devices: "  []", environment: ["NOTIFY_SOCKET": socketPath])
         let ready = receive()

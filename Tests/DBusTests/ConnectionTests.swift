@@ -1,5 +1,6 @@
 import DBus
 import Foundation
+import Reactor
 import TestSupport
 import Testing
 @testable import DBus
@@ -30,10 +31,10 @@ import Testing
     ]
 
     @Test func everyTypeRoundTripsThroughTheDaemon() async throws {
-        try await withBus { bus in
-            let server = try await EchoServer.start(bus)
+        try await withBus { bus, loop in
+            let server = try await EchoServer.start(bus, loop: loop)
             defer { server.close() }
-            let client = try await bus.connect()
+            let client = try await bus.connect(loop: loop)
             defer { client.close() }
             for value in Self.samples {
                 let reply = try await client.echo("Echo", [.variant(value)])
@@ -54,8 +55,8 @@ import Testing
     }
 
     @Test func invalidValuesAreRejectedBeforeSending() async throws {
-        try await withBus { bus in
-            let client = try await bus.connect()
+        try await withBus { bus, loop in
+            let client = try await bus.connect(loop: loop)
             defer { client.close() }
             await #expect(throws: DBusError.self) {
                 try await client.call(destination: "org.example.Echo", path: "/bad//path", interface: nil, method: "X")
@@ -73,10 +74,10 @@ import Testing
     }
 
     @Test func callTimesOutWithTypedError() async throws {
-        try await withBus { bus in
-            let server = try await EchoServer.start(bus)
+        try await withBus { bus, loop in
+            let server = try await EchoServer.start(bus, loop: loop)
             defer { server.close() }
-            let client = try await bus.connect()
+            let client = try await bus.connect(loop: loop)
             defer { client.close() }
             let start = ContinuousClock.now
             await #expect(throws: DBusError.timeout(method: "org.example.Echo.Sleep", milliseconds: 200)) {
@@ -89,10 +90,10 @@ import Testing
     }
 
     @Test func errorsKeepTheirNames() async throws {
-        try await withBus { bus in
-            let server = try await EchoServer.start(bus)
+        try await withBus { bus, loop in
+            let server = try await EchoServer.start(bus, loop: loop)
             defer { server.close() }
-            let client = try await bus.connect()
+            let client = try await bus.connect(loop: loop)
             defer { client.close() }
             await #expect(throws: DBusError.remote(name: "org.bluez.Error.Failed", message: "Not connected")) {
                 try await client.echo("Fail", [.string("org.bluez.Error.Failed"), .string("Not connected")])
@@ -134,10 +135,10 @@ import Testing
     }
 
     @Test func signalsAreDeliveredAndUnsubscribed() async throws {
-        try await withBus { bus in
-            let server = try await EchoServer.start(bus)
+        try await withBus { bus, loop in
+            let server = try await EchoServer.start(bus, loop: loop)
             defer { server.close() }
-            let client = try await bus.connect()
+            let client = try await bus.connect(loop: loop)
             defer { client.close() }
             // Well-known sender: routed through the tracked owner.
             let rule = DBusMatchRule(sender: EchoServer.name, interface: EchoServer.interface, member: "Ping")
@@ -158,18 +159,16 @@ import Testing
             // Cancelling the consumer ends the stream and removes the subscription.
             pings.cancel()
             #expect(await pings.waitEnd() != nil)
-            try await Task.sleep(for: .milliseconds(50))
-            #expect(client.box.state.withLock { $0.subscriptions.count } == 1)
+            #expect(await eventually { client.box.state.withLock { $0.subscriptions.count } == 1 })
             others.cancel()
             #expect(await others.waitEnd() != nil)
-            try await Task.sleep(for: .milliseconds(50))
-            #expect(client.box.state.withLock { $0.subscriptions.isEmpty })
+            #expect(await eventually { client.box.state.withLock { $0.subscriptions.isEmpty } })
         }
     }
 
     @Test func droppingAStreamRemovesItsMatch() async throws {
-        try await withBus { bus in
-            let client = try await bus.connect()
+        try await withBus { bus, loop in
+            let client = try await bus.connect(loop: loop)
             defer { client.close() }
             do {
                 let s = try await client.signals(matching: DBusMatchRule(interface: "org.example.Echo"))
@@ -186,10 +185,10 @@ import Testing
     }
 
     @Test func nameOwnership() async throws {
-        try await withBus { bus in
-            let a = try await bus.connect()
+        try await withBus { bus, loop in
+            let a = try await bus.connect(loop: loop)
             defer { a.close() }
-            let b = try await bus.connect()
+            let b = try await bus.connect(loop: loop)
             defer { b.close() }
             #expect(a.uniqueName.hasPrefix(":") && a.uniqueName != b.uniqueName)
             #expect(try await a.nameOwner("org.example.Owned") == nil)
@@ -204,11 +203,11 @@ import Testing
     }
 
     @Test func unixFDsAreSentAndReceived() async throws {
-        try await withBus { bus in
+        try await withBus { bus, loop in
             let sockets = AcquiredSockets()
-            let server = try await EchoServer.start(bus, sockets: sockets)
+            let server = try await EchoServer.start(bus, loop: loop, sockets: sockets)
             defer { server.close() }
-            let client = try await bus.connect()
+            let client = try await bus.connect(loop: loop)
             defer { client.close() }
             let reply = try await client.echo("AcquireWrite", [[String: DBusValue]().dbusValue])
             #expect(reply.signature == "hq")
@@ -240,41 +239,42 @@ import Testing
     }
 
     @Test func daemonKilledMidCallFailsWithoutHanging() async throws {
-        let bus = try PrivateBus()
-        defer { bus.stop() }
-        let server = try await EchoServer.start(bus)
-        defer { server.close() }
-        let client = try await bus.connect()
-        defer { client.close() }
-        let stream = try await client.signals(matching: DBusMatchRule(interface: "org.example.Echo"))
-        let collector = SignalCollector(stream)
-        let start = ContinuousClock.now
-        async let outcome: DBusError? = {
-            do {
-                _ = try await client.echo("Sleep", [.uint32(20_000)], timeout: .seconds(30))
-                return nil
-            } catch {
-                return error as? DBusError
+        try await withBus { bus, loop in
+            let server = try await EchoServer.start(bus, loop: loop)
+            defer { server.close() }
+            let client = try await bus.connect(loop: loop)
+            defer { client.close() }
+            let stream = try await client.signals(matching: DBusMatchRule(interface: "org.example.Echo"))
+            let collector = SignalCollector(stream)
+            let start = ContinuousClock.now
+            async let outcome: DBusError? = {
+                do {
+                    _ = try await client.echo("Sleep", [.uint32(20_000)], timeout: .seconds(30))
+                    return nil
+                } catch {
+                    return error as? DBusError
+                }
+            }()
+            // The call is under way (sent, awaiting its reply) when the daemon dies.
+            #expect(await eventually { client.box.state.withLock { !$0.pendingCalls.isEmpty } })
+            bus.stop()
+            #expect(await outcome == .disconnected)
+            #expect(ContinuousClock.now - start < .seconds(5))
+            #expect(await collector.waitEnd() == .some(.disconnected))
+            // Later calls fail at once.
+            await #expect(throws: DBusError.disconnected) { try await client.echo("Sleep", [.uint32(1)]) }
+            #expect(!client.isConnected)
+            await #expect(throws: DBusError.disconnected) {
+                try await client.signals(matching: DBusMatchRule(member: "X"))
             }
-        }()
-        try await Task.sleep(for: .milliseconds(200))
-        bus.stop()
-        #expect(await outcome == .disconnected)
-        #expect(ContinuousClock.now - start < .seconds(5))
-        #expect(await collector.waitEnd() == .some(.disconnected))
-        // Later calls fail at once.
-        await #expect(throws: DBusError.disconnected) { try await client.echo("Sleep", [.uint32(1)]) }
-        #expect(!client.isConnected)
-        await #expect(throws: DBusError.disconnected) {
-            try await client.signals(matching: DBusMatchRule(member: "X"))
         }
     }
 
     @Test func closeFailsPendingCallsAndCancellationCancels() async throws {
-        try await withBus { bus in
-            let server = try await EchoServer.start(bus)
+        try await withBus { bus, loop in
+            let server = try await EchoServer.start(bus, loop: loop)
             defer { server.close() }
-            let client = try await bus.connect()
+            let client = try await bus.connect(loop: loop)
             let task = Task { () -> DBusError? in
                 do {
                     _ = try await client.echo("Sleep", [.uint32(10_000)], timeout: .seconds(20))
@@ -283,7 +283,7 @@ import Testing
                     return error as? DBusError
                 }
             }
-            try await Task.sleep(for: .milliseconds(100))
+            #expect(await eventually { client.box.state.withLock { !$0.pendingCalls.isEmpty } })
             task.cancel()
             #expect(await task.value == .cancelled)
 
@@ -295,7 +295,7 @@ import Testing
                     return error as? DBusError
                 }
             }
-            try await Task.sleep(for: .milliseconds(100))
+            #expect(await eventually { client.box.state.withLock { !$0.pendingCalls.isEmpty } })
             client.close()
             #expect(await pending.value == .disconnected)
         }
@@ -304,10 +304,12 @@ import Testing
     @Test func connectingToNothingFailsQuickly() async throws {
         let start = ContinuousClock.now
         do {
-            _ = try await DBusConnection.connect(.address("unix:path=/tmp/gatt2mqtt-no-such-bus-\(getpid())"))
+            _ = try await withEventLoop { loop in
+                try await DBusConnection.connect(.address("unix:path=/tmp/gatt2mqtt-no-such-bus-\(getpid())"), loop: loop)
+            }
             Issue.record("connected to nothing")
         } catch {
-            guard case .connectionFailed = error else {
+            guard case .connectionFailed? = error as? DBusError else {
                 Issue.record("\(error)")
                 return
             }
@@ -316,12 +318,12 @@ import Testing
     }
 
     @Test func systemBusHonoursEnvironmentVariable() async throws {
-        try await withBus { bus in
+        try await withBus { bus, loop in
             setenv("DBUS_SYSTEM_BUS_ADDRESS", bus.address, 1)
-            let system = try await DBusConnection.connect(.system, timeout: .seconds(10))
+            let system = try await DBusConnection.connect(.system, timeout: .seconds(10), loop: loop)
             defer { system.close() }
             #expect(try await system.nameOwner("org.freedesktop.DBus") == "org.freedesktop.DBus")
-            let other = try await bus.connect()
+            let other = try await bus.connect(loop: loop)
             defer { other.close() }
             #expect(try await system.requestName("org.example.Sys") == .primaryOwner)
             #expect(try await other.nameOwner("org.example.Sys") == system.uniqueName)
@@ -343,10 +345,12 @@ import Testing
         #expect(listen(fd, 4) == 0)
         let start = ContinuousClock.now
         do {
-            _ = try await DBusConnection.connect(.address("unix:path=\(path)"), timeout: .milliseconds(300))
+            _ = try await withEventLoop { loop in
+                try await DBusConnection.connect(.address("unix:path=\(path)"), timeout: .milliseconds(300), loop: loop)
+            }
             Issue.record("connected to a mute server")
         } catch {
-            guard case .timeout = error else {
+            guard case .timeout? = error as? DBusError else {
                 Issue.record("\(error)")
                 return
             }
@@ -359,38 +363,32 @@ import Testing
     /// After close, libdbus' free function releases the filter's retain of the box exactly once:
     /// the box is freed (a missing release would leak it, a double one would crash).
     @Test func closedConnectionReleasesItsBox() async throws {
-        try await withBus { bus in
+        try await withBus { bus, loop in
             weak var weakBox: ConnectionBox?
             do {
-                let c = try await bus.connect()
+                let c = try await bus.connect(loop: loop)
                 weakBox = c.box
                 _ = try await c.nameOwner("org.freedesktop.DBus")
                 let s = try await c.signals(matching: DBusMatchRule(member: "Nothing"))
                 _ = s
                 c.close()
             }
-            let deadline = ContinuousClock.now + .seconds(3)
-            while weakBox != nil, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
-            #expect(weakBox == nil)
+            #expect(await eventually(timeout: .seconds(3)) { weakBox == nil })
         }
     }
 
     /// Dropping the last reference closes the connection: the bus sees its name go.
     @Test func droppedConnectionCloses() async throws {
-        try await withBus { bus in
-            let watcher = try await bus.connect()
+        try await withBus { bus, loop in
+            let watcher = try await bus.connect(loop: loop)
             defer { watcher.close() }
             do {
-                let c = try await bus.connect()
+                let c = try await bus.connect(loop: loop)
                 #expect(try await c.requestName("org.example.Dropped") == .primaryOwner)
             }
-            var owner: String? = "?"
-            let deadline = ContinuousClock.now + .seconds(3)
-            while owner != nil, ContinuousClock.now < deadline {
-                owner = try await watcher.nameOwner("org.example.Dropped")
-                if owner != nil { try await Task.sleep(for: .milliseconds(20)) }
-            }
-            #expect(owner == nil)
+            #expect(await eventuallyAsync(timeout: .seconds(3)) {
+                (try? await watcher.nameOwner("org.example.Dropped")) == .some(nil)
+            })
         }
     }
 }
@@ -398,10 +396,10 @@ import Testing
 @Suite(.timeLimit(.minutes(1))) struct FlushTests {
     /// Signals emitted just before close() still reach subscribers.
     @Test func signalsEmittedBeforeCloseAreDelivered() async throws {
-        try await withBus { bus in
-            let client = try await bus.connect()
+        try await withBus { bus, loop in
+            let client = try await bus.connect(loop: loop)
             defer { client.close() }
-            let server = try await bus.connect()
+            let server = try await bus.connect(loop: loop)
             let got = SignalCollector(try await client.signals(matching: DBusMatchRule(sender: server.uniqueName,
                                                                                          interface: "org.example.Last")))
             for i in 0..<50 {
@@ -410,6 +408,183 @@ import Testing
             }
             server.close()
             #expect(await got.wait(count: 50).count == 50)
+        }
+    }
+}
+
+/// Where things run: a connection has no thread of its own; its event loop reads, dispatches,
+/// delivers signals and runs exported handlers (docs/dbus.md "The event loop").
+@Suite(.timeLimit(.minutes(1))) struct LoopThreadTests {
+    /// An object whose methods report whether they ran on the server's loop thread.
+    static func whereAmI(_ loop: EventLoop) -> DBusInterface {
+        DBusInterface("org.example.Where", methods: [
+            DBusMethod("OnLoop", out: [DBusArgument("onLoop", .boolean)]) { _ in [.boolean(loop.inLoop)] },
+            DBusMethod("AfterAwait", out: [DBusArgument("onLoop", .boolean)]) { _ in
+                try await loop.sleep(for: .milliseconds(1))
+                return [.boolean(loop.inLoop)]
+            },
+        ], properties: [DBusProperty("Level", .uint32(1), access: .readwrite) { v in
+            guard loop.inLoop else { throw DBusError.remote(name: "org.example.NotOnLoop", message: "setter off the loop") }
+            return v
+        }])
+    }
+
+    @Test("exported handlers and setters run on the server's loop; a caller preferring its loop stays there; callers on other threads too")
+    func handlersAndCallersOnTheirLoops() async throws {
+        try await withBus { bus, serverLoop in
+            let server = try await bus.connect(loop: serverLoop)
+            defer { server.close() }
+            #expect(server.loop === serverLoop)
+            try server.export(EchoServer.path, interfaces: [EchoServer.interfaceDefinition(sockets: AcquiredSockets()),
+                                                           Self.whereAmI(serverLoop)])
+            #expect(try await server.requestName(EchoServer.name) == .primaryOwner)
+            try await withEventLoop(name: "t-dbus-client") { clientLoop in
+                let client = try await bus.connect(loop: clientLoop)
+                defer { client.close() }
+
+                // From a task preferring the client's loop: it stays on the loop across the call.
+                let (upper, stillOnLoop) = try await withTaskExecutorPreference(clientLoop) { () async throws(DBusError) -> (DBusMessage, Bool) in
+                    let reply = try await client.echo("Upper", [.string("loop"), .int32(21)])
+                    return (reply, clientLoop.inLoop)
+                }
+                #expect(try upper.decode(0, as: String.self) == "LOOP")
+                #expect(try upper.decode(1, as: Int32.self) == 42)
+                #expect(stillOnLoop)
+
+                // From an ordinary task (not on the loop): callers may send from any thread.
+                let plain = try await Task.detached { () async throws -> DBusMessage in
+                    try await client.echo("Echo", [.variant(.uint16(7))])
+                }.value
+                #expect(plain.body == [.variant(.uint16(7))])
+
+                let onLoop = try await client.call(destination: EchoServer.name, path: EchoServer.path,
+                                                   interface: "org.example.Where", method: "OnLoop")
+                #expect(try onLoop.decode(0, as: Bool.self))
+                let afterAwait = try await client.call(destination: EchoServer.name, path: EchoServer.path,
+                                                       interface: "org.example.Where", method: "AfterAwait")
+                #expect(try afterAwait.decode(0, as: Bool.self))
+                try await client.setProperty(destination: EchoServer.name, path: EchoServer.path,
+                                             interface: "org.example.Where", name: "Level", value: .uint32(5))
+                #expect(server.property(EchoServer.path, interface: "org.example.Where", "Level") == .uint32(5))
+
+                // 100 calls in flight at once, all answered.
+                let answers = try await withThrowingTaskGroup(of: Int32.self) { group -> Set<Int32> in
+                    for i in 0..<100 {
+                        group.addTask(executorPreference: clientLoop) {
+                            try await client.echo("Upper", [.string("x"), .int32(Int32(i))]).decode(1)
+                        }
+                    }
+                    return try await group.reduce(into: Set<Int32>()) { $0.insert($1) }
+                }
+                #expect(answers == Set((0..<100).map { Int32($0) * 2 }))
+            }
+        }
+    }
+
+    @Test("callers on other threads and on the loop at once share a connection; signals emitted from both arrive")
+    func mixedThreads() async throws {
+        try await withBus { bus, loop in
+            let server = try await EchoServer.start(bus, loop: loop)
+            defer { server.close() }
+            let client = try await bus.connect(loop: loop)
+            defer { client.close() }
+            let listener = try await bus.connect(loop: loop)
+            defer { listener.close() }
+            let heard = SignalCollector(try await listener.signals(matching: DBusMatchRule(sender: client.uniqueName,
+                                                                                          interface: EchoServer.interface)))
+            let total = try await withThrowingTaskGroup(of: Int.self) { group -> Int in
+                for worker in 0..<8 {
+                    let onLoop = worker % 2 == 0
+                    let body: @Sendable () async throws -> Int = {
+                        var n = 0
+                        for i in 0..<50 {
+                            let text = "w\(worker)-\(i)"
+                            let reply = try await client.echo("Upper", [.string(text), .int32(Int32(i))])
+                            guard try reply.decode(0, as: String.self) == text.uppercased() else { return -1 }
+                            if i % 10 == 0 {
+                                try client.emitSignal(path: EchoServer.path, interface: EchoServer.interface, member: "Ping",
+                                                      arguments: [.uint32(UInt32(worker * 100 + i))])
+                            }
+                            n += 1
+                        }
+                        return n
+                    }
+                    if onLoop { group.addTask(executorPreference: loop, operation: body) } else { group.addTask(operation: body) }
+                }
+                return try await group.reduce(0, +)
+            }
+            #expect(total == 400)
+            let signals = await heard.wait(count: 40)
+            #expect(Set(signals.compactMap { try? $0.decode(0, as: UInt32.self) }).count == 40)
+        }
+    }
+
+    @Test("signals reach a subscriber on the loop, in order; the stream ends when the connection is closed")
+    func signalsOnLoop() async throws {
+        try await withBus { bus, loop in
+            let server = try await EchoServer.start(bus, loop: loop)
+            defer { server.close() }
+            let client = try await bus.connect(loop: loop)
+            let stream = try await client.signals(matching: DBusMatchRule(sender: EchoServer.name, interface: EchoServer.interface,
+                                                                           member: "Ping"))
+            for n in 0..<50 {
+                try server.emitSignal(path: EchoServer.path, interface: EchoServer.interface, member: "Ping",
+                                      arguments: [.uint32(UInt32(n))])
+            }
+            let (received, onLoop) = try await withTaskExecutorPreference(loop) { () async throws -> ([UInt32], [Bool]) in
+                var got: [UInt32] = []
+                var flags: [Bool] = []
+                for try await m in stream {
+                    got.append(try m.decode(0))
+                    flags.append(loop.inLoop)
+                    if got.count == 50 { break }
+                }
+                return (got, flags)
+            }
+            #expect(received == (0..<50).map { UInt32($0) })
+            #expect(onLoop.allSatisfy { $0 })
+            // A second subscription ends with .disconnected when the connection is closed.
+            let other = SignalCollector(try await client.signals(matching: DBusMatchRule(interface: EchoServer.interface)))
+            client.close()
+            #expect(await other.waitEnd() == .some(.disconnected))
+            #expect(!client.isConnected)
+        }
+    }
+
+    @Test("close and a lost bus leave no watch, timer or hook on the loop")
+    func teardownLeavesNothing() async throws {
+        try await withBus { bus, serverLoop in
+            let server = try await EchoServer.start(bus, loop: serverLoop)
+            defer { server.close() }
+            try await withEventLoop(name: "t-dbus-teardown") { loop in
+                #expect(await loop.registrations() == EventLoop.nothingRegistered)
+                let client = try await bus.connect(loop: loop)
+                _ = try await client.echo("Echo", [.variant(.byte(1))])
+                let pending = Task { () async throws -> DBusMessage in
+                    try await client.echo("Sleep", [.uint32(5000)], timeout: .seconds(20))
+                }
+                #expect(await eventually { client.box.state.withLock { !$0.pendingCalls.isEmpty } })
+                let live = await loop.registrations()
+                #expect(live.watches >= 1 && live.timers >= 1 && live.hooks == 1)
+                client.close()
+                await #expect(throws: DBusError.disconnected) { try await pending.value }
+                await #expect(throws: DBusError.disconnected) { try await client.echo("Echo", [.variant(.byte(1))]) }
+                #expect(await loop.settled() == EventLoop.nothingRegistered)
+
+                // The bus goes away under a second connection: it notices on the loop and cleans up.
+                let again = try await bus.connect(loop: loop)
+                let stream = SignalCollector(try await again.signals(matching: DBusMatchRule(interface: EchoServer.interface)))
+                let waiting = Task { () async throws -> DBusMessage in
+                    try await again.echo("Sleep", [.uint32(5000)], timeout: .seconds(20))
+                }
+                #expect(await eventually { again.box.state.withLock { !$0.pendingCalls.isEmpty } })
+                bus.stop()
+                await #expect(throws: DBusError.disconnected) { try await waiting.value }
+                #expect(await stream.waitEnd() == .some(.disconnected))
+                #expect(!again.isConnected)
+                #expect(await loop.settled() == EventLoop.nothingRegistered)
+                again.close()  // idempotent after loss
+            }
         }
     }
 }

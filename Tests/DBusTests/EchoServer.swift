@@ -1,5 +1,6 @@
 import DBus
 import Foundation
+import Reactor
 
 /// The exported test object: `/org/example/Echo` with interface `org.example.Echo`, owned under
 /// the well-known name `org.example.Echo`.
@@ -62,9 +63,9 @@ enum EchoServer {
         ], signals: [DBusSignalDescription("Ping", [DBusArgument("n", .uint32)])])
     }
 
-    /// A connection that owns `org.example.Echo` and exports the object.
-    static func start(_ bus: PrivateBus, sockets: AcquiredSockets = AcquiredSockets()) async throws -> DBusConnection {
-        let c = try await bus.connect()
+    /// A connection on `loop` that owns `org.example.Echo` and exports the object.
+    static func start(_ bus: PrivateBus, loop: EventLoop, sockets: AcquiredSockets = AcquiredSockets()) async throws -> DBusConnection {
+        let c = try await bus.connect(loop: loop)
         try c.export(path, interfaces: [interfaceDefinition(sockets: sockets)])
         let reply = try await c.requestName(name)
         guard reply == .primaryOwner else { throw DBusError.invalidArgument("name: \(reply)") }

@@ -10,10 +10,10 @@ import Testing
 /// through independent clients (dbus-send, gdbus).
 @Suite(.timeLimit(.minutes(1))) struct ExportTests {
     @Test func propertiesGetGetAllSetAndChanged() async throws {
-        try await withBus { bus in
-            let server = try await EchoServer.start(bus)
+        try await withBus { bus, loop in
+            let server = try await EchoServer.start(bus, loop: loop)
             defer { server.close() }
-            let client = try await bus.connect()
+            let client = try await bus.connect(loop: loop)
             defer { client.close() }
             let changes = SignalCollector(try await client.signals(
                 matching: .propertiesChanged(sender: EchoServer.name, path: EchoServer.path, interface: EchoServer.interface)))
@@ -37,8 +37,11 @@ import Testing
             #expect(try got[0].decode(1, as: [String: DBusValue].self) == ["Powered": .boolean(true)])
             #expect(try got[1].decode(1, as: [String: DBusValue].self) == ["Name": .string("renamed"), "Count": .uint32(5)])
             #expect(try got[2].decode(1, as: [String: DBusValue].self) == ["Count": .uint32(5)])
-            try await Task.sleep(for: .milliseconds(50))
-            #expect(changes.messages.count == 3)
+            // Nothing else came: a marker change sent afterwards is the next one.
+            try server.setProperty(EchoServer.path, interface: EchoServer.interface, "Name", .string("marker"))
+            let withMarker = await changes.wait(count: 4)
+            #expect(withMarker.count == 4)
+            #expect(try withMarker.last?.decode(1, as: [String: DBusValue].self) == ["Name": .string("marker")])
 
             // Refusals, with the D-Bus error names clients expect.
             func remoteName(_ args: [DBusValue], _ method: String = "Set") async -> String? {
@@ -85,13 +88,13 @@ import Testing
     }
 
     @Test func objectManagerListsAndAnnounces() async throws {
-        try await withBus { bus in
-            let server = try await bus.connect()
+        try await withBus { bus, loop in
+            let server = try await bus.connect(loop: loop)
             defer { server.close() }
             try server.addObjectManager(at: .root)
             try server.export("/org/bluez/hci0", interfaces: [Self.adapter()])
             #expect(try await server.requestName("org.example.Manager") == .primaryOwner)
-            let client = try await bus.connect()
+            let client = try await bus.connect(loop: loop)
             defer { client.close() }
             let events = SignalCollector(try await client.signals(matching: .objectManager(sender: "org.example.Manager")))
 
@@ -138,11 +141,11 @@ import Testing
     }
 
     @Test func introspectDescribesInterfacesAndChildren() async throws {
-        try await withBus { bus in
-            let server = try await EchoServer.start(bus)
+        try await withBus { bus, loop in
+            let server = try await EchoServer.start(bus, loop: loop)
             defer { server.close() }
             try server.export("/org/example/Echo/child1", interfaces: [DBusInterface("org.example.Child")])
-            let client = try await bus.connect()
+            let client = try await bus.connect(loop: loop)
             defer { client.close() }
             let xml: String = try await client.call(destination: EchoServer.name, path: EchoServer.path,
                                                    interface: "org.freedesktop.DBus.Introspectable", method: "Introspect")
@@ -171,8 +174,8 @@ import Testing
 
     /// dbus-send (from the dbus package) as an independent client of exported objects.
     @Test func crossCheckWithDBusSend() async throws {
-        try await withBus { bus in
-            let server = try await EchoServer.start(bus)
+        try await withBus { bus, loop in
+            let server = try await EchoServer.start(bus, loop: loop)
             defer { server.close() }
             let common = ["--bus=\(bus.address)", "--print-reply", "--dest=\(EchoServer.name)", EchoServer.path.rawValue]
             let upper = try await tool("/usr/bin/dbus-send", common + ["org.example.Echo.Upper", "string:hello wörld", "int32:21"])
@@ -196,8 +199,8 @@ import Testing
     /// gdbus (GLib, Debian package libglib2.0-bin from scripts/setup) as a second independent
     /// client: typed call, introspection, error names.
     @Test func crossCheckWithGDBus() async throws {
-        try await withBus { bus in
-            let server = try await EchoServer.start(bus)
+        try await withBus { bus, loop in
+            let server = try await EchoServer.start(bus, loop: loop)
             defer { server.close() }
             let base = ["--address", bus.address, "--dest", EchoServer.name, "--object-path", EchoServer.path.rawValue]
             let echo = try await tool("/usr/bin/gdbus", ["call"] + base + ["--method", "org.example.Echo.Echo",
@@ -223,11 +226,11 @@ import Testing
 
 @Suite(.timeLimit(.minutes(1))) struct ClientHelperTests {
     @Test func standardInterfaceHelpers() async throws {
-        try await withBus { bus in
-            let server = try await EchoServer.start(bus)
+        try await withBus { bus, loop in
+            let server = try await EchoServer.start(bus, loop: loop)
             defer { server.close() }
             try server.addObjectManager(at: .root)
-            let client = try await bus.connect()
+            let client = try await bus.connect(loop: loop)
             defer { client.close() }
             #expect(try await client.getProperty(destination: EchoServer.name, path: EchoServer.path,
                                                  interface: EchoServer.interface, name: "Name") == .string("echo"))
@@ -250,10 +253,10 @@ import Testing
     }
 
     @Test func remoteObjectHandle() async throws {
-        try await withBus { bus in
-            let server = try await EchoServer.start(bus)
+        try await withBus { bus, loop in
+            let server = try await EchoServer.start(bus, loop: loop)
             defer { server.close() }
-            let client = try await bus.connect()
+            let client = try await bus.connect(loop: loop)
             defer { client.close() }
             let echo = client.object(EchoServer.name, EchoServer.path)
             let changes = SignalCollector(try await echo.propertiesChanged(interface: EchoServer.interface))
@@ -269,17 +272,18 @@ import Testing
     /// A slow handler does not block the next call to the same object (bluetoothd answers
     /// asynchronously: a second Connect while one is pending is answered at once).
     @Test func slowHandlerDoesNotBlockTheSameObject() async throws {
-        try await withBus { bus in
-            let server = try await EchoServer.start(bus)
+        try await withBus { bus, loop in
+            let server = try await EchoServer.start(bus, loop: loop)
             defer { server.close() }
-            let client = try await bus.connect()
+            let client = try await bus.connect(loop: loop)
             defer { client.close() }
             let order = OrderLog()
             async let slow: Void = {
                 _ = try? await client.echo("Sleep", [.uint32(2000)])
                 order.append("sleep")
             }()
-            try await Task.sleep(for: .milliseconds(200))
+            // The Sleep call is under way (sent, awaiting its reply) before the next one goes.
+            #expect(await eventually { client.box.state.withLock { !$0.pendingCalls.isEmpty } })
             _ = try await client.echo("Upper", [.string("a"), .int32(1)])
             order.append("upper")
             await slow

@@ -16,11 +16,11 @@ import Testing
     }
 
     @Test func closingTheReceivedDescriptorIsSeenByThePeer() async throws {
-        try await withBus { bus in
+        try await withBus { bus, loop in
             let sockets = AcquiredSockets()
-            let server = try await EchoServer.start(bus, sockets: sockets)
+            let server = try await EchoServer.start(bus, loop: loop, sockets: sockets)
             defer { server.close() }
-            let client = try await bus.connect()
+            let client = try await bus.connect(loop: loop)
             defer { client.close() }
             var mine: Int32 = -1
             do {
@@ -44,10 +44,10 @@ import Testing
     }
 
     @Test func theSenderKeepsItsOwnDescriptor() async throws {
-        try await withBus { bus in
-            let server = try await EchoServer.start(bus)
+        try await withBus { bus, loop in
+            let server = try await EchoServer.start(bus, loop: loop)
             defer { server.close() }
-            let client = try await bus.connect()
+            let client = try await bus.connect(loop: loop)
             defer { client.close() }
             var pair: [Int32] = [-1, -1]
             #expect(socketpair(AF_UNIX, Int32(SOCK_SEQPACKET.rawValue), 0, &pair) == 0)

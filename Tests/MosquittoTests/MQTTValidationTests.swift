@@ -1,4 +1,5 @@
 @testable import Mosquitto
+import Reactor
 import TestSupport
 import Testing
 
@@ -62,11 +63,13 @@ import Glibc
     }
 
     @Test func unusableOptionsAreTypedErrors() {
+        let loop = EventLoop(name: "t-mqtt")
+        defer { loop.shutdown() }
         func rejects(_ what: Comment, _ change: (inout MQTTConnectOptions) -> Void) {
             var options = MQTTConnectOptions()
             change(&options)
             do {
-                _ = try MQTTClient(options: options)
+                _ = try MQTTClient(options: options, loop: loop)
                 Issue.record("accepted: \(what)")
             } catch {
                 switch error {
@@ -154,7 +157,9 @@ import Glibc
     }
 
     @Test func operationsBeforeConnectFailCleanly() async throws {
-        let client = try MQTTClient(options: MQTTConnectOptions(port: 1))
+        let loop = EventLoop(name: "t-mqtt")
+        defer { loop.shutdown() }
+        let client = try MQTTClient(options: MQTTConnectOptions(port: 1), loop: loop)
         await #expect(throws: MQTTError.notConnected) { try await client.publish(topic: "a", payload: [1]) }
         // A subscription made before connect() is registered locally and sent on CONNACK.
         let early = try await client.subscribe("a", qos: .exactlyOnce)
@@ -170,7 +175,9 @@ import Glibc
     }
 
     @Test func connectionRefusedByClosedPortIsTypedError() async throws {
-        let client = try MQTTClient(options: MQTTConnectOptions(port: try freeLoopbackPort()))
+        let loop = EventLoop(name: "t-mqtt")
+        defer { loop.shutdown() }
+        let client = try MQTTClient(options: MQTTConnectOptions(port: try freeLoopbackPort()), loop: loop)
         do {
             try await client.connect()
             Issue.record("connected to a closed port")

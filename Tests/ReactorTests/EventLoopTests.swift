@@ -1,6 +1,7 @@
 import Glibc
 import Reactor
 import Synchronization
+import TestSupport
 import Testing
 
 /// Marks where code ran.
@@ -59,6 +60,8 @@ struct EventLoopTests {
         #expect(pipe(&fds) == 0)
         let (r, w) = (fds[0], fds[1])
         defer { close(r); close(w) }
+        // Non-blocking: of two handlers woken by one byte, the second reads nothing.
+        _ = fcntl(r, F_SETFL, fcntl(r, F_GETFL) | O_NONBLOCK)
         let calls = Mutex<[UInt8]>([])
         let (stream, sink) = AsyncStream.makeStream(of: UInt8.self)
         let watch = loop.watch(r, for: .readable) { events in
@@ -76,10 +79,20 @@ struct EventLoopTests {
             #expect(await it.next() == v)
         }
         watch.cancel()
-        try await loop.sleep(for: .milliseconds(10))  // the cancel has run on the loop
+        _ = await loop.registrations()  // runs after the cancel, on the loop
+        // A second watch on the same pipe reads the next byte: the cancelled one, if it were
+        // still called, would be called in the same loop turn (and read it, or find nothing).
+        let (marker, markerSink) = AsyncStream.makeStream(of: UInt8.self)
+        let second = loop.watch(r, for: .readable) { events in
+            guard events.contains(.readable) else { return }
+            var b: UInt8 = 0
+            if read(r, &b, 1) == 1 { markerSink.yield(b) }
+        }
+        defer { second.cancel() }
         var b: UInt8 = 10
         _ = write(w, &b, 1)
-        try await loop.sleep(for: .milliseconds(50))
+        #expect(await collect(marker, count: 1, timeout: .seconds(5)) == [10])
+        _ = await loop.registrations()  // that loop turn is over
         #expect(calls.withLock { $0 } == [7, 8, 9])
     }
 
@@ -93,7 +106,7 @@ struct EventLoopTests {
         loop.schedule(after: .milliseconds(10)) { fired.withLock { $0.append("10") } }
         let cancelled = loop.schedule(after: .milliseconds(20)) { fired.withLock { $0.append("20") } }
         cancelled.cancel()
-        try await loop.sleep(for: .milliseconds(60))
+        try await loop.sleep(for: .milliseconds(60))  // a loop timer too: fires after the others
         #expect(ContinuousClock.now - start >= .milliseconds(60))
         #expect(fired.withLock { $0 } == ["10", "30"])
     }
@@ -107,21 +120,18 @@ struct EventLoopTests {
         let delays = (0..<120).map { ($0 * 37) % 15 * 2 }
         let cancelled = Set(stride(from: 3, to: 120, by: 7))
         let expected = delays.indices.filter { !cancelled.contains($0) }.sorted { (delays[$0], $0) < (delays[$1], $1) }
-        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
-            loop.execute {  // in one loop turn: none fires before all are scheduled
-                var timers: [EventLoop.Timer] = []
-                for (i, ms) in delays.enumerated() {
-                    timers.append(loop.schedule(after: .milliseconds(ms)) { fired.withLock { $0.append(i) } })
-                }
-                for i in cancelled { timers[i].cancel() }
-                done.resume()
+        // A last timer after every other deadline: by the time it fires, so would have a
+        // cancelled one (timers fire in deadline order).
+        let (last, lastFired) = AsyncStream.makeStream(of: Void.self)
+        loop.execute {  // in one loop turn: none fires before all are scheduled
+            var timers: [EventLoop.Timer] = []
+            for (i, ms) in delays.enumerated() {
+                timers.append(loop.schedule(after: .milliseconds(ms)) { fired.withLock { $0.append(i) } })
             }
+            for i in cancelled { timers[i].cancel() }
+            loop.schedule(after: .milliseconds((delays.max() ?? 0) + 1)) { lastFired.yield() }
         }
-        let deadline = ContinuousClock.now + .seconds(5)
-        while fired.withLock({ $0.count }) < expected.count, ContinuousClock.now < deadline {
-            try await loop.sleep(for: .milliseconds(5))
-        }
-        try await loop.sleep(for: .milliseconds(10))  // a cancelled one would have fired by now
+        #expect(await collect(last, count: 1, timeout: .seconds(5)).count == 1)
         #expect(fired.withLock { $0 } == expected)
         #expect(await loop.registrations().timers == 0)
     }
@@ -140,7 +150,8 @@ struct EventLoopTests {
                 return "other"
             }
         }
-        try? await Task.sleep(for: .milliseconds(20))
+        // Cancelled while it waits on the loop's timer.
+        #expect(await eventuallyAsync(timeout: .seconds(5)) { await loop.registrations().timers == 1 })
         task.cancel()
         #expect(await task.value == "cancelled")
     }
@@ -151,7 +162,7 @@ struct EventLoopTests {
         defer { loop.shutdown() }
         let log = Mutex<[String]>([])
         let id = loop.addHook { log.withLock { if $0.last != "hook" { $0.append("hook") } } }
-        try await loop.sleep(for: .milliseconds(5))
+        #expect(await eventually(timeout: .seconds(5)) { log.withLock { $0 == ["hook"] } })  // added, and idle
         log.withLock { $0.removeAll() }
         await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
             loop.execute {
@@ -162,7 +173,8 @@ struct EventLoopTests {
                 }
             }
         }
-        try await loop.sleep(for: .milliseconds(5))
+        // The hook runs once the loop has nothing left to do: after "b", not between.
+        #expect(await eventually(timeout: .seconds(5)) { log.withLock { $0.count >= 3 } })
         loop.removeHook(id)
         let entries = log.withLock { $0 }
         #expect(entries.starts(with: ["a", "b", "hook"]))
@@ -180,7 +192,7 @@ struct EventLoopTests {
         let timer = loop.schedule(after: .seconds(60)) {}
         loop.schedule(after: .milliseconds(1)) {}
         let hook = loop.addHook {}
-        try await loop.sleep(for: .milliseconds(20))  // the short timer has fired
+        try await loop.sleep(for: .milliseconds(20))  // a later loop timer: the short one has fired
         #expect(await loop.registrations() == EventLoop.Registrations(watches: 1, timers: 1, hooks: 1))
         watch.cancel()
         timer.cancel()

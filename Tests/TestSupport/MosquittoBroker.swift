@@ -1,5 +1,6 @@
 import Foundation
 import Mosquitto
+import Reactor
 import Synchronization
 
 #if canImport(Glibc)
@@ -100,11 +101,11 @@ public final class MosquittoBroker {
         return options
     }
 
-    /// A connected client.
-    public func client(_ configure: (inout MQTTConnectOptions) -> Void = { _ in }) async throws -> MQTTClient {
+    /// A connected client on `loop` (disconnect it before shutting the loop down).
+    public func client(loop: EventLoop, _ configure: (inout MQTTConnectOptions) -> Void = { _ in }) async throws -> MQTTClient {
         var options = options()
         configure(&options)
-        let client = try MQTTClient(options: options)
+        let client = try MQTTClient(options: options, loop: loop)
         try await client.connect()
         return client
     }

@@ -1,29 +1,26 @@
 // MQTTClient benchmark: the same two measurements as ../mqtt_bench.c, through the Swift
 // wrapper (continuations, copied payloads). Run via ../run.sh.
-//   mqtt-bench PORT ROUNDTRIPS MESSAGES [thread|loop]
-// thread: each client has its own network thread, the benchmark's tasks run on the cooperative
-// pool. loop: the clients run on one Reactor.EventLoop and so do the benchmark's tasks
-// (withTaskExecutorPreference), as in the bridge's loop mode. Besides latency and throughput it
-// prints the process's CPU time (getrusage: user + system) and context switches per round trip
-// and per message.
+//   mqtt-bench PORT ROUNDTRIPS MESSAGES
+// The clients run on one Reactor.EventLoop and so do the benchmark's tasks
+// (withTaskExecutorPreference), as in the bridge. Besides latency and throughput it prints the
+// process's CPU time (getrusage: user + system) and context switches per round trip and per
+// message.
 import Foundation
 import Mosquitto
 import Reactor
 
 let arguments = CommandLine.arguments
 guard arguments.count >= 4, let port = Int(arguments[1]), let rounds = Int(arguments[2]),
-    let messages = Int(arguments[3]), ["thread", "loop"].contains(arguments.count > 4 ? arguments[4] : "thread")
+    let messages = Int(arguments[3])
 else {
-    FileHandle.standardError.write(Data("usage: mqtt-bench PORT ROUNDTRIPS MESSAGES [thread|loop]\n".utf8))
+    FileHandle.standardError.write(Data("usage: mqtt-bench PORT ROUNDTRIPS MESSAGES\n".utf8))
     exit(2)
 }
-let mode = arguments.count > 4 ? arguments[4] : "thread"
-let loop: EventLoop? = mode == "loop" ? EventLoop(name: "mqtt-bench") : nil
-let label = "swift-\(mode)".padding(toLength: 13, withPad: " ", startingAt: 0)
+let loop = EventLoop(name: "mqtt-bench")
+let label = "swift".padding(toLength: 13, withPad: " ", startingAt: 0)
 
 func makeClient() throws -> MQTTClient {
-    if let loop { return try MQTTClient(options: options(), loop: loop) }
-    return try MQTTClient(options: options())
+    try MQTTClient(options: options(), loop: loop)
 }
 
 /// CPU time (user + system) in microseconds and context switches (voluntary + involuntary) of
@@ -109,13 +106,8 @@ func throughput() async throws {
     await subscriber.disconnect()
 }
 
-if let loop {
-    try await withTaskExecutorPreference(loop) {
-        try await latency()
-        try await throughput()
-    }
-    loop.shutdown()
-} else {
+try await withTaskExecutorPreference(loop) {
     try await latency()
     try await throughput()
 }
+loop.shutdown()

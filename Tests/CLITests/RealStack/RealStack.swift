@@ -1,5 +1,6 @@
 import Foundation
 import Mosquitto
+import Reactor
 import TestSupport
 import Testing
 
@@ -20,6 +21,8 @@ final class RealStack {
 
     let directory: TemporaryDirectory
     let broker: MosquittoBroker
+    /// Where the test's hub clients run (disconnect them before ``stop()``).
+    let loop = EventLoop(name: "t-stack-hub")
     let name: String
     let devices: [String]
     /// More arguments for `radio.py` (e.g. `--legacy-connection-complete`).
@@ -172,6 +175,7 @@ final class RealStack {
         radio = 0
         models = 0
         broker.stop()
+        loop.shutdown()
         if let artifacts = ProcessInfo.processInfo.environment["VM_ARTIFACTS"] {
             // Inside scripts/vm-bluez: keep every log (the host copies them out on request).
             let keep = artifacts + "/" + name

@@ -65,7 +65,7 @@ extension RealStackTests {
         @Test func scanAddUseAndRemoveWithForget() async throws {
             let stack = try RealStack(devices: ["thermo@\(Self.thermometer)", "gopro@\(Self.gopro)"])
             defer { stack.stop() }
-            let hub = try await stack.broker.client()
+            let hub = try await stack.broker.client(loop: stack.loop)
             let responses = try await hub.subscribe("gatt2mqtt/bridge/response/#")
             let sightings = try await hub.subscribe("gatt2mqtt/bridge/scan")
             let events = try await hub.subscribe("gatt2mqtt/bridge/event")
@@ -165,7 +165,7 @@ extension RealStackTests {
         @Test func pairAndUnpairByRequest() async throws {
             let stack = try RealStack(devices: ["hr@\(Self.heart)"])
             defer { stack.stop() }
-            let hub = try await stack.broker.client()
+            let hub = try await stack.broker.client(loop: stack.loop)
             let responses = try await hub.subscribe("gatt2mqtt/bridge/response/#")
             let events = try await hub.subscribe("gatt2mqtt/bridge/event")
             let devices = try await hub.subscribe("gatt2mqtt/bridge/devices")
@@ -207,7 +207,7 @@ extension RealStackTests {
         @Test func addOfADeviceNeverFound() async throws {
             let stack = try RealStack(devices: ["thermo@\(Self.thermometer)"])
             defer { stack.stop() }
-            let hub = try await stack.broker.client()
+            let hub = try await stack.broker.client(loop: stack.loop)
             let responses = try await hub.subscribe("gatt2mqtt/bridge/response/#")
             let state = try await hub.subscribe("gatt2mqtt/bridge/state")
             try stack.startBridge(devices: "  []")

@@ -23,7 +23,7 @@ extension RealStackTests {
         @Test func linkLossThenAwayQueuesAndDeliversOnce() async throws {
             let stack = try RealStack(devices: ["gopro@\(Self.gopro)"])
             defer { stack.stop() }
-            let hub = try await stack.broker.client()
+            let hub = try await stack.broker.client(loop: stack.loop)
             let responses = try await hub.subscribe("gatt2mqtt/camera/response")
             let availability = try await stack.startOnline("camera", devices: RealStackTests.cameraYAML, hub: hub)
 
@@ -62,7 +62,7 @@ extension RealStackTests {
         @Test func bluetoothdKilledAndRestarted() async throws {
             let stack = try RealStack(devices: ["hr@\(Self.heart)"])
             defer { stack.stop() }
-            let hub = try await stack.broker.client()
+            let hub = try await stack.broker.client(loop: stack.loop)
             let responses = try await hub.subscribe("gatt2mqtt/heart/response")
             let availability = try await stack.startOnline("heart", devices: RealStackTests.heartYAML, hub: hub)
             stack.killBluetoothd()
@@ -82,7 +82,7 @@ extension RealStackTests {
         @Test func adapterPoweredOffAndOn() async throws {
             let stack = try RealStack(devices: ["hr@\(Self.heart)"])
             defer { stack.stop() }
-            let hub = try await stack.broker.client()
+            let hub = try await stack.broker.client(loop: stack.loop)
             let heartRate = try await hub.subscribe("gatt2mqtt/heart/heart_rate")
             let availability = try await stack.startOnline("heart", devices: RealStackTests.heartYAML, hub: hub)
             try stack.btmgmt("power", "off")
@@ -100,7 +100,7 @@ extension RealStackTests {
         @Test func zeroLengthNotificationDoesNotDeafenTheBridge() async throws {
             let stack = try RealStack(devices: ["hr@\(Self.heart)"])
             defer { stack.stop() }
-            let hub = try await stack.broker.client()
+            let hub = try await stack.broker.client(loop: stack.loop)
             _ = try await stack.startOnline("heart", devices: RealStackTests.heartYAML, hub: hub)
             let notified = try stack.peripheral(Self.heart)["notifications"] as? Int ?? 0
             try stack.control(#"{"op":"notify","address":"\#(Self.heart)","uuid":"2a37","value":""}"#)
@@ -125,7 +125,7 @@ extension RealStackTests {
         @Test func halfOpenLinkAfterALocalDisconnectIsRecovered() async throws {
             let stack = try RealStack(devices: ["hr@\(Self.heart)"], radioOptions: ["--legacy-connection-complete"])
             defer { stack.stop() }
-            let hub = try await stack.broker.client()
+            let hub = try await stack.broker.client(loop: stack.loop)
             let availability = try await stack.startOnline("heart", devices: RealStackTests.heartYAML, hub: hub)
             #expect(stack.stopBridge() == 0)
             let path = "/org/bluez/hci0/dev_" + Self.heart.replacingOccurrences(of: ":", with: "_")
@@ -147,7 +147,7 @@ extension RealStackTests {
         @Test func startNotifyPath() async throws {
             let stack = try RealStack(devices: ["hr@\(Self.heart)"])
             defer { stack.stop() }
-            let hub = try await stack.broker.client()
+            let hub = try await stack.broker.client(loop: stack.loop)
             let heartRate = try await hub.subscribe("gatt2mqtt/heart/heart_rate")
             let responses = try await hub.subscribe("gatt2mqtt/heart/response")
             _ = try await stack.startOnline("heart", devices: RealStackTests.heartYAML, hub: hub, bluetooth: "  notify: start")

@@ -38,7 +38,7 @@ struct RealStackTests {
     @Test func goproPairsCommandsAndSurvivesABridgeRestart() async throws {
         let stack = try RealStack(devices: ["gopro@\(Self.gopro)"])
         defer { stack.stop() }
-        let hub = try await stack.broker.client()
+        let hub = try await stack.broker.client(loop: stack.loop)
         let events = try await hub.subscribe("gatt2mqtt/bridge/event")
         let availability = try await hub.subscribe("gatt2mqtt/camera/availability")
         let responses = try await hub.subscribe("gatt2mqtt/camera/response")
@@ -82,7 +82,7 @@ struct RealStackTests {
     @Test func goproRoundTrips() async throws {
         let stack = try RealStack(devices: ["gopro@\(Self.gopro)"])
         defer { stack.stop() }
-        let hub = try await stack.broker.client()
+        let hub = try await stack.broker.client(loop: stack.loop)
         let responses = try await hub.subscribe("gatt2mqtt/camera/response")
         _ = try await stack.startOnline("camera", devices: Self.cameraYAML, hub: hub, logLevel: "warning")
         var samples: [Duration] = []
@@ -104,7 +104,7 @@ struct RealStackTests {
     @Test func rokidAuthRequestAndNotify() async throws {
         let stack = try RealStack(devices: ["rokid@\(Self.glasses)"])
         defer { stack.stop() }
-        let hub = try await stack.broker.client()
+        let hub = try await stack.broker.client(loop: stack.loop)
         let responses = try await hub.subscribe("gatt2mqtt/glasses/response")
         let state = try await hub.subscribe("gatt2mqtt/glasses")
         _ = try await stack.startOnline("glasses", devices: Self.glassesYAML, hub: hub)
@@ -125,7 +125,7 @@ struct RealStackTests {
     @Test func layoutDeviceNotifyReadAndWrite() async throws {
         let stack = try RealStack(devices: ["hr@\(Self.heart)"])
         defer { stack.stop() }
-        let hub = try await stack.broker.client()
+        let hub = try await stack.broker.client(loop: stack.loop)
         let responses = try await hub.subscribe("gatt2mqtt/heart/response")
         let heartRate = try await hub.subscribe("gatt2mqtt/heart/heart_rate")
         _ = try await stack.startOnline("heart", devices: Self.heartYAML, hub: hub)
