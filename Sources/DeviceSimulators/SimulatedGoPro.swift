@@ -62,9 +62,10 @@ public final class SimulatedGoPro: SimulatedDevice {
         /// Files recorded so far (one per shutter on → off); the last one answers F5 6D.
         var recordings = 0
         var pairingFinishedBy: String?
-        /// The last write of any kind (keep-alive included): the sleep timer counts from it (§9).
-        var lastActivity = ContinuousClock.now
-        var lastDrain = ContinuousClock.now
+        /// The last write of any kind (keep-alive included), as time elapsed on ``time``: the
+        /// sleep timer counts from it (§9).
+        var lastActivity: Duration = .zero
+        var lastDrain: Duration = .zero
         var sleeps = 0
         /// Drops the link (set by ``add(to:alreadyConnected:)`` or ``dropsLink(through:)``).
         var dropLink: (@Sendable () -> Void)?
@@ -81,6 +82,10 @@ public final class SimulatedGoPro: SimulatedDevice {
     public let batteryDrainEvery: Duration?
     /// What Get Hardware Info (0x3C) answers.
     public let hardware: HardwareInfo
+    /// The clock of the sleep timer and the battery drain.
+    let time: SimulatorTime
+    /// How often the timer task checks them (nil: no timer task).
+    let tickInterval: Duration?
 
     static func gp(_ short: UInt16) -> String { GoProCharacteristic(rawValue: short)!.uuid }
 
@@ -97,10 +102,14 @@ public final class SimulatedGoPro: SimulatedDevice {
     ///   - executor: where the camera's timer task runs — the emulator's event loop
     ///     (`BlueZSimulator.loop`) keeps the simulated camera on the loop thread; nil: the global pool.
     ///   - hardware: what Get Hardware Info (0x3C) reports.
+    ///   - clock: what `sleepAfter` and `batteryDrainEvery` are measured on and the timer task
+    ///     sleeps on (a test's manual clock makes them happen when the test advances it).
     public init(address: String = "C0:FF:EE:00:00:01", name: String = "GoPro 1234", encrypted: Bool = true,
                 sleepAfter: Duration? = nil, batteryDrainEvery: Duration? = nil, hardware: HardwareInfo = HardwareInfo(),
-                executor: (any TaskExecutor)? = nil) {
+                executor: (any TaskExecutor)? = nil, clock: any Clock<Duration> = ContinuousClock()) {
         self.address = address.uppercased()
+        let time = SimulatorTime(clock)
+        self.time = time
         self.hardware = hardware
         self.sleepAfter = sleepAfter
         self.batteryDrainEvery = batteryDrainEvery
@@ -123,11 +132,11 @@ public final class SimulatedGoPro: SimulatedDevice {
             SimulatedService("180F", characteristics: [SimulatedCharacteristic("2A19", flags: ["read", "notify"], value: [84])]),
         ]
         let periods = [sleepAfter, batteryDrainEvery].compactMap { $0 }
-        if let shortest = periods.min() {
-            let tick = min(max(shortest / 8, .milliseconds(5)), .milliseconds(250))
+        tickInterval = periods.min().map { min(max($0 / 8, .milliseconds(5)), .milliseconds(250)) }
+        if let tick = tickInterval {
             Task(executorPreference: executor) { [weak self] in
                 while !Task.isCancelled {
-                    try? await Task.sleep(for: tick)
+                    try? await time.sleep(for: tick)
                     guard let self else { return }
                     self.timerTick()
                 }
@@ -173,7 +182,7 @@ public final class SimulatedGoPro: SimulatedDevice {
 
     /// The sleep timer and the battery drain (§9).
     func timerTick() {
-        let now = ContinuousClock.now
+        let now = time.elapsed()
         let (sleep, battery): ((@Sendable () -> Void)?, UInt8?) = state.withLock { s in
             let encoding = s.statuses[10] == [1]
             var battery: UInt8?
@@ -211,21 +220,23 @@ public final class SimulatedGoPro: SimulatedDevice {
     public func handleRead(_ characteristic: String, current: [UInt8]) throws(SimulatedATTError) -> [UInt8] { current }
 
     public func linkChanged(_ link: SimulatedLink?) {
+        let now = time.elapsed()
         state.withLock { s in
             s.link = link
             s.assemblers = [:]
-            s.lastActivity = .now  // a connection wakes the camera (§2) and restarts the timer
+            s.lastActivity = now  // a connection wakes the camera (§2) and restarts the timer
             if link == nil { s.statusRegistrations = []; s.settingRegistrations = []; s.presetRegistrations = [] }
         }
     }
 
     public func handleWrite(_ value: [UInt8], to characteristic: String, withResponse: Bool) throws(SimulatedATTError) {
         guard let c = try? GoProCharacteristic(identifier: characteristic) else { throw .writeNotPermitted }
+        let now = time.elapsed()
         let message: [UInt8]? = state.withLock { s in
             var a = s.assemblers[characteristic] ?? GoProAssembler()
             let m = try? a.append(value)
             s.assemblers[characteristic] = a
-            s.lastActivity = .now
+            s.lastActivity = now
             if let m = m ?? nil { s.received.append(m) }
             return m ?? nil
         }
@@ -244,9 +255,10 @@ public final class SimulatedGoPro: SimulatedDevice {
         if [0xF1, 0xF3, 0xF5].contains(id) { return protobuf(m, on: 0x73) }
         if id == 0x01, m.count >= 3 {  // set shutter [01][01][on]
             let on = m[2] != 0
+            let now = time.elapsed()
             state.withLock { s in
                 if !on, s.statuses[10] == [1] { s.recordings += 1 }  // a recording ends: one more file
-                if on, s.statuses[10] != [1] { s.lastDrain = .now }
+                if on, s.statuses[10] != [1] { s.lastDrain = now }
             }
             send([0x01, 0x00], on: 0x73)
             setStatus(8, [on ? 1 : 0])

@@ -75,16 +75,17 @@ public enum SimulatedPeripheral: Sendable {
     case thermometer(SimulatedThermometer)
 
     /// Makes the device; its timer tasks (GoPro sleep and battery drain, Rokid battery) run on
-    /// `executor` (nil: the global pool). `rokidAuth`: how Rokid glasses answer AUTH_REQ.
+    /// `executor` (nil: the global pool) and measure `timings` on `clock`. `rokidAuth`: how Rokid
+    /// glasses answer AUTH_REQ.
     public init(_ spec: SimulatedDeviceSpec, timings: SimulatedDeviceTimings = .init(), rokidAuth: SimulatedRokid.AuthMode = .refuse,
-                executor: (any TaskExecutor)? = nil) {
+                executor: (any TaskExecutor)? = nil, clock: any Clock<Duration> = ContinuousClock()) {
         switch spec.kind {
         case .gopro:
             self = .gopro(SimulatedGoPro(address: spec.address, sleepAfter: timings.goproSleepAfter,
-                                         batteryDrainEvery: timings.goproBatteryDrain, executor: executor))
+                                         batteryDrainEvery: timings.goproBatteryDrain, executor: executor, clock: clock))
         case .rokid:
             self = .rokid(SimulatedRokid(address: spec.address, batteryInterval: timings.rokidBatteryInterval, auth: rokidAuth,
-                                         executor: executor))
+                                         executor: executor, clock: clock))
         case .hr:
             self = .heartRate(GenericDevice.batteryHeartRate(address: spec.address))
         case .thermo:
@@ -118,31 +119,36 @@ public enum SimulatedPeripheral: Sendable {
     }
 
     /// Notifies a heart-rate measurement (`2A37`, `00 bpm`, bpm cycling 60…90) from every sensor
-    /// among `peripherals` once per `every`, until the task is cancelled.
-    public static func heartbeats(_ peripherals: [SimulatedPeripheral], every: Duration) async {
+    /// among `peripherals` once per `every` on `clock`, until the task is cancelled.
+    public static func heartbeats(_ peripherals: [SimulatedPeripheral], every: Duration,
+                                  clock: any Clock<Duration> = ContinuousClock()) async {
         let sensors = peripherals.compactMap { p -> GenericDevice? in
             if case let .heartRate(sensor) = p { return sensor }
             return nil
         }
         guard !sensors.isEmpty else { return }
+        let time = SimulatorTime(clock)
         var bpm: UInt8 = 60
         while !Task.isCancelled {
-            try? await Task.sleep(for: every)
+            try? await time.sleep(for: every)
             bpm = bpm >= 90 ? 60 : bpm + 1
             for sensor in sensors { sensor.notify("2A37", [0x00, bpm]) }
         }
     }
 
     /// Steps every thermometer among `peripherals` (``SimulatedThermometer/step()``: a slowly
-    /// drifting reading, notified while linked) once per `every`, until the task is cancelled.
-    public static func readings(_ peripherals: [SimulatedPeripheral], every: Duration) async {
+    /// drifting reading, notified while linked) once per `every` on `clock`, until the task is
+    /// cancelled.
+    public static func readings(_ peripherals: [SimulatedPeripheral], every: Duration,
+                                clock: any Clock<Duration> = ContinuousClock()) async {
         let sensors = peripherals.compactMap { p -> SimulatedThermometer? in
             if case let .thermometer(sensor) = p { return sensor }
             return nil
         }
         guard !sensors.isEmpty else { return }
+        let time = SimulatorTime(clock)
         while !Task.isCancelled {
-            try? await Task.sleep(for: every)
+            try? await time.sleep(for: every)
             guard !Task.isCancelled else { return }
             for sensor in sensors { sensor.step() }
         }

@@ -55,9 +55,11 @@ public final class SimulatedRokid: SimulatedDevice {
 
     /// `executor`: where the periodic battery task runs — the emulator's event loop
     /// (`BlueZSimulator.loop`) keeps the simulated glasses on the loop thread; nil: the global pool.
-    /// `auth`: the answer to an AUTH_REQ with another record (``authMode``).
+    /// `auth`: the answer to an AUTH_REQ with another record (``authMode``). `clock`: what the
+    /// battery task sleeps on (a test's manual clock makes the notifies happen when the test
+    /// advances it).
     public init(address: String = "C0:FF:EE:00:00:02", name: String = "Rokid Glasses", batteryInterval: Duration? = nil,
-                auth: AuthMode = .refuse, executor: (any TaskExecutor)? = nil) {
+                auth: AuthMode = .refuse, executor: (any TaskExecutor)? = nil, clock: any Clock<Duration> = ContinuousClock()) {
         self.address = address.uppercased()
         self.batteryInterval = batteryInterval
         serviceRecord = Self.randomUUID()
@@ -74,9 +76,10 @@ public final class SimulatedRokid: SimulatedDevice {
             ]),
         ]
         if let batteryInterval {
+            let time = SimulatorTime(clock)
             Task(executorPreference: executor) { [weak self] in
                 while !Task.isCancelled {
-                    try? await Task.sleep(for: batteryInterval)
+                    try? await time.sleep(for: batteryInterval)
                     guard let self else { return }
                     self.periodicBattery()
                 }

@@ -1,6 +1,7 @@
 import BlueZSimulator
 import CapsCodec
 import Synchronization
+import TestSupport
 import Testing
 @testable import DeviceSimulators
 
@@ -103,19 +104,28 @@ import Testing
     }
 
     @Test func batteryIsNotifiedPeriodicallyOnlyAfterAuthentication() async throws {
-        let phone = Phone(SimulatedRokid(batteryInterval: .milliseconds(40)))
-        try await Task.sleep(for: .milliseconds(200))
+        let clock = ManualClock()
+        let every = Duration.milliseconds(40)
+        let phone = Phone(SimulatedRokid(batteryInterval: every, clock: clock))
+        /// Moves the clock by `count` intervals, one at a time, each time until the battery task
+        /// has run and sleeps again.
+        func advance(intervals count: Int) async throws {
+            for _ in 0..<count {
+                clock.advance(by: every)
+                try #require(await clock.sleeper(until: clock.now + every))
+            }
+        }
+        try #require(await clock.sleeper(until: clock.now + every))
+        try await advance(intervals: 5)
         #expect(try phone.batteries().isEmpty)  // not authenticated: the glasses stay silent
         try phone.authenticate(phone.glasses.serviceRecord)
-        var deadline = ContinuousClock.now + .seconds(3)
-        while try phone.batteries().count < 3, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
-        let levels = try phone.batteries().map { $0.payload.intValue }
-        #expect(Array(levels.prefix(3)) == [89, 88, 87])
+        try await advance(intervals: 3)
+        #expect(try phone.batteries().map { $0.payload.intValue } == [89, 88, 87])
         // Link gone: nothing more is sent (and a new link must authenticate again).
         phone.glasses.linkChanged(nil)
         let again = Phone(phone.glasses)
-        deadline = ContinuousClock.now + .milliseconds(200)
-        while ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
+        try await advance(intervals: 5)
         #expect(try again.batteries().isEmpty)
+        #expect(try phone.batteries().count == 3)
     }
 }

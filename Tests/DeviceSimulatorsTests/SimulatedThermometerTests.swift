@@ -2,6 +2,7 @@ import BinaryCoding
 import BlueZSimulator
 import GattLayout
 import Synchronization
+import TestSupport
 import Testing
 @testable import DeviceSimulators
 
@@ -117,10 +118,42 @@ import Testing
         let peripherals = [SimulatedPeripheral(SimulatedDeviceSpec(kind: .thermo, address: "C0:FF:EE:00:00:04")),
                            SimulatedPeripheral(SimulatedDeviceSpec(kind: .hr, address: "C0:FF:EE:00:00:03"))]
         guard case let .thermometer(sensor) = peripherals[0] else { throw CancellationError() }
-        let task = Task { await SimulatedPeripheral.readings(peripherals, every: .milliseconds(10)) }
-        let deadline = ContinuousClock.now + .seconds(5)
-        while sensor.readings.centiCelsius < 2165, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(5)) }
+        let clock = ManualClock()
+        let every = Duration.milliseconds(10)
+        let task = Task { await SimulatedPeripheral.readings(peripherals, every: every, clock: clock) }
+        try #require(await clock.sleeper(until: clock.now + every))
+        #expect(sensor.readings.centiCelsius == 2150)  // no reading before the first interval ends
+        for _ in 0..<3 {
+            clock.advance(by: every)
+            try #require(await clock.sleeper(until: clock.now + every))  // stepped, asleep again
+        }
+        #expect(sensor.readings.centiCelsius == 2165)  // three readings of +0.05 °C
         task.cancel()
-        #expect(sensor.readings.centiCelsius >= 2165)  // at least three readings
+        await task.value
+        #expect(sensor.readings.centiCelsius == 2165)  // cancelled while asleep: no further reading
+    }
+
+    /// The heart-rate task of `simulate`/`peripherals` (not a thermometer's, but its sibling on the
+    /// same clock): one measurement per interval, bpm counting up from 61.
+    @Test func heartbeatsTaskNotifiesEverySensorOncePerInterval() async throws {
+        let peripherals = [SimulatedPeripheral(SimulatedDeviceSpec(kind: .hr, address: "C0:FF:EE:00:00:03")),
+                           SimulatedPeripheral(SimulatedDeviceSpec(kind: .thermo, address: "C0:FF:EE:00:00:04"))]
+        guard case let .heartRate(sensor) = peripherals[0] else { throw CancellationError() }
+        let notified = Mutex<[[UInt8]]>([])
+        sensor.linkChanged(SimulatedLink { uuid, value in
+            if uuid == SimUUID.full("2A37") { notified.withLock { $0.append(value) } }
+            return true
+        })
+        let clock = ManualClock()
+        let every = Duration.seconds(1)
+        let task = Task { await SimulatedPeripheral.heartbeats(peripherals, every: every, clock: clock) }
+        try #require(await clock.sleeper(until: clock.now + every))
+        for _ in 0..<3 {
+            clock.advance(by: every)
+            try #require(await clock.sleeper(until: clock.now + every))
+        }
+        #expect(notified.withLock { $0 } == [[0x00, 61], [0x00, 62], [0x00, 63]])
+        task.cancel()
+        await task.value
     }
 }

@@ -4,7 +4,11 @@ import Synchronization
 /// A clock that moves only when the test says so (``advance(by:)``): what the bridge waits on
 /// with it (ticks, backoffs, deadlines) happens exactly when the test has moved time past it,
 /// never because real time passed. Its instants start at the real clock's now at creation.
-public final class ManualClock: Sendable {
+/// The one manual clock of the tests: the core takes it as ``bridgeClock``, the device
+/// simulators (which take any `Clock<Duration>`) take it as it is.
+public final class ManualClock: Clock, Sendable {
+    public typealias Instant = ContinuousClock.Instant
+
     private struct Sleeper {
         let until: ContinuousClock.Instant
         let continuation: CheckedContinuation<Void, any Error>
@@ -27,6 +31,9 @@ public final class ManualClock: Sendable {
 
     /// How many tasks sleep on this clock now.
     public var sleeping: Int { state.withLock { $0.sleepers.count } }
+
+    /// Time moves only by ``advance(by:)``, in any step.
+    public var minimumResolution: Duration { .zero }
 
     /// The clock for a ``Bridge`` (`clock:`).
     public var bridgeClock: BridgeClock {
@@ -52,19 +59,26 @@ public final class ManualClock: Sendable {
 
     /// Sleeps until the clock reached now + `duration` (at once for zero), or the task is cancelled.
     public func sleep(for duration: Duration) async throws {
-        let (id, until) = state.withLock { s in
+        try await sleep(until: now + duration)
+    }
+
+    /// Sleeps until the clock reached `deadline` (at once if it has), or the task is cancelled.
+    /// `tolerance` is ignored: a sleeper wakes exactly when an advance reaches its instant.
+    public func sleep(until deadline: Instant, tolerance: Duration? = nil) async throws {
+        let id = state.withLock { s in
             defer { s.nextID += 1 }
-            return (s.nextID, s.now + duration)
+            return s.nextID
         }
-        if duration <= .zero { return }
+        if deadline <= now { return }
         try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (c: CheckedContinuation<Void, any Error>) in
-                let cancelled = state.withLock { s in
-                    if s.cancelled.remove(id) != nil { return true }
-                    s.sleepers[id] = Sleeper(until: until, continuation: c)
-                    return false
+                let outcome: Result<Void, CancellationError>? = state.withLock { s in
+                    if s.cancelled.remove(id) != nil { return .failure(CancellationError()) }
+                    if deadline <= s.now { return .success(()) }  // an advance reached it meanwhile
+                    s.sleepers[id] = Sleeper(until: deadline, continuation: c)
+                    return nil
                 }
-                if cancelled { c.resume(throwing: CancellationError()) } else { sleeps.append(until) }
+                if let outcome { c.resume(with: outcome) } else { sleeps.append(deadline) }
             }
         } onCancel: {
             let sleeper = state.withLock { s in
