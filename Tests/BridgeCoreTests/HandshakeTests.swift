@@ -21,7 +21,7 @@ import Testing
             [DeviceRequest(writes: [], read: CharacteristicID("2A19"))]
         }
         mutating func decodeRead(_ characteristic: CharacteristicID, _ value: [UInt8]) -> [DriverOutput] {
-            [.request(DeviceRequest(writes: [.init(CharacteristicID("FFF1"), [1] + value)], expect: "hello", timeout: .seconds(1)))]
+            [.request(DeviceRequest(writes: [.init(CharacteristicID("FFF1"), [1] + value)], expect: "hello", timeout: .milliseconds(100)))]
         }
         mutating func internalRequestFailed(_ request: DeviceRequest, _ error: CommandError) -> [DriverOutput] {
             let e = CommandError(.authFailed, "no hello: \(error.message)")
@@ -40,6 +40,10 @@ import Testing
         mutating func linkLost() { refusal = nil }
     }
 
+    /// The bridge's clock: time moves only when a test advances it, so a loaded machine cannot
+    /// make the 100 ms bound expire early or late.
+    let clock = ManualClock()
+
     func bridge(_ device: FakeDevice, _ mqtt: FakeMQTT) throws -> Bridge {
         var config = Configuration()
         var d = DeviceConfig(id: "dev", profile: .custom)
@@ -47,7 +51,7 @@ import Testing
         d.commandTimeout = .seconds(5)
         config.devices = [d]
         return try Bridge(configuration: config, store: try BridgeStore.inMemory(), mqtt: mqtt,
-                          central: FakeCentral(["C0:FF:EE:00:00:09": device]), drivers: { _ in HandshakeDriver() }, tick: .milliseconds(10))
+                          central: FakeCentral(["C0:FF:EE:00:00:09": device]), drivers: { _ in HandshakeDriver() }, tick: .milliseconds(10), clock: clock.bridgeClock)
     }
 
     func run(_ bridge: Bridge, _ body: () async throws -> Void) async throws {
@@ -83,12 +87,20 @@ import Testing
         device.setAnswering(false)
         let b = try bridge(device, mqtt)
         try await run(b) {
-            let started = ContinuousClock.now
             b.handle(InboundMessage(topic: "gatt2mqtt/dev/set", payload: Array(#"{"command":"ping","value":7,"transaction":"p"}"#.utf8)))
+            // The hello is written; 1 ms short of its bound nothing has ended, at the bound the
+            // step fails (not at the 5 s command timeout).
+            #expect(await device.writeLog.wait(timeout: .seconds(5)) { $0 == [[1, 42]] } != nil)
+            let session = try #require(b.session("dev"))
+            clock.advance(by: .milliseconds(99))
+            session.tickNow()
+            await session.settled()
+            #expect(mqtt.messages("gatt2mqtt/dev/response").allSatisfy { !$0.text.contains("auth_failed") })
+            clock.advance(by: .milliseconds(1))
+            session.tickNow()
             let r = try await terminal(mqtt)
             #expect(r?["status"] == "error" && r?["error"]?["code"] == "auth_failed", "\(String(describing: r))")
-            #expect(r?["error"]?["message"]?.stringValue?.hasPrefix("no hello: no answer from dev within") == true, "\(String(describing: r))")
-            #expect(ContinuousClock.now - started < .seconds(4), "the 1 s bound, not the 5 s command timeout")
+            #expect(r?["error"]?["message"]?.stringValue?.hasPrefix("no hello: no answer from dev within 0.1") == true, "\(String(describing: r))")
             let events = mqtt.messages("gatt2mqtt/bridge/event").map(\.text).filter { $0.contains("device_error") }
             #expect(events.count == 1 && events[0].contains(#""code":"auth_failed""#), "\(events)")
             #expect(device.writes == [[1, 42]])  // the command was never written
