@@ -102,12 +102,21 @@ func withBridge(_ env: Emulator, device: DeviceConfig, store: BridgeStore, drive
         var options = Emulator.fast
         options.removalDelay = .seconds(5)
         try await withEmulator(options) { env in
-            let camera = SimulatedGoPro(address: Self.address, sleepAfter: .milliseconds(250))
+            // The camera's idle timer runs on a clock the test moves: it sleeps only once the
+            // first connect (pairing, Pairing Finish, registrations) is done, however loaded the
+            // machine is.
+            let clock = ManualClock()
+            let camera = SimulatedGoPro(address: Self.address, sleepAfter: .milliseconds(250), clock: clock)
             try camera.add(to: env.simulator)
             let store = try BridgeStore.inMemory()
             // A keep-alive slower than the camera's timer: it sleeps, the bridge reconnects.
             try await withBridge(env, keepAlive: .seconds(5), store: store) { mqtt in
-                #expect(await eventually(timeout: .seconds(5)) { camera.sleepCount >= 1 && mqtt.events("device_connected") >= 2 })
+                #expect(await eventually(timeout: .seconds(10)) { mqtt.events("device_paired") == 1 && camera.receivedMessages.contains([0x3C]) })
+                #expect(await eventually(timeout: .seconds(10)) {
+                    clock.advance(by: .milliseconds(50))
+                    return camera.sleepCount >= 1
+                })
+                #expect(await eventually(timeout: .seconds(10)) { mqtt.events("device_connected") >= 2 })
                 #expect(mqtt.events("device_disconnected") >= 1)
                 #expect(pairCalls(env) == 1)  // the bond is kept: no second pairing
                 #expect(mqtt.events("device_paired") == 1)

@@ -358,7 +358,7 @@ import Testing
                 return
             }
         }
-        #expect(ContinuousClock.now - start < .seconds(3))
+        #expect(ContinuousClock.now - start < .seconds(10), "the 300 ms timeout, not the 25 s default (with room for a loaded machine)")
     }
 }
 
