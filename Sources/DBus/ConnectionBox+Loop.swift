@@ -238,6 +238,9 @@ extension ConnectionBox {
     }
 
     private func flushThenFinish(deadline: ContinuousClock.Instant) {
+        // The connection may have been lost and released meanwhile (`dispatchOnLoop` finished the
+        // teardown while this waited on its timer): `raw` must not be touched again.
+        guard !loopState.withLock({ $0.finished }) else { return }
         if dbus_connection_get_is_connected(raw) != 0, dbus_connection_has_messages_to_send(raw) != 0,
            ContinuousClock.now < deadline
         {

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -66,10 +67,20 @@ public final class PrivateBus: Sendable {
         pid = process.processIdentifier
     }
 
-    /// Kills the daemon (idempotent) and reaps it.
+    /// Whether ``stop()`` has reaped the daemon.
+    private let reaped = Mutex(false)
+
+    /// Kills the daemon (idempotent) and reaps it with `waitpid`, at once. Not `Process.waitUntilExit`:
+    /// that learns of the exit through Dispatch's global queue, whose threads the caller may be
+    /// holding (a test's synchronous `defer` on Swift's cooperative pool), and could wait for ever.
     public func stop() {
-        if process.isRunning { kill(pid, SIGKILL) }
-        process.waitUntilExit()
+        reaped.withLock { done in
+            guard !done else { return }
+            done = true
+            kill(pid, SIGKILL)
+            var status: Int32 = 0
+            while waitpid(pid, &status, 0) < 0, errno == EINTR {}
+        }
     }
 
     deinit { stop() }

@@ -59,8 +59,7 @@ import Testing
     }
 
     static func stop(_ sim: Process) {
-        kill(sim.processIdentifier, SIGTERM)
-        sim.waitUntilExit()
+        reap(sim)
     }
 
     @Test("bleak finds, connects, pairs and commands the simulated GoPro")

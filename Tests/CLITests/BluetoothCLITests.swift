@@ -42,8 +42,7 @@ import Testing
     @Test func scanReadWriteNotifyAgainstTheSimulator() async throws {
         let (sim, bus) = try await Self.simulate()
         defer {
-            kill(sim.processIdentifier, SIGTERM)
-            sim.waitUntilExit()
+            reap(sim)
         }
         let table = try await CLI.run(["scan", "--bus", bus, "--seconds", "0.5"])
         #expect(table.status == 0)
@@ -92,8 +91,7 @@ import Testing
         let (sim, bus) = try await Self.simulate(["--device", "hr@C0:FF:EE:00:00:01",
                                             "--device", "gopro@C0:FF:EE:00:00:05"])
         defer {
-            if sim.isRunning { kill(sim.processIdentifier, SIGKILL) }
-            sim.waitUntilExit()
+            if sim.isRunning { reap(sim, SIGKILL) }
         }
         let read = try await CLI.run(["gatt", "--bus", bus, "--device", "C0:FF:EE:00:00:01", "--read", "2A19"])
         #expect(read.status == 0)
@@ -114,8 +112,7 @@ import Testing
         #expect(gopro.status == 0)
         #expect(gopro.stdout.split(separator: "\n").map(String.init) == ["ok", "025b00"])
         kill(sim.processIdentifier, SIGTERM)
-        sim.waitUntilExit()
-        #expect(sim.terminationStatus == 0)
+        #expect(await sim.exited() == 0)
     }
 
     @Test func faultFlags() async throws {
@@ -123,8 +120,7 @@ import Testing
         do {
             let (sim, bus) = try await Self.simulate(["--fault", "\(hr):refuse-connections=true"])
             defer {
-                kill(sim.processIdentifier, SIGTERM)
-                sim.waitUntilExit()
+                reap(sim)
             }
             let read = try await CLI.run(["gatt", "--bus", bus, "--device", hr, "--read", "2A19"])
             #expect(read.status == 1)
@@ -134,8 +130,7 @@ import Testing
             // The first notification that reaches a subscriber is sent twice.
             let (sim, bus) = try await Self.simulate(["--fault", "\(hr):duplicate-notification=1", "--fault", "\(hr):reply-delay-ms=0"])
             defer {
-                kill(sim.processIdentifier, SIGTERM)
-                sim.waitUntilExit()
+                reap(sim)
             }
             let notify = try await CLI.run(["gatt", "--bus", bus, "--device", hr, "--listen", "2A37", "--seconds", "1"])
             #expect(notify.status == 0)
@@ -149,8 +144,7 @@ import Testing
         do {
             let (sim, bus) = try await Self.simulate(["--adapter-off"])
             defer {
-                kill(sim.processIdentifier, SIGTERM)
-                sim.waitUntilExit()
+                reap(sim)
             }
             let scan = try await CLI.run(["scan", "--bus", bus, "--seconds", "0.5"])
             #expect(scan.status == 1)

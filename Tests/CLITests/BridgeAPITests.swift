@@ -33,7 +33,11 @@ import Testing
     static func data(_ r: [String: Any]) -> [String: Any] { r["data"] as? [String: Any] ?? [:] }
 
     /// BlueZ's object tree on `bus` as gdbus prints it (an independent D-Bus client).
-    static func bluezObjects(_ bus: String) throws -> String {
+    static func bluezObjects(_ bus: String) async throws -> String {
+        try await offThePool { try gdbusObjects(bus) }
+    }
+
+    private static func gdbusObjects(_ bus: String) throws -> String {
         let p = Process()
         p.executableURL = URL(fileURLWithPath: "/usr/bin/gdbus")
         p.arguments = ["call", "--address", bus, "--dest", "org.bluez", "--object-path", "/",
@@ -134,7 +138,7 @@ import Testing
         #expect(removed["status"] as? String == "ok" && Self.data(removed)["forgotten"] as? Bool == true, "\(removed)")
         #expect(await Self.first(discovery) { $0.topic.contains("/gatt2mqtt_garden/") && $0.payload.isEmpty } != nil)
         #expect(await Self.first(devices) { !$0.payloadString.contains(#""id":"garden""#) } != nil)
-        #expect(!(try Self.bluezObjects(env.bus)).contains("dev_C0_FF_EE_00_00_04"), "BlueZ forgot the device")
+        #expect(!(try await Self.bluezObjects(env.bus)).contains("dev_C0_FF_EE_00_00_04"), "BlueZ forgot the device")
         let info = try await Self.request(hub, responses, "info")
         #expect(Self.data(info)["devices"] as? Int == 1 && Self.data(info)["devices_from_mqtt"] as? Int == 0, "\(info)")
         await hub.disconnect()
@@ -247,7 +251,7 @@ import Testing
         let paired = try await Self.request(hub, responses, "pair", #"{"id":"heart"}"#)
         #expect(paired["status"] as? String == "ok" && Self.data(paired)["paired"] as? Bool == true, "\(paired)")
         #expect(await Self.first(devices) { $0.payloadString.contains(#""paired":true"#) } != nil)
-        #expect(try Self.bluezObjects(env.bus).contains("'Paired': <true>"))
+        #expect(try await Self.bluezObjects(env.bus).contains("'Paired': <true>"))
         let unpaired = try await Self.request(hub, responses, "unpair", #"{"id":"heart"}"#)
         #expect(unpaired["status"] as? String == "ok", "\(unpaired)")
         #expect(await Self.first(devices) { $0.payloadString.contains(#""paired":false"#) } != nil)
@@ -273,7 +277,7 @@ import Testing
         _ = try await Self.request(hub, responses, "scan", #"{"seconds":0}"#)
         let removed = try await Self.request(hub, responses, "device/remove", #"{"id":"porch"}"#)
         #expect(Self.data(removed)["forgotten"] as? Bool == false, "\(removed)")
-        #expect(try Self.bluezObjects(env.bus).contains("dev_C0_FF_EE_00_00_04"), "BlueZ kept the device")
+        #expect(try await Self.bluezObjects(env.bus).contains("dev_C0_FF_EE_00_00_04"), "BlueZ kept the device")
         let scan = try await hub.subscribe("gatt2mqtt/bridge/scan")
         _ = try await Self.request(hub, responses, "scan", #"{"seconds":20}"#)
         let seen = try #require(await Self.first(scan) { $0.payloadString.contains("C0:FF:EE:00:00:04") })

@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Testing
 
 /// `gatt2mqtt gatt` against the simulated GoPro, whose characteristics need a paired link
@@ -7,8 +8,7 @@ import Testing
     @Test func encryptedGoProNeedsPairAndKeepsTheBond() async throws {
         let (sim, bus) = try await BluetoothCLITests.simulate(["--device", "gopro@C0:FF:EE:00:00:01"])
         defer {
-            kill(sim.processIdentifier, SIGTERM)
-            sim.waitUntilExit()
+            reap(sim)
         }
         // Keep-alive `5B 01 42` in one general-header packet, written to GP-0074.
         let args = ["gatt", "--bus", bus, "--device", "C0:FF:EE:00:00:01", "--write", "GP-0074", "035B0142", "--seconds", "5"]

@@ -85,11 +85,9 @@ final class EndToEnd {
     /// Stops every process by pid.
     func stop() {
         if let bridge {
-            if bridge.isRunning { kill(bridge.processIdentifier, SIGKILL) }
-            bridge.waitUntilExit()
+            if bridge.isRunning { reap(bridge, SIGKILL) }
         }
-        kill(simulator.processIdentifier, SIGTERM)
-        simulator.waitUntilExit()
+        reap(simulator)
         broker.stop()
         loop.shutdown()
         if holdsSlot {

@@ -24,23 +24,26 @@ import Testing
     }
 
     /// systemd-analyze exits 0 even for unknown keys or values (it only warns), so any output fails.
-    @Test func unitPassesSystemdAnalyzeVerifyWithoutWarnings() throws {
+    @Test func unitPassesSystemdAnalyzeVerifyWithoutWarnings() async throws {
         let dir = try TemporaryDirectory()
         // verify checks that ExecStart is executable: point it at the binary under test.
         let text = try String(contentsOf: Self.unit, encoding: .utf8)
             .replacingOccurrences(of: "ExecStart=/usr/local/bin/gatt2mqtt", with: "ExecStart=\(CLI.executable.path)")
         let copy = dir.path + "/gatt2mqtt.service"
         try text.write(toFile: copy, atomically: true, encoding: .utf8)
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: "/usr/bin/systemd-analyze")
-        p.arguments = ["verify", copy]
-        let out = Pipe()
-        p.standardOutput = out
-        p.standardError = out
-        try p.run()
-        let output = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        p.waitUntilExit()
-        #expect(p.terminationStatus == 0 && output.isEmpty, "systemd-analyze verify: \(output)")
+        let (status, output) = try await offThePool { () throws -> (Int32, String) in
+            let p = Process()
+            p.executableURL = URL(fileURLWithPath: "/usr/bin/systemd-analyze")
+            p.arguments = ["verify", copy]
+            let out = Pipe()
+            p.standardOutput = out
+            p.standardError = out
+            try p.run()
+            let output = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            p.waitUntilExit()
+            return (p.terminationStatus, output)
+        }
+        #expect(status == 0 && output.isEmpty, "systemd-analyze verify: \(output)")
     }
 
     @Test func runSaysReadyThenStopping() async throws {

@@ -77,6 +77,10 @@ public func spawn(_ path: String, _ arguments: [String], log: String, environmen
     posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
     posix_spawn_file_actions_addopen(&actions, 1, log, O_WRONLY | O_CREAT | O_APPEND, 0o644)
     posix_spawn_file_actions_addopen(&actions, 2, log, O_WRONLY | O_CREAT | O_APPEND, 0o644)
+    // Nothing else of this process: a descriptor another test holds open at this moment (the
+    // write end of a pipe a `Process` reads to its end, a socket) would otherwise live on in this
+    // child — a broker that runs for the whole test — and that reader would wait for it.
+    guard closeFrom3(&actions) == 0 else { throw HarnessError("posix_spawn_file_actions_addclosefrom_np failed") }
     var attributes = posix_spawnattr_t()
     posix_spawnattr_init(&attributes)
     defer { posix_spawnattr_destroy(&attributes) }
@@ -145,4 +149,25 @@ extension Process {
             return process.terminationStatus
         }
     }
+}
+
+/// glibc's `posix_spawn_file_actions_addclosefrom_np(actions, 3)` (2.34+), which the Glibc module
+/// does not import: the child closes every descriptor from 3 up.
+private func closeFrom3(_ actions: UnsafeMutablePointer<posix_spawn_file_actions_t>) -> Int32 {
+    typealias AddClosefrom = @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32
+    guard let symbol = dlsym(nil, "posix_spawn_file_actions_addclosefrom_np") else { return -1 }
+    return unsafeBitCast(symbol, to: AddClosefrom.self)(actions, 3)
+}
+
+/// Sends `signal` to a child started with `Process` (if it still runs) and reaps it with
+/// `waitpid` — for synchronous clean-up (a `defer`, a `stop()`). Not `waitUntilExit()`: that
+/// learns of the exit through Dispatch's global queue, whose threads a test on Swift's
+/// cooperative pool may be holding, and can wait until they free up. The process' own
+/// `terminationStatus` is not to be read afterwards.
+public func reap(_ process: Process, _ signal: Int32 = SIGTERM) {
+    let pid = process.processIdentifier
+    guard pid > 0 else { return }
+    _ = Glibc.kill(pid, signal)
+    var status: Int32 = 0
+    while waitpid(pid, &status, 0) < 0, errno == EINTR {}
 }
