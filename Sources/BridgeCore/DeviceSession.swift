@@ -245,7 +245,14 @@ actor DeviceSession {
         }
         dispatch()
         metrics.queueDepth.record(queue.count)
-        if case let .settle(c) = event { c.resume() }
+        // The answers' writes: committed now, or by the event loop's hook once the turn's other
+        // events are in (``AnswerBatch``). A settle waiter sees them stored and published.
+        if case let .settle(c) = event {
+            output.batch.commit()
+            c.resume()
+        } else if !output.batch.deferred {
+            output.batch.commit()
+        }
     }
 
     func accept(_ cmd: PendingCommand) {
@@ -337,14 +344,11 @@ actor DeviceSession {
         commitState(["rssi": .int(Int64(rssi))], at: Date())
     }
 
-    /// Merges `changed` and `last_seen` into the state, stores it and publishes it.
+    /// Merges `changed` and `last_seen` into the state, stores it and publishes it (staged
+    /// like an answer's state: a device's states are saved in the order they were made).
     func commitState(_ changed: JSONObject, at date: Date) {
         let json = state.stamp(changed, at: date)
-        do throws(StoreError) {
-            try output.store.apply([.saveState(deviceID: id, json: json, at: date.timeIntervalSince1970)])
-        } catch {
-            output.logger.error("state write failed", metadata: ["device": "\(id)", "error": "\(error)"])
-        }
+        output.batch.stage([.saveState(deviceID: id, json: json, at: date.timeIntervalSince1970)], timed: false)
         publishState(json: json)
     }
 
@@ -484,7 +488,7 @@ actor DeviceSession {
         if notification != nil { schedule.heard(at: output.clock.now()); if !available, link != nil { setAvailable(true) } }
         // The answer's writes first, in one commit, before anything about them is published: the
         // answered command's outbox entry removed, the new state saved (write-through; in SQLite
-        // no later than its retained publish).
+        // no later than its retained publish). The commit is the batch's (``AnswerBatch``).
         var changed = JSONObject()
         for o in outputs { if case let .state(s) = o { changed.merge(s) } }
         var writes: [BridgeStore.Write] = []
@@ -502,9 +506,8 @@ actor DeviceSession {
             merged = state.merge(changed, at: date)
             if let merged { writes.append(.saveState(deviceID: id, json: merged.json, at: date.timeIntervalSince1970)) }
         }
-        do throws(StoreError) { if !writes.isEmpty { try output.metrics.commit { () throws(StoreError) in try output.store.apply(writes) } } } catch {
-            output.logger.error("state write failed", metadata: ["device": "\(id)", "error": "\(error)"])
-        }
+        // Staged: committed with the turn's other answers, before any publish made from here on.
+        output.batch.stage(writes)
         for o in outputs {
             switch o {
             case .state:
