@@ -25,6 +25,8 @@ final class AnswerBatch: MQTTPort {
         /// A staged write is on a command's or a notification's path: the commit is timed
         /// (`gatt2mqtt_sqlite_commit_duration_seconds`).
         var timed = false
+        /// Run at the end of the turn, before the commit (``atEndOfTurn(_:)``).
+        var endOfTurn: [@Sendable () -> Void] = []
         var isEmpty: Bool { writes.isEmpty && messages.isEmpty }
     }
 
@@ -70,11 +72,24 @@ final class AnswerBatch: MQTTPort {
         }
     }
 
+    /// Runs `body` once the events of this turn are handled (at the next ``commit()``, from
+    /// the loop's hook); at once when no hook commits.
+    func atEndOfTurn(_ body: @escaping @Sendable () -> Void) {
+        guard deferred else { return body() }
+        pending.withLock { $0.endOfTurn.append(body) }
+    }
+
     /// Commits what is staged in one transaction, then publishes what waited for it, in order.
     /// True when anything was committed or published.
     @discardableResult
     func commit() -> Bool {
         var any = false
+        let ends = pending.withLock { p in
+            defer { p.endOfTurn = [] }
+            return p.endOfTurn
+        }
+        for body in ends { body() }
+        if !ends.isEmpty { any = true }
         while true {
             let batch = pending.withLock { p -> Pending in
                 defer { p = Pending() }

@@ -25,6 +25,8 @@ actor DeviceSession {
         case waitForLink(deadline: ContinuousClock.Instant, CheckedContinuation<LinkWait, Never>)
         /// Resumed once every event before it was handled (``settled()``).
         case settle(CheckedContinuation<Void, Never>)
+        /// Store the waiting commands whose `queued` row was put off (``accept(_:)``).
+        case storeWaiting
     }
 
     /// How a wait for the link ended.
@@ -135,6 +137,7 @@ actor DeviceSession {
             for await event in events {
                 if case let .stop(error, done) = event {
                     stopped.append(done)
+                    storeWaiting()
                     stopQueued(error)
                     break
                 }
@@ -144,6 +147,9 @@ actor DeviceSession {
             writeSink.finish()
             group.cancelAll()
         }
+        // Cancelled (the bridge stops) with a command whose `queued` row was put off: stored now,
+        // so it stays in the outbox for the next start.
+        storeWaiting()
         await shutdown()
         for w in linkWaiters { w.continuation.resume(returning: .stopped) }
         linkWaiters = []
@@ -237,7 +243,8 @@ actor DeviceSession {
         case let .waitForLink(deadline, c):
             if link != nil { c.resume(returning: .up) } else { linkWaiters.append((deadline, c)) }
         case .stop: break  // taken by run()
-        case .settle: break  // resumed below, after the dispatch
+        case .settle: storeWaiting()  // resumed below, after the dispatch
+        case .storeWaiting: storeWaiting()
         case let .notification(n): process(driver.receive(n), from: n)
         case let .observed(rssi): observe(rssi: rssi)
         case .tick: tick()
@@ -285,13 +292,33 @@ actor DeviceSession {
         case let .accept(immediate, announce):
             // A command that goes out at once is written to the outbox by `dispatch` as `sent`,
             // in one commit, before it is written to the device; any other is stored `queued` here.
-            if cmd.outboxID == nil, !cmd.isInternal, !immediate { store(&cmd) }
+            // One that waits only for BlueZ to return the previous write (its answer already
+            // in) is stored at the end of this event-loop turn: the method return, which usually
+            // arrives with the next command, sends it `sent` in one commit instead of `queued`
+            // then `sent`; if it did not come, the command is stored `queued` then, before the
+            // loop sleeps (without a loop: after the events already received).
+            if cmd.outboxID == nil, !cmd.isInternal, !immediate {
+                if link != nil, queue.onlyWriteReturnAhead, !driver.isBusy || cmd.bypassesBusyGate, config.offlinePolicy != .latest {
+                    output.batch.atEndOfTurn { [sink] in sink.yield(.storeWaiting) }
+                } else {
+                    store(&cmd)
+                }
+            }
             if announce {
                 cmd.announced = true
                 output.respond(cmd, device: id, .queued)
             }
             queue.append(cmd)
         }
+    }
+
+    /// Stores the waiting commands whose `queued` row ``accept(_:)`` put off and that were not
+    /// sent meanwhile.
+    func storeWaiting() {
+        // Never put off under `latest` (its store looks for older rows of the attribute and
+        // changes the queue), so nothing is to store then.
+        guard config.offlinePolicy != .latest else { return }
+        queue.storeUnstored { store(&$0) }
     }
 
     /// Stores a command that waits (`queued`); under the `latest` policy the waiting commands
