@@ -137,7 +137,7 @@ actor DeviceSession {
             for await event in events {
                 if case let .stop(error, done) = event {
                     stopped.append(done)
-                    storeWaiting()
+                    if error == nil { storeWaiting() }  // left in the outbox for the next session
                     stopQueued(error)
                     break
                 }
