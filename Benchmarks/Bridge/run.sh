@@ -5,6 +5,7 @@
 # at once), `gatt2mqtt run`, and `bridge-bench` as the hub. Every process is stopped by its pid.
 #   Benchmarks/Bridge/run.sh [COMMANDS=5000] [IDLE_SECONDS=30]
 #   BENCH_PROFILE=rokid Benchmarks/Bridge/run.sh   # the glasses' brightness instead of a GoPro setting
+#   BENCH_BRIDGE_BIN=/tmp/gatt2mqtt-before Benchmarks/Bridge/run.sh  # another build of the bridge (A/B runs; the rest as built)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -74,7 +75,7 @@ devices:
 $yaml
 CONF
 # BENCH_BRIDGE_ENV: extra environment for the bridge only (scripts/gen-order preloads its profiler).
-env ${BENCH_BRIDGE_ENV:-} "$bin/gatt2mqtt" run --config "$work/bridge.yaml" --log-level warning 2>"$work/bridge.err" & bridge=$!; pids+=($bridge)
+env ${BENCH_BRIDGE_ENV:-} "${BENCH_BRIDGE_BIN:-$bin/gatt2mqtt}" run --config "$work/bridge.yaml" --log-level warning 2>"$work/bridge.err" & bridge=$!; pids+=($bridge)
 
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg); $(nproc) cores; $(date -u +%FT%TZ)"
 BENCH_PROFILE=$profile "$benchbin/bridge-bench" "$port" "$bridge" "$commands" "$devices" "$idle" & pids+=($!)

@@ -56,6 +56,8 @@ public final class Bridge: Sendable {
     let topics: Topics
     let store: BridgeStore
     let mqtt: any MQTTPort
+    /// The answers' writes staged this turn (``AnswerBatch``); `mqtt` is this batch.
+    let batch: AnswerBatch
     let central: any BLECentral
     let drivers: DriverFactory
     let control: BridgeControl
@@ -104,17 +106,25 @@ public final class Bridge: Sendable {
     ///   so that waiting wakes no other thread.
     /// - Parameter clock: the clock of every deadline and wait (default: the continuous clock,
     ///   waiting with `sleep`); tests pass a manual one.
+    /// - Parameter batchCommits: the caller runs ``commitBatch()`` once per event-loop turn
+    ///   (before the loop sleeps), so the answers of one turn are committed together
+    ///   (``AnswerBatch``); false: each session commits at the end of each event it handles.
     public init(configuration: Configuration, store: BridgeStore, mqtt: any MQTTPort, central: any BLECentral,
                 drivers: @escaping DriverFactory, version: String = "0.1.0", logger: Logger = Logger(label: "gatt2mqtt.bridge"),
                 tick: Duration = BridgeDefaults.tick, healthInterval: Duration = BridgeDefaults.healthInterval,
                 connectAttempt: Duration = Bridge.defaultConnectAttempt, sleep: Sleep = .task, clock: BridgeClock? = nil,
-                control: BridgeControl = BridgeControl()) throws {
+                control: BridgeControl = BridgeControl(), batchCommits: Bool = false) throws {
         self.healthInterval = healthInterval
         self.tick = tick
         self.clock = clock ?? .continuous(sleep: sleep)
         self.file = Mutex(configuration)
         self.topics = Topics(base: configuration.mqtt.baseTopic)
         self.store = store
+        let batch = AnswerBatch(inner: mqtt, store: store, metrics: counters.metrics, logger: logger, deferred: batchCommits)
+        self.batch = batch
+        // Every publish, the bridge's own included, goes through the batch: none overtakes a
+        // response or state held for its commit.
+        let mqtt: any MQTTPort = batch
         self.mqtt = mqtt
         self.central = central
         self.drivers = drivers
@@ -127,7 +137,7 @@ public final class Bridge: Sendable {
             ? HomeAssistantDiscovery(prefix: configuration.homeAssistant.discoveryPrefix, topics: topics, version: version) : nil
         var output = SessionOutput(topics: topics, gate: ConnectGate(),
                                    history: (configuration.database.historyMaxEvents, configuration.database.historyMaxAge),
-                                   mqtt: mqtt, store: store, stateQoS: configuration.mqtt.qos,
+                                   mqtt: mqtt, batch: batch, store: store, stateQoS: configuration.mqtt.qos,
                                    retainState: configuration.mqtt.retainState, logger: logger, counters: counters,
                                    clock: self.clock)
         if let discovery {
@@ -161,6 +171,12 @@ public final class Bridge: Sendable {
         }
         registry.withLock { $0 = registered }
     }
+
+    /// Commits the answers staged since the last call in one transaction and publishes what
+    /// waited for them. The runtime calls it from its event loop's before-sleep hook (with
+    /// `batchCommits: true`); true when it committed or published anything.
+    @discardableResult
+    public func commitBatch() -> Bool { batch.commit() }
 
     func makeSession(_ device: DeviceConfig, state: JSONObject?) throws -> DeviceSession {
         let configuration = self.configuration

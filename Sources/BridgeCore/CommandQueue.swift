@@ -88,6 +88,16 @@ struct CommandQueue: Sendable {
     /// Nothing under way and nothing ahead: a command admitted now goes out at once.
     var isIdle: Bool { inFlight == nil && writing == nil && startup.isEmpty && waiting.isEmpty }
 
+    /// Only the write of the operation under way is ahead, its answer already in: a command
+    /// admitted now goes out as soon as BlueZ returns that write (usually in the same event-loop
+    /// turn, the method return arriving with the next command).
+    var onlyWriteReturnAhead: Bool { inFlight == nil && writing != nil && startup.isEmpty && waiting.isEmpty }
+
+    /// Hands every waiting user command that has no outbox row yet to `body` (which stores it).
+    mutating func storeUnstored(_ body: (inout PendingCommand) -> Void) {
+        for i in waiting.indices where waiting[i].outboxID == nil && !waiting[i].isInternal { body(&waiting[i]) }
+    }
+
     // MARK: Admission
 
     enum Admission: Equatable {

@@ -25,6 +25,8 @@ actor DeviceSession {
         case waitForLink(deadline: ContinuousClock.Instant, CheckedContinuation<LinkWait, Never>)
         /// Resumed once every event before it was handled (``settled()``).
         case settle(CheckedContinuation<Void, Never>)
+        /// Store the waiting commands whose `queued` row was put off (``accept(_:)``).
+        case storeWaiting
     }
 
     /// How a wait for the link ended.
@@ -135,6 +137,7 @@ actor DeviceSession {
             for await event in events {
                 if case let .stop(error, done) = event {
                     stopped.append(done)
+                    if error == nil { storeWaiting() }  // left in the outbox for the next session
                     stopQueued(error)
                     break
                 }
@@ -144,6 +147,9 @@ actor DeviceSession {
             writeSink.finish()
             group.cancelAll()
         }
+        // Cancelled (the bridge stops) with a command whose `queued` row was put off: stored now,
+        // so it stays in the outbox for the next start.
+        storeWaiting()
         await shutdown()
         for w in linkWaiters { w.continuation.resume(returning: .stopped) }
         linkWaiters = []
@@ -237,7 +243,8 @@ actor DeviceSession {
         case let .waitForLink(deadline, c):
             if link != nil { c.resume(returning: .up) } else { linkWaiters.append((deadline, c)) }
         case .stop: break  // taken by run()
-        case .settle: break  // resumed below, after the dispatch
+        case .settle: storeWaiting()  // resumed below, after the dispatch
+        case .storeWaiting: storeWaiting()
         case let .notification(n): process(driver.receive(n), from: n)
         case let .observed(rssi): observe(rssi: rssi)
         case .tick: tick()
@@ -245,7 +252,14 @@ actor DeviceSession {
         }
         dispatch()
         metrics.queueDepth.record(queue.count)
-        if case let .settle(c) = event { c.resume() }
+        // The answers' writes: committed now, or by the event loop's hook once the turn's other
+        // events are in (``AnswerBatch``). A settle waiter sees them stored and published.
+        if case let .settle(c) = event {
+            output.batch.commit()
+            c.resume()
+        } else if !output.batch.deferred {
+            output.batch.commit()
+        }
     }
 
     func accept(_ cmd: PendingCommand) {
@@ -278,13 +292,33 @@ actor DeviceSession {
         case let .accept(immediate, announce):
             // A command that goes out at once is written to the outbox by `dispatch` as `sent`,
             // in one commit, before it is written to the device; any other is stored `queued` here.
-            if cmd.outboxID == nil, !cmd.isInternal, !immediate { store(&cmd) }
+            // One that waits only for BlueZ to return the previous write (its answer already
+            // in) is stored at the end of this event-loop turn: the method return, which usually
+            // arrives with the next command, sends it `sent` in one commit instead of `queued`
+            // then `sent`; if it did not come, the command is stored `queued` then, before the
+            // loop sleeps (without a loop: after the events already received).
+            if cmd.outboxID == nil, !cmd.isInternal, !immediate {
+                if link != nil, queue.onlyWriteReturnAhead, !driver.isBusy || cmd.bypassesBusyGate, config.offlinePolicy != .latest {
+                    output.batch.atEndOfTurn { [sink] in sink.yield(.storeWaiting) }
+                } else {
+                    store(&cmd)
+                }
+            }
             if announce {
                 cmd.announced = true
                 output.respond(cmd, device: id, .queued)
             }
             queue.append(cmd)
         }
+    }
+
+    /// Stores the waiting commands whose `queued` row ``accept(_:)`` put off and that were not
+    /// sent meanwhile.
+    func storeWaiting() {
+        // Never put off under `latest` (its store looks for older rows of the attribute and
+        // changes the queue), so nothing is to store then.
+        guard config.offlinePolicy != .latest else { return }
+        queue.storeUnstored { store(&$0) }
     }
 
     /// Stores a command that waits (`queued`); under the `latest` policy the waiting commands
@@ -337,14 +371,11 @@ actor DeviceSession {
         commitState(["rssi": .int(Int64(rssi))], at: Date())
     }
 
-    /// Merges `changed` and `last_seen` into the state, stores it and publishes it.
+    /// Merges `changed` and `last_seen` into the state, stores it and publishes it (staged
+    /// like an answer's state: a device's states are saved in the order they were made).
     func commitState(_ changed: JSONObject, at date: Date) {
         let json = state.stamp(changed, at: date)
-        do throws(StoreError) {
-            try output.store.apply([.saveState(deviceID: id, json: json, at: date.timeIntervalSince1970)])
-        } catch {
-            output.logger.error("state write failed", metadata: ["device": "\(id)", "error": "\(error)"])
-        }
+        output.batch.stage([.saveState(deviceID: id, json: json, at: date.timeIntervalSince1970)], timed: false)
         publishState(json: json)
     }
 
@@ -484,7 +515,7 @@ actor DeviceSession {
         if notification != nil { schedule.heard(at: output.clock.now()); if !available, link != nil { setAvailable(true) } }
         // The answer's writes first, in one commit, before anything about them is published: the
         // answered command's outbox entry removed, the new state saved (write-through; in SQLite
-        // no later than its retained publish).
+        // no later than its retained publish). The commit is the batch's (``AnswerBatch``).
         var changed = JSONObject()
         for o in outputs { if case let .state(s) = o { changed.merge(s) } }
         var writes: [BridgeStore.Write] = []
@@ -502,9 +533,8 @@ actor DeviceSession {
             merged = state.merge(changed, at: date)
             if let merged { writes.append(.saveState(deviceID: id, json: merged.json, at: date.timeIntervalSince1970)) }
         }
-        do throws(StoreError) { if !writes.isEmpty { try output.metrics.commit { () throws(StoreError) in try output.store.apply(writes) } } } catch {
-            output.logger.error("state write failed", metadata: ["device": "\(id)", "error": "\(error)"])
-        }
+        // Staged: committed with the turn's other answers, before any publish made from here on.
+        output.batch.stage(writes)
         for o in outputs {
             switch o {
             case .state:

@@ -5,6 +5,9 @@ import Foundation
 /// changes it, when `last_seen` is stamped, when a sighting's RSSI is news.
 struct DeviceState: Sendable {
     private(set) var values: JSONObject
+    /// The last `last_seen` text and its second: formatting a date costs more than the rest of
+    /// a merge, and a busy device is stamped many times a second.
+    private var stampCache: (second: Double, text: String)?
 
     init(_ values: JSONObject) { self.values = values }
 
@@ -20,7 +23,7 @@ struct DeviceState: Sendable {
         merged.merge(changed)
         guard merged != values else { return nil }
         let hardwareChanged = merged["hardware"] != values["hardware"]
-        merged["last_seen"] = .string(Self.timestamp(date))
+        merged["last_seen"] = .string(stampText(date))
         values = merged
         return (json, hardwareChanged)
     }
@@ -28,7 +31,7 @@ struct DeviceState: Sendable {
     /// Merges `changed` and stamps `last_seen`, changed or not (link up, a sighting); the JSON text.
     mutating func stamp(_ changed: JSONObject, at date: Date) -> String {
         values.merge(changed)
-        values["last_seen"] = .string(Self.timestamp(date))
+        values["last_seen"] = .string(stampText(date))
         return json
     }
 
@@ -37,6 +40,15 @@ struct DeviceState: Sendable {
     func rssiIsNews(_ rssi: Int) -> Bool {
         guard let published = values["rssi"]?.intValue else { return true }
         return abs(published - rssi) >= BridgeDefaults.rssiStep
+    }
+
+    /// ``timestamp(_:)`` of `date`, from the cache when it is in the same second.
+    private mutating func stampText(_ date: Date) -> String {
+        let second = date.timeIntervalSince1970.rounded(.down)
+        if let c = stampCache, c.second == second { return c.text }
+        let text = Self.timestamp(date)
+        stampCache = (second, text)
+        return text
     }
 
     /// `last_seen`'s form: ISO 8601 in UTC (`2025-06-01T12:00:00Z`), as Home Assistant's

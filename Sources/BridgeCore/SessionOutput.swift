@@ -9,7 +9,10 @@ struct SessionOutput: Sendable {
     let topics: Topics
     let gate: ConnectGate
     let history: (maxEvents: Int, maxAge: Duration)
+    /// Publishes through ``batch`` (held while answer writes are staged).
     let mqtt: any MQTTPort
+    /// The answers' store writes of this turn and the publishes waiting for them.
+    let batch: AnswerBatch
     let store: BridgeStore
     let stateQoS: Int
     let retainState: Bool

@@ -95,7 +95,14 @@ public struct BridgeService: Service {
         let bridge = try Bridge(configuration: configuration, store: store, mqtt: frontend.map { FrontendTee(inner: port, hub: $0) } ?? port,
                                 central: central,
                                 drivers: { try makeDriver(for: $0, now: clock) }, logger: logger,
-                                sleep: Sleep { [loop] in try await loop.sleep(for: $0) }, control: control)
+                                sleep: Sleep { [loop] in try await loop.sleep(for: $0) }, control: control,
+                                batchCommits: true)
+        // The answers handled in one loop turn are committed together before the loop sleeps,
+        // then their responses and states published (AnswerBatch). Publishing from a hook queues
+        // packets after the MQTT client's flush hook may have run: an empty job makes the loop
+        // go round once more, so its hooks run again before it sleeps.
+        let commitHook = loop.addHook { [loop] in if bridge.commitBatch() { loop.execute {} } }
+        defer { loop.removeHook(commitHook) }
         var subscriptions: [MQTTSubscription] = []
         for filter in bridge.subscriptions {
             // Handed to the bridge where the message arrives (the event loop): routing is quick and the device sessions take the commands through their

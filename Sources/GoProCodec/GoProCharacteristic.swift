@@ -27,8 +27,18 @@ public enum GoProCharacteristic: UInt16, Sendable, CaseIterable, Hashable {
 
     /// The full 128-bit UUID in lower case (§1).
     public var uuid: String {
-        let s = shortName.dropFirst(3).lowercased()
-        return "b5f9\(s)-aa8d-11e3-9046-0002a5d5c51b"
+        switch self {
+        // Spelled out: a notification names its characteristic by this text, so `init(identifier:)`
+        // compares it first, and building it costs more than the rest of a notification's routing.
+        case .command: "b5f90072-aa8d-11e3-9046-0002a5d5c51b"
+        case .commandResponse: "b5f90073-aa8d-11e3-9046-0002a5d5c51b"
+        case .settings: "b5f90074-aa8d-11e3-9046-0002a5d5c51b"
+        case .settingsResponse: "b5f90075-aa8d-11e3-9046-0002a5d5c51b"
+        case .query: "b5f90076-aa8d-11e3-9046-0002a5d5c51b"
+        case .queryResponse: "b5f90077-aa8d-11e3-9046-0002a5d5c51b"
+        case .networkManagement: "b5f90091-aa8d-11e3-9046-0002a5d5c51b"
+        case .networkManagementResponse: "b5f90092-aa8d-11e3-9046-0002a5d5c51b"
+        }
     }
 
     /// True for the notify characteristics (responses and pushes).
@@ -53,6 +63,11 @@ public enum GoProCharacteristic: UInt16, Sendable, CaseIterable, Hashable {
 
     /// Parses `GP-0073` (any case, also without the dash), `0073`, or the full UUID.
     public init(identifier: String) throws(GoProError) {
+        // The common case: the full UUID as ``uuid`` spells it (what the link reports).
+        if let c = Self.allCases.first(where: { $0.uuid == identifier }) {
+            self = c
+            return
+        }
         var text = identifier.lowercased()
         if text.count == 36, text.hasPrefix("b5f9"), text.hasSuffix("-aa8d-11e3-9046-0002a5d5c51b") {
             text = String(text.dropFirst(4).prefix(4))

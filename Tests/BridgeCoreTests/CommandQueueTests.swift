@@ -26,6 +26,23 @@ import Testing
         return nil
     }
 
+    /// A command arriving after the answer but before BlueZ returned the write: only that
+    /// return is ahead of it (the session then stores it at the end of the turn, not at once).
+    @Test func onlyTheWriteReturnAhead() {
+        var q = CommandQueue()
+        #expect(!q.onlyWriteReturnAhead, "idle: nothing ahead")
+        q.append(command(1))
+        guard case let .send(first) = q.next(busy: false) else { Issue.record("nothing to send"); return }
+        _ = q.start(first, ping(1), commandTimeout: timeout, now: t0)
+        #expect(!q.onlyWriteReturnAhead, "the answer is still awaited")
+        _ = q.answer("ping:1")
+        #expect(q.onlyWriteReturnAhead)
+        q.append(command(2))
+        #expect(!q.onlyWriteReturnAhead, "a command waits ahead")
+        _ = q.written(1, failure: nil)
+        #expect(nextNumber(&q) == 2)
+    }
+
     @Test func commandsGoOutInArrivalOrderOneAtATime() {
         var q = CommandQueue()
         for n in 1...3 { q.append(command(n)) }

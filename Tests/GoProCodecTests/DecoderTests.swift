@@ -120,6 +120,13 @@ import Testing
         #expect(try GoProCharacteristic(identifier: "b5f90073-aa8d-11e3-9046-0002a5d5c51b") == .commandResponse)
         #expect(GoProCharacteristic.command.uuid == "b5f90072-aa8d-11e3-9046-0002a5d5c51b")
         #expect(throws: GoProError.unknownCharacteristic("GP-0099")) { try GoProCharacteristic(identifier: "GP-0099") }
+        // The spelled-out UUIDs are the short names' (§1), and each names its characteristic in
+        // either case.
+        for c in GoProCharacteristic.allCases {
+            #expect(c.uuid == "b5f9\(c.shortName.dropFirst(3).lowercased())-aa8d-11e3-9046-0002a5d5c51b")
+            #expect(try GoProCharacteristic(identifier: c.uuid) == c)
+            #expect(try GoProCharacteristic(identifier: c.uuid.uppercased()) == c)
+        }
     }
 }
 
