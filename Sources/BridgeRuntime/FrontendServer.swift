@@ -4,6 +4,7 @@ import BridgeCore
 import FlyingSocks
 import Foundation
 import Logging
+import Reactor
 import ServiceLifecycle
 
 /// The web frontend (`frontend.listen`, docs/frontend.md): the pages, their live event stream
@@ -69,7 +70,7 @@ public struct FrontendServer: Service {
 
     /// One connection: its request (within ``requestTimeout``), then one answer or an event stream.
     func serve(_ connection: AsyncSocket) async {
-        let read = await HTTPListener.within(Self.requestTimeout) { try? await Self.readRequest(connection) }
+        let read = await withDeadline(Self.requestTimeout) { try? await Self.readRequest(connection) }
         let request: HTTPRequest
         switch read {
         case nil: return

@@ -1,5 +1,6 @@
 import BridgeConfig
 import FlyingSocks
+import Reactor
 import Foundation
 import ServiceLifecycle
 import Synchronization
@@ -78,21 +79,6 @@ struct HTTPListener: Sendable {
         } catch {
             if Task.isCancelled || Task.isShuttingDownGracefully { return }
             throw StartupError("\(what): \(Self.describe(error))")
-        }
-    }
-
-    /// `read`'s result, or nil when it does not end within `timeout` (it is then cancelled):
-    /// how long a connection may take to send its request.
-    static func within<T: Sendable>(_ timeout: Duration, _ read: @escaping @Sendable () async -> T?) async -> T? {
-        await withTaskGroup(of: T?.self) { group in
-            group.addTask { await read() }
-            group.addTask {
-                try? await Task.sleep(for: timeout)
-                return nil
-            }
-            let first = await group.next() ?? nil
-            group.cancelAll()
-            return first
         }
     }
 

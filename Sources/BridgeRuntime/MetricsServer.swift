@@ -5,6 +5,7 @@ import FlyingSocks
 import Foundation
 import Logging
 import Prometheus
+import Reactor
 import ServiceLifecycle
 import Synchronization
 
@@ -51,7 +52,7 @@ public struct MetricsServer: Service {
 
     /// One connection: its request head (within ``requestTimeout``), one response.
     func serve(_ connection: AsyncSocket) async {
-        guard let head = await HTTPListener.within(Self.requestTimeout, { try? await Self.readHead(connection) }) else { return }
+        guard let head = await withDeadline(Self.requestTimeout, { try? await Self.readHead(connection) }) else { return }
         let response = handler.response(to: head)
         do { try await connection.write(Data(response.bytes)) } catch {
             logger.debug("metrics: the answer was not sent", metadata: ["error": "\(error)"])

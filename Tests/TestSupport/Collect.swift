@@ -1,3 +1,4 @@
+import Reactor
 import Synchronization
 
 /// Takes elements of `sequence` (an MQTT subscription, a notification stream…) until `count`

@@ -1,3 +1,4 @@
+import Reactor
 import Synchronization
 
 /// An append-only record that a test can wait on: each `append` checks the waiters, and resumes
