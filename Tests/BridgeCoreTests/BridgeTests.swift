@@ -434,6 +434,9 @@ import Testing
             let before = h.mqtt.sent.filter { $0.topic.hasPrefix("homeassistant/") }.count
             h.bridge.handle(InboundMessage(topic: "homeassistant/status", payload: Array("offline".utf8)))
             h.bridge.handle(InboundMessage(topic: "homeassistant/status", payload: Array("online".utf8)))
+            // Published in the order handled: "offline" would have resent its seven before these.
+            _ = try await h.mqtt.wait("7 more discovery messages") { $0.filter { $0.topic.hasPrefix("homeassistant/") }.count >= 14 }
+            await h.session.settled()
             let after = h.mqtt.sent.filter { $0.topic.hasPrefix("homeassistant/") }.count
             #expect(before == 7 && after == 14)
         }
