@@ -247,14 +247,7 @@ import Testing
             let stream = try await client.signals(matching: DBusMatchRule(interface: "org.example.Echo"))
             let collector = SignalCollector(stream)
             let start = ContinuousClock.now
-            async let outcome: DBusError? = {
-                do {
-                    _ = try await client.echo("Sleep", [.uint32(20_000)], timeout: .seconds(30))
-                    return nil
-                } catch {
-                    return error as? DBusError
-                }
-            }()
+            async let outcome = client.sleepCallError(milliseconds: 20_000, timeout: .seconds(30))
             // The call is under way (sent, awaiting its reply) when the daemon dies.
             #expect(await eventually { client.box.state.withLock { !$0.pendingCalls.isEmpty } })
             bus.stop()
@@ -275,26 +268,12 @@ import Testing
             let server = try await EchoServer.start(bus, loop: loop)
             defer { server.close() }
             let client = try await bus.connect(loop: loop)
-            let task = Task { () -> DBusError? in
-                do {
-                    _ = try await client.echo("Sleep", [.uint32(10_000)], timeout: .seconds(20))
-                    return nil
-                } catch {
-                    return error as? DBusError
-                }
-            }
+            let task = Task { await client.sleepCallError(milliseconds: 10_000, timeout: .seconds(20)) }
             #expect(await eventually { client.box.state.withLock { !$0.pendingCalls.isEmpty } })
             task.cancel()
             #expect(await task.value == .cancelled)
 
-            let pending = Task { () -> DBusError? in
-                do {
-                    _ = try await client.echo("Sleep", [.uint32(10_000)], timeout: .seconds(20))
-                    return nil
-                } catch {
-                    return error as? DBusError
-                }
-            }
+            let pending = Task { await client.sleepCallError(milliseconds: 10_000, timeout: .seconds(20)) }
             #expect(await eventually { client.box.state.withLock { !$0.pendingCalls.isEmpty } })
             client.close()
             #expect(await pending.value == .disconnected)

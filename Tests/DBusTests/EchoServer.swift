@@ -84,6 +84,17 @@ import Synchronization
 import TestSupport
 
 extension DBusConnection {
+    /// Calls the echo server's `Sleep` for `milliseconds`: how it failed (nil: it returned), for
+    /// a test that ends the call before the reply (close, cancellation, a lost bus).
+    func sleepCallError(milliseconds: UInt32, timeout: Duration) async -> DBusError? {
+        do {
+            _ = try await echo("Sleep", [.uint32(milliseconds)], timeout: timeout)
+            return nil
+        } catch {
+            return error
+        }
+    }
+
     func echo(_ method: String, _ args: [DBusValue], timeout: Duration = .seconds(5)) async throws(DBusError) -> DBusMessage {
         try await call(destination: EchoServer.name, path: EchoServer.path, interface: EchoServer.interface,
                        method: method, arguments: args, timeout: timeout)

@@ -103,7 +103,7 @@ public func killAndReap(_ pid: pid_t, _ signal: Int32) {
     guard pid != 0 else { return }
     _ = Glibc.kill(pid, signal)
     var status: Int32 = 0
-    _ = waitpid(pid, &status, 0)
+    while waitpid(pid, &status, 0) < 0, errno == EINTR {}
 }
 
 /// A child process that can be killed abruptly (SIGKILL), e.g. `mosquitto_sub` with a Will.
@@ -165,9 +165,5 @@ private func closeFrom3(_ actions: UnsafeMutablePointer<posix_spawn_file_actions
 /// cooperative pool may be holding, and can wait until they free up. The process' own
 /// `terminationStatus` is not to be read afterwards.
 public func reap(_ process: Process, _ signal: Int32 = SIGTERM) {
-    let pid = process.processIdentifier
-    guard pid > 0 else { return }
-    _ = Glibc.kill(pid, signal)
-    var status: Int32 = 0
-    while waitpid(pid, &status, 0) < 0, errno == EINTR {}
+    killAndReap(process.processIdentifier, signal)
 }
