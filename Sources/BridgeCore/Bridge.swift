@@ -87,10 +87,13 @@ public final class Bridge: Sendable {
     let restartRequired = Mutex<[String]>([])
     /// The running scan and what it saw (for `device/add` without a profile).
     let scanning = Mutex(ScanState())
+    /// Several bridges on one broker (`cluster.enabled`, docs/scale-out.md); nil: this bridge
+    /// runs every device it is configured with.
+    let cluster: ClusterState?
 
     /// Every filter the bridge needs to subscribe to.
     public var subscriptions: [String] {
-        topics.subscriptions + (discovery.map { [$0.statusTopic] } ?? [])
+        topics.subscriptions + (discovery.map { [$0.statusTopic] } ?? []) + clusterSubscriptions
     }
 
     /// The default of `init`'s `connectAttempt`: long enough for a present device to connect and
@@ -132,6 +135,7 @@ public final class Bridge: Sendable {
         self.logger = logger
         self.version = version
         self.connectAttempt = connectAttempt
+        cluster = configuration.cluster.enabled ? ClusterState(node: configuration.nodeID, settings: configuration.cluster) : nil
         logLevel = Mutex(control.logLevel ?? configuration.logLevel)
         discovery = configuration.homeAssistant.enabled
             ? HomeAssistantDiscovery(prefix: configuration.homeAssistant.discoveryPrefix, topics: topics, version: version) : nil
@@ -140,6 +144,7 @@ public final class Bridge: Sendable {
                                    mqtt: mqtt, batch: batch, store: store, stateQoS: configuration.mqtt.qos,
                                    retainState: configuration.mqtt.retainState, logger: logger, counters: counters,
                                    clock: self.clock)
+        if configuration.cluster.enabled { output.node = configuration.nodeID }
         if let discovery {
             // A device's `device` block follows what its state learnt (a GoPro's model, firmware, serial).
             output.deviceInfoChanged = { [mqtt] device, state in
@@ -182,7 +187,7 @@ public final class Bridge: Sendable {
         let configuration = self.configuration
         return DeviceSession(config: device, driver: try drivers(device), central: central, output: output, initialState: state ?? [:],
                              reconnect: (configuration.mqtt.reconnectMin, configuration.mqtt.reconnectMax),
-                             connectAttempt: connectAttempt)
+                             connectAttempt: connectAttempt, owned: cluster == nil)
     }
 
     /// Why `device` cannot join `others`: the same id, or the same address.
@@ -233,6 +238,7 @@ public final class Bridge: Sendable {
         announce()
         resumeOutbox()
         await withDiscardingTaskGroup { group in
+            runCluster(in: &group)
             for r in registry.withLock({ Array($0.values) }) {
                 group.addTask { await r.session.run() }
             }
@@ -241,6 +247,7 @@ public final class Bridge: Sendable {
                 while !Task.isCancelled {
                     try? await self.sleep(self.tick)
                     for s in self.registry.withLock({ $0.values.map(\.session) }) { s.tickNow() }
+                    self.clusterTick()
                 }
             }
             group.addTask {
@@ -264,7 +271,11 @@ public final class Bridge: Sendable {
             group.cancelAll()
         }
         await stopScan()
-        mqtt.send(OutboundMessage(topic: topics.bridgeState, json: ["state": "offline"], qos: 1, retain: true))
+        publishNodeState(online: false)
+        // With several bridges, the bridge is offline when the last of them stops.
+        if cluster?.view.withLock({ $0.online.count > 1 }) != true {
+            mqtt.send(OutboundMessage(topic: topics.bridgeState, json: ["state": "offline"], qos: 1, retain: true))
+        }
     }
 
     /// Keeps the store's registry row of a device (pairing and last-seen survive restarts; an
@@ -278,6 +289,7 @@ public final class Bridge: Sendable {
     /// Publishes the bridge's retained topics (at start, and again after the broker came back).
     public func announce() {
         mqtt.send(OutboundMessage(topic: topics.bridgeState, json: ["state": "online"], qos: 1, retain: true))
+        if cluster?.started.withLock({ $0 }) != nil { publishNodeState(online: true) }
         publishInfo()
         publishDevices()
         publishDiscovery()
@@ -365,6 +377,7 @@ public final class Bridge: Sendable {
     /// The broker came back (the client reconnected): republish retained state.
     public func brokerReconnected() async {
         announce()
+        republishClaims()
         for s in registry.withLock({ $0.values.map(\.session) }) { await s.republish() }
     }
 
@@ -393,13 +406,14 @@ public final class Bridge: Sendable {
                 output.respond(cmd, device: entry.deviceID, .error,
                                error: CommandError(.interrupted, "the bridge stopped after the command was written (not repeated)"))
             } else {
-                session.submit(cmd)
+                routeCommand(cmd, to: session, device: entry.deviceID)
             }
         }
     }
 
     /// Handles one inbound MQTT message (any thread; returns at once).
     public func handle(_ message: InboundMessage) {
+        if handleCluster(message) { return }
         if let discovery, message.topic == discovery.statusTopic {
             if String(decoding: message.payload, as: UTF8.self) == "online" { publishDiscovery() }
             return
@@ -413,12 +427,12 @@ public final class Bridge: Sendable {
             do throws(CommandError) { commands = try parseSetPayload(message.payload) } catch {
                 return reject(device: device, message, transaction: nil, error: error)
             }
-            for c in commands { session.submit(pending(.command(c.body), c.transaction, message, session)) }
+            for c in commands { routeCommand(pending(.command(c.body), c.transaction, message, session), to: session, device: device) }
         case let .setAttribute(device, attribute):
             if message.retain { return ignoreRetained(message) }
             guard let session = session(device, message) else { return }
             let body: JSONObject = [attribute: parseShortcutValue(message.payload)]
-            session.submit(pending(.command(body), nil, message, session))
+            routeCommand(pending(.command(body), nil, message, session), to: session, device: device)
         case let .get(device):
             guard let session = session(device, message) else { return }
             var attributes: [String] = []
@@ -430,11 +444,11 @@ public final class Bridge: Sendable {
                 attributes = o.keys
             }
             let body: JSONObject = ["get": .array(attributes.map { .string($0) })]
-            session.submit(pending(.command(body), transaction, message, session))
+            routeCommand(pending(.command(body), transaction, message, session), to: session, device: device)
         case let .write(device, characteristic):
             if message.retain { return ignoreRetained(message) }
             guard let session = session(device, message) else { return }
-            session.submit(pending(.write(topic: characteristic, payload: message.payload), nil, message, session))
+            routeCommand(pending(.write(topic: characteristic, payload: message.payload), nil, message, session), to: session, device: device)
         case let .bridgeRequest(operation):
             handleBridgeRequest(operation, message)
         }
@@ -453,9 +467,13 @@ public final class Bridge: Sendable {
     }
 
     func reject(device: String?, _ m: InboundMessage, transaction: JSONValue?, error: CommandError) {
+        // With several bridges, one answers: the device's owner, or the leader when none.
+        guard answers(for: device) else { return }
         counters.command(.error, error)
         if let device { counters.metrics.rejected(device: device, error) }
-        let body = CommandResponse(transaction: transaction, status: .error, error: error).json
+        var response = CommandResponse(transaction: transaction, status: .error, error: error)
+        response.node = output.node
+        let body = response.json
         if let rt = m.responseTopic {
             mqtt.send(OutboundMessage(topic: rt, json: body, qos: 1, retain: false, correlationData: m.correlationData))
         } else if let device {

@@ -59,6 +59,8 @@ public struct CommandResponse: Sendable, Equatable {
     public var command: JSONValue?
     public var data: JSONValue?
     public var error: CommandError?
+    /// The node that answered, when several bridges share the broker (docs/scale-out.md).
+    public var node: String?
 
     public init(transaction: JSONValue?, status: CommandStatus, command: JSONValue? = nil, data: JSONValue? = nil, error: CommandError? = nil) {
         self.transaction = transaction
@@ -75,6 +77,7 @@ public struct CommandResponse: Sendable, Equatable {
         if let command { o["command"] = command }
         if let data { o["data"] = data }
         if let error { o["error"] = ["code": .string(error.code.rawValue), "message": .string(error.message)] }
+        if let node { o["node"] = .string(node) }
         return .object(o)
     }
 }

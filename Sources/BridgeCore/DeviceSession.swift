@@ -3,6 +3,7 @@ import BridgeConfig
 import BridgeStore
 import Foundation
 import Logging
+import Synchronization
 
 /// One device: its link, its driver, its command queue. One GATT operation in flight; one
 /// device's trouble never blocks another (each session runs in its own task).
@@ -27,6 +28,10 @@ actor DeviceSession {
         case settle(CheckedContinuation<Void, Never>)
         /// Store the waiting commands whose `queued` row was put off (``accept(_:)``).
         case storeWaiting
+        /// This node gained or lost the device (several bridges on one broker,
+        /// docs/scale-out.md); losing it ends the waiting commands with `error` and closes the
+        /// link before `done` is resumed.
+        case ownership(Bool, error: CommandError?, done: CheckedContinuation<Void, Never>?)
     }
 
     /// How a wait for the link ended.
@@ -76,10 +81,16 @@ actor DeviceSession {
     var stopped: [CheckedContinuation<Void, Never>] = []
     /// The RSSI of the last sighting (``observed(rssi:)``), published or not.
     var lastRSSI: Int?
+    /// Whether this node runs the device: always, unless several bridges share the broker and
+    /// another one owns it (docs/scale-out.md). Not owned: no link, no publish, no command.
+    nonisolated let owned: OwnershipSignal
+    /// Whether the link is up, for the cluster's sightings (any thread).
+    nonisolated let linked = Mutex(false)
 
     init(config: DeviceConfig, driver: any DeviceDriver, central: any BLECentral, output: SessionOutput,
          initialState: JSONObject, reconnect: (min: Duration, max: Duration),
-         connectAttempt: Duration = Bridge.defaultConnectAttempt) {
+         connectAttempt: Duration = Bridge.defaultConnectAttempt, owned: Bool = true) {
+        self.owned = OwnershipSignal(owned)
         self.config = config
         self.driver = driver
         self.central = central
@@ -127,6 +138,13 @@ actor DeviceSession {
     /// ``BridgeDefaults/rssiStep`` dBm since the published value, so a stream of adverts costs no publish or
     /// store write while the signal holds steady.
     nonisolated func observed(rssi: Int) { sink.yield(.observed(rssi: rssi)) }
+
+    /// This node gained (`true`) or lost the device; returns once the session took it in (on a
+    /// loss: the waiting commands ended with `error`, the link closed).
+    nonisolated func setOwned(_ owned: Bool, failingQueuedWith error: CommandError?) async {
+        if owned { self.owned.set(true) }
+        await withCheckedContinuation { sink.yield(.ownership(owned, error: error, done: $0)) }
+    }
 
     /// Runs until cancelled or stopped: keeps the link, processes commands and notifications.
     /// Ticks come from the bridge's one ticker (``tick()``), not from a timer per session.
@@ -206,6 +224,9 @@ actor DeviceSession {
         let notify = driverNotifyCharacteristics
         let attempt = connectAttempt
         while !Task.isCancelled {
+            // Another node owns the device: no connect until this one gets it.
+            await owned.wait()
+            if Task.isCancelled { break }
             do throws(BLEError) {
                 let link = try await output.gate.withPermit { () async throws(BLEError) -> any BLELink in
                     let start = output.clock.now()
@@ -223,6 +244,11 @@ actor DeviceSession {
                 sink.yield(.connectFailed(error))
             }
             if Task.isCancelled { break }
+            // The device went to another node meanwhile: when it comes back, connect at once.
+            if !owned.isOwned {
+                backoff.reset()
+                continue
+            }
             try? await output.sleep(backoff.next(jitter: Double.random(in: 0.5...1.0)))
         }
     }
@@ -235,8 +261,13 @@ actor DeviceSession {
     func handle(_ event: Event) async {
         switch event {
         case let .command(cmd): accept(cmd)
-        case let .linkUp(l): linkUp(l)
-        case let .linkDown(reason): linkDown(reason)
+        case let .linkUp(l):
+            if owned.isOwned { linkUp(l) } else { await l.disconnect() }  // connected as it lost the device
+        case let .linkDown(reason):
+            if link != nil { linkDown(reason) }  // else closed when the device was handed over
+        case let .ownership(on, error, done):
+            await ownership(on, failingQueuedWith: error)
+            done?.resume()
         case let .connectFailed(error):
             lastConnectError = error
             output.logger.debug("connect failed", metadata: ["device": "\(id)", "error": "\(error)"])
@@ -246,7 +277,7 @@ actor DeviceSession {
         case .settle: storeWaiting()  // resumed below, after the dispatch
         case .storeWaiting: storeWaiting()
         case let .notification(n): process(driver.receive(n), from: n)
-        case let .observed(rssi): observe(rssi: rssi)
+        case let .observed(rssi): if owned.isOwned { observe(rssi: rssi) }
         case .tick: tick()
         case let .written(sequence, result): written(sequence, result)
         }
@@ -341,6 +372,7 @@ actor DeviceSession {
 
     func linkUp(_ l: any BLELink) {
         link = l
+        linked.withLock { $0 = true }
         lastConnectError = nil
         metrics.linkUp(pairing: l.pairDuration)
         if l.pairedOnConnect {
@@ -381,6 +413,7 @@ actor DeviceSession {
 
     func linkDown(_ reason: String) {
         link = nil
+        linked.withLock { $0 = false }
         metrics.linkDown()
         driver.linkLost()
         schedule.down()
@@ -594,6 +627,9 @@ actor DeviceSession {
         output.mqtt.send(OutboundMessage(topic: output.topics.state(id), payload: payload, qos: output.stateQoS, retain: output.retainState))
     }
 
+    /// Whether no command is under way or waiting (a handover drains to this).
+    func isIdle() -> Bool { queue.isIdle }
+
     /// For the health topic: link state and queue depth.
     func health() -> JSONValue {
         ["connected": .bool(link != nil), "available": .bool(available), "queue": .int(Int64(queue.count)),
@@ -602,8 +638,23 @@ actor DeviceSession {
 
     /// Republishes retained topics (after the broker came back).
     func republish() {
+        guard owned.isOwned else { return }
         setAvailable(available)
         if !state.isEmpty { publishState() }
+    }
+
+    /// Takes the device (the link comes up by ``maintainLink()``) or gives it up: the waiting
+    /// commands end with `error`, a command under way ends `interrupted` (never repeated), the
+    /// link closes and the availability goes offline before this returns, so the next owner's
+    /// `online` comes after it.
+    func ownership(_ on: Bool, failingQueuedWith error: CommandError?) async {
+        guard !on else { return }
+        owned.set(false)
+        stopQueued(error ?? CommandError(.interrupted, "\(id) moved to another bridge before the command was sent (not repeated)"))
+        if let l = link {
+            linkDown("handed over")
+            await l.disconnect()
+        }
     }
 
     func shutdown() async {
@@ -621,3 +672,50 @@ extension Duration {
     }
 }
 
+
+/// Whether a session's node owns its device, and a wait until it does (any thread,
+/// cancellation-safe: a cancelled waiter returns at once).
+final class OwnershipSignal: Sendable {
+    private struct State {
+        var owned: Bool
+        var waiters: [Int: CheckedContinuation<Void, Never>] = [:]
+        var next = 0
+    }
+    private let state: Mutex<State>
+
+    init(_ owned: Bool) { state = Mutex(State(owned: owned)) }
+
+    var isOwned: Bool { state.withLock { $0.owned } }
+
+    func set(_ owned: Bool) {
+        let resumed = state.withLock { s -> [CheckedContinuation<Void, Never>] in
+            s.owned = owned
+            guard owned else { return [] }
+            defer { s.waiters = [:] }
+            return Array(s.waiters.values)
+        }
+        for c in resumed { c.resume() }
+    }
+
+    /// Returns once the device is owned (at once when it is), or when the task is cancelled.
+    func wait() async {
+        let id = state.withLock { s -> Int? in
+            guard !s.owned else { return nil }
+            s.next += 1
+            return s.next
+        }
+        guard let id else { return }
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { c in
+                let now = state.withLock { s -> Bool in
+                    if s.owned || Task.isCancelled { return true }
+                    s.waiters[id] = c
+                    return false
+                }
+                if now { c.resume() }
+            }
+        } onCancel: {
+            state.withLock { $0.waiters.removeValue(forKey: id) }?.resume()
+        }
+    }
+}

@@ -24,6 +24,9 @@ struct SessionOutput: Sendable {
     /// The device's `hardware` in its state changed (first known, or other): the bridge
     /// republishes its Home Assistant `device` block. Given the device id and its new state.
     var deviceInfoChanged: @Sendable (DeviceConfig, JSONObject) -> Void = { _, _ in }
+    /// This bridge's node id when several share the broker (docs/scale-out.md): every lifecycle
+    /// response then says which node answered.
+    var node: String?
 
     /// Publishes a bridge event and keeps it in the bounded history.
     func event(_ kind: String, device: String, _ extra: JSONObject = [:]) {
@@ -38,7 +41,8 @@ struct SessionOutput: Sendable {
         guard !cmd.isInternal else { return }
         counters.command(status, error)
         metrics.ended(cmd, device: device, status, error: error, at: clock.now())
-        let body = CommandResponse(transaction: cmd.transaction, status: status, command: cmd.commandJSON, data: data, error: error)
+        var body = CommandResponse(transaction: cmd.transaction, status: status, command: cmd.commandJSON, data: data, error: error)
+        body.node = node
         let topic = cmd.responseTopic ?? topics.response(device)
         mqtt.send(OutboundMessage(topic: topic, json: body.json, qos: 1, retain: false, correlationData: cmd.correlationData))
     }

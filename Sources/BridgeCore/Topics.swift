@@ -55,4 +55,37 @@ public struct Topics: Sendable, Equatable {
     /// Devices seen by `bridge/request/scan`.
     public var bridgeScan: String { "\(base)/bridge/scan" }
     public func bridgeResponse(_ operation: String) -> String { "\(base)/bridge/response/\(operation)" }
+
+    // Several bridges on one broker (docs/scale-out.md).
+
+    /// A node's liveness, retained; its MQTT Will sets it offline.
+    public func nodeState(_ node: String) -> String { "\(base)/bridge/nodes/\(node)/state" }
+    /// What a node sees (address, RSSI, age), retained.
+    public func nodeSeen(_ node: String) -> String { "\(base)/bridge/nodes/\(node)/seen" }
+    /// A device's ownership claim, retained.
+    public func owner(_ device: String) -> String { "\(base)/bridge/owners/\(device)" }
+    /// The filters of a node in a cluster, besides ``subscriptions``.
+    public var clusterSubscriptions: [String] {
+        ["\(base)/bridge/nodes/+/state", "\(base)/bridge/nodes/+/seen", "\(base)/bridge/owners/+"]
+    }
+
+    /// What a cluster topic is about.
+    public enum ClusterRoute: Sendable, Equatable {
+        case nodeState(String)
+        case nodeSeen(String)
+        case owner(device: String)
+    }
+
+    public func clusterRoute(_ topic: String) -> ClusterRoute? {
+        let prefix = base + "/bridge/"
+        guard topic.hasPrefix(prefix) else { return nil }
+        let parts = topic.dropFirst(prefix.count).split(separator: "/", omittingEmptySubsequences: false).map(String.init)
+        guard parts.allSatisfy({ !$0.isEmpty }) else { return nil }
+        switch (parts.count, parts.first) {
+        case (3, "nodes") where parts[2] == "state": return .nodeState(parts[1])
+        case (3, "nodes") where parts[2] == "seen": return .nodeSeen(parts[1])
+        case (2, "owners"): return .owner(device: parts[1])
+        default: return nil
+        }
+    }
 }

@@ -53,15 +53,22 @@ public struct BridgeService: Service {
         return home + "/.local/state/gatt2mqtt/gatt2mqtt.sqlite"
     }
 
-    /// The MQTT client options the configuration describes (Will = `bridge/state` offline).
+    /// The MQTT client options the configuration describes (Will = `bridge/state` offline; with
+    /// `cluster.enabled`, this node's `bridge/nodes/<node>/state` offline, which releases its
+    /// devices: docs/scale-out.md).
     public static func mqttOptions(_ c: Configuration) throws -> MQTTConnectOptions {
         let m = c.mqtt
         var o = MQTTConnectOptions(host: m.host, port: m.port, clientID: m.clientID,
                                    protocolVersion: m.protocolVersion == .v5 ? .v5 : .v311,
                                    keepAlive: Int(m.keepAlive.components.seconds), cleanSession: false)
         if m.protocolVersion == .v5 { o.sessionExpiryInterval = 7 * 24 * 3600 }
-        o.will = MQTTWill(topic: Topics(base: m.baseTopic).bridgeState, payload: Array(#"{"state":"offline"}"#.utf8),
-                          qos: .atLeastOnce, retain: true)
+        let topics = Topics(base: m.baseTopic)
+        if c.cluster.enabled {
+            o.will = MQTTWill(topic: topics.nodeState(c.nodeID), payload: Array(#"{"state":"offline","node":"\#(c.nodeID)"}"#.utf8),
+                              qos: .atLeastOnce, retain: true)
+        } else {
+            o.will = MQTTWill(topic: topics.bridgeState, payload: Array(#"{"state":"offline"}"#.utf8), qos: .atLeastOnce, retain: true)
+        }
         o.reconnect = MQTTReconnectPolicy(minimumDelay: m.reconnectMin, maximumDelay: m.reconnectMax, retryInitialConnect: true)
         if let user = m.username {
             let password: MQTTPassword? = m.passwordFile.map { .file($0) } ?? m.passwordEnvironment.map { .environment($0) }

@@ -1,0 +1,338 @@
+import BinaryCoding
+import BridgeConfig
+import Foundation
+import Synchronization
+
+/// This node's side of several bridges on one broker (docs/scale-out.md): what it knows
+/// (``ClusterView``), what it sees itself, the commands it holds for a device nobody owns, and
+/// which sessions it runs. The bridge's ``Bridge/clusterTick()`` and ``Bridge/handleCluster(_:)``
+/// drive it.
+final class ClusterState: Sendable {
+    let settings: ClusterSettings
+    let view: Mutex<ClusterView>
+    /// This node's own sightings by address (the continuous scan).
+    let local = Mutex<[String: (rssi: Int, at: ContinuousClock.Instant)]>([:])
+    /// Commands held while a device has no owner, by device id.
+    let held = Mutex<[String: [PendingCommand]]>([:])
+    /// Devices whose session this node runs as their owner.
+    let active = Mutex<Set<String>>([])
+    /// Devices being handed over (their commands draining).
+    let draining = Mutex<Set<String>>([])
+    /// When the bridge started: decisions wait until the retained claims and reports are in.
+    let started: Mutex<ContinuousClock.Instant?> = Mutex(nil)
+    /// When this node last published what it sees.
+    let lastReport: Mutex<ContinuousClock.Instant?> = Mutex(nil)
+    /// Ownership changes of the sessions, carried out one at a time in order.
+    let jobs: AsyncStream<@Sendable () async -> Void>
+    let jobSink: AsyncStream<@Sendable () async -> Void>.Continuation
+
+    /// This node's id.
+    let node: String
+
+    init(node: String, settings: ClusterSettings) {
+        self.node = node
+        self.settings = settings
+        view = Mutex(ClusterView(me: node, parameters: .init(hysteresis: settings.hysteresis, handoverAfter: settings.handoverAfter,
+                                                             lostAfter: settings.lostAfter, claimSettle: settings.claimSettle)))
+        (jobs, jobSink) = AsyncStream.makeStream(of: (@Sendable () async -> Void).self)
+    }
+}
+
+extension Bridge {
+    /// The filters a node subscribes to besides the bridge's own.
+    var clusterSubscriptions: [String] { cluster == nil ? [] : topics.clusterSubscriptions }
+
+    /// A message on a cluster topic (node state, node report, ownership claim); false when the
+    /// message is not one.
+    func handleCluster(_ m: InboundMessage) -> Bool {
+        guard let cluster, let route = topics.clusterRoute(m.topic) else { return false }
+        let now = clock.now()
+        let json = m.payload.isEmpty ? nil : try? JSONValue(parsing: m.payload)
+        switch route {
+        case let .nodeState(node):
+            let online = json?.objectValue?["state"]?.stringValue == "online"
+            cluster.view.withLock { $0.node(node, online: online) }
+        case let .nodeSeen(node):
+            guard node != cluster.node else { break }  // this node's own report is applied as it is made
+            var seen: [String: ClusterView.Sighting] = [:]
+            for (address, value) in json?.objectValue?["devices"]?.objectValue ?? [:] {
+                guard let o = value.objectValue, case let .int(rssi)? = o["rssi"] else { continue }
+                var age: Int64 = 0
+                if case let .int(a)? = o["age_ms"], a > 0 { age = a }
+                seen[address.uppercased()] = ClusterView.Sighting(rssi: Int(rssi), at: now - .milliseconds(age),
+                                                                   connected: o["connected"]?.boolValue ?? false)
+            }
+            cluster.view.withLock { $0.report(from: node, seen) }
+        case let .owner(device):
+            guard let json, let claim = OwnershipClaim(json: json) else {
+                if !m.payload.isEmpty { logger.warning("ignoring a malformed ownership claim", metadata: ["topic": "\(m.topic)"]) }
+                break
+            }
+            let me = cluster.node
+            let (accepted, current) = cluster.view.withLock { v in (v.receive(claim, for: device, at: now), v.claims[device]) }
+            // A competing claim of the same epoch lost to this node's: make the retained one ours
+            // again, so a node that starts later reads the winner.
+            if !accepted, let current, current.node == me, claim.node != me, claim.epoch == current.epoch {
+                publishClaim(current, for: device)
+            }
+        }
+        clusterUpdate()
+        return true
+    }
+
+    /// Where a command for `device` goes: into its session (this node owns it), nowhere (another
+    /// node owns it and executes it), or held until a node claims it.
+    func routeCommand(_ command: PendingCommand, to session: DeviceSession, device: String) {
+        guard let cluster else { return session.submit(command) }
+        switch cluster.view.withLock({ $0.role(of: device, at: clock.now()) }) {
+        case .owner:
+            session.submit(command)
+        case let .other(node):
+            logger.debug("command for a device another node owns", metadata: ["device": "\(device)", "owner": "\(node)"])
+        case .claiming, .unowned, .handingOver:
+            cluster.held.withLock { $0[device, default: []].append(command) }
+        }
+    }
+
+    /// Whether this node answers a command for `device` that no session takes (a bad or
+    /// unknown one): always alone; in a cluster the device's owner, or the leader when none.
+    func answers(for device: String?) -> Bool {
+        guard let cluster else { return true }
+        return cluster.view.withLock { v in
+            if let device, let owner = v.owner(of: device) { return owner == v.me }
+            return v.leader == v.me
+        }
+    }
+
+    /// After the broker came back (it may have lost its retained messages): this node's claims again.
+    func republishClaims() {
+        guard let cluster else { return }
+        let mine = cluster.view.withLock { v in v.claims.filter { $0.value.node == v.me } }
+        for (device, claim) in mine { publishClaim(claim, for: device) }
+    }
+
+    func publishClaim(_ claim: OwnershipClaim, for device: String) {
+        mqtt.send(OutboundMessage(topic: topics.owner(device), json: claim.json, qos: 1, retain: true))
+    }
+
+    func publishNodeState(online: Bool) {
+        guard let cluster else { return }
+        let node = cluster.node
+        mqtt.send(OutboundMessage(topic: topics.nodeState(node), json: ["state": online ? "online" : "offline", "node": .string(node)],
+                                  qos: 1, retain: true))
+    }
+
+    /// Devices this node can compare sightings of: those with an address.
+    var clusterDevices: [(id: String, address: String, session: DeviceSession)] {
+        registry.withLock { r in
+            r.values.compactMap { x in x.config.address.map { (x.config.id, $0.uppercased(), x.session) } }
+        }
+    }
+
+    /// The bridge's ticker: this node's own sightings into the view, its report when due, the
+    /// decisions (claim, hand over, keep, release), held commands past their deadline, and the
+    /// sessions' ownership.
+    func clusterTick() {
+        guard let cluster, let started = cluster.started.withLock({ $0 }) else { return }
+        let now = clock.now()
+        let devices = clusterDevices
+        let mine = ownSightings(devices, at: now)
+        cluster.view.withLock { $0.report(from: cluster.node, mine) }
+        if cluster.lastReport.withLock({ $0.map { now - $0 >= cluster.settings.seenInterval } ?? true }) {
+            cluster.lastReport.withLock { $0 = now }
+            publishSeen(mine, at: now)
+        }
+        // Until the retained claims and reports have had time to arrive, decide nothing.
+        if now - started >= cluster.settings.claimSettle {
+            for d in devices {
+                guard let decision = cluster.view.withLock({ $0.decide(d.id, address: d.address, at: now) }) else { continue }
+                let claim: OwnershipClaim
+                let kind: String
+                switch decision {
+                case let .claim(c): (claim, kind) = (c, "device_claimed")
+                case let .handOver(c): (claim, kind) = (c, "handover_started")
+                case let .keep(c): (claim, kind) = (c, "handover_cancelled")
+                case let .release(c): (claim, kind) = (c, "device_released")
+                }
+                cluster.view.withLock { _ = $0.receive(claim, for: d.id, at: now) }
+                publishClaim(claim, for: d.id)
+                clusterEvent(kind, device: d.id, claim)
+            }
+        }
+        expireHeld(at: now)
+        clusterUpdate()
+    }
+
+    func clusterEvent(_ kind: String, device: String, _ claim: OwnershipClaim) {
+        guard let cluster else { return }
+        var o: JSONObject = ["type": .string(kind), "device": .string(device), "node": .string(cluster.node), "epoch": .int(Int64(claim.epoch))]
+        if let to = claim.handoverTo { o["handover_to"] = .string(to) }
+        mqtt.send(OutboundMessage(topic: topics.bridgeEvent, json: .object(o), qos: 0, retain: false))
+        logger.info("\(kind)", metadata: ["device": "\(device)", "epoch": "\(claim.epoch)", "handover_to": "\(claim.handoverTo ?? "-")"])
+    }
+
+    /// What this node sees now: a linked device at its last advertised RSSI (BlueZ reports no
+    /// RSSI for a connected LE device; -127 when none was seen), others from the scan while recent.
+    func ownSightings(_ devices: [(id: String, address: String, session: DeviceSession)],
+                      at now: ContinuousClock.Instant) -> [String: ClusterView.Sighting] {
+        guard let cluster else { return [:] }
+        let local = cluster.local.withLock { $0 }
+        var out: [String: ClusterView.Sighting] = [:]
+        for d in devices {
+            if d.session.linked.withLock({ $0 }) {
+                out[d.address] = ClusterView.Sighting(rssi: local[d.address]?.rssi ?? -127, at: now, connected: true)
+            } else if let s = local[d.address], now - s.at <= cluster.settings.lostAfter {
+                out[d.address] = ClusterView.Sighting(rssi: s.rssi, at: s.at, connected: false)
+            }
+        }
+        return out
+    }
+
+    /// `<base>/bridge/nodes/<node>/seen`, retained.
+    func publishSeen(_ seen: [String: ClusterView.Sighting], at now: ContinuousClock.Instant) {
+        guard let cluster else { return }
+        var devices = JSONObject()
+        for address in seen.keys.sorted() {
+            let s = seen[address]!
+            let age = max(0, Int64((now - s.at).seconds * 1000))
+            devices[address] = ["rssi": .int(Int64(s.rssi)), "age_ms": .int(age), "connected": .bool(s.connected)]
+        }
+        mqtt.send(OutboundMessage(topic: topics.nodeSeen(cluster.node), json: ["node": .string(cluster.node), "devices": .object(devices)],
+                                  qos: 0, retain: true))
+    }
+
+    /// Held commands past their deadline end: answered `expired` by the leader (the lowest
+    /// online node id), dropped by the others, so one answer goes out.
+    func expireHeld(at now: ContinuousClock.Instant) {
+        guard let cluster else { return }
+        let expired = cluster.held.withLock { held -> [(String, PendingCommand)] in
+            var out: [(String, PendingCommand)] = []
+            for (device, commands) in held {
+                let due = { (c: PendingCommand) in c.deadline.map { $0 <= now } ?? false }
+                let (gone, kept) = (commands.filter(due), commands.filter { !due($0) })
+                out += gone.map { (device, $0) }
+                held[device] = kept.isEmpty ? nil : kept
+            }
+            return out
+        }
+        guard !expired.isEmpty else { return }
+        let leader = cluster.view.withLock { $0.leader == $0.me }
+        for (device, cmd) in expired {
+            if let id = cmd.outboxID { try? store.removeCommand(id) }
+            if leader {
+                output.respond(cmd, device: device, .expired,
+                               error: CommandError(.deviceOffline, "no bridge took \(device) before the deadline"))
+            }
+        }
+    }
+
+    /// Brings the sessions in line with the roles: a device this node now owns gets its session
+    /// going and its held commands; one it hands over drains and then passes to the next owner;
+    /// one it lost stops (its waiting commands end, its link closes). Held commands of a device
+    /// another node took are dropped (that node delivers its own).
+    func clusterUpdate() {
+        guard let cluster else { return }
+        let now = clock.now()
+        for r in registry.withLock({ Array($0.values) }) {
+            let id = r.config.id
+            let session = r.session
+            let role = cluster.view.withLock { $0.role(of: id, at: now) }
+            let isActive = cluster.active.withLock { $0.contains(id) }
+            switch role {
+            case .owner:
+                guard !isActive else { continue }
+                cluster.active.withLock { _ = $0.insert(id) }
+                let held = cluster.held.withLock { $0.removeValue(forKey: id) } ?? []
+                cluster.jobSink.yield {
+                    await session.setOwned(true, failingQueuedWith: nil)
+                    for cmd in held { session.submit(cmd) }
+                }
+            case let .handingOver(to):
+                guard isActive, cluster.draining.withLock({ $0.insert(id).inserted }) else { continue }
+                cluster.jobSink.yield { await self.handOver(id, session, to: to) }
+            case .claiming:
+                continue
+            case let .other(node):
+                let dropped = cluster.held.withLock { $0.removeValue(forKey: id) } ?? []
+                for cmd in dropped { if let o = cmd.outboxID { try? store.removeCommand(o) } }
+                if isActive { deactivate(id, session, CommandError(.interrupted, "\(id) moved to \(node) before the command was sent (not repeated)")) }
+            case .unowned:
+                if isActive { deactivate(id, session, nil) }
+            }
+        }
+    }
+
+    func deactivate(_ id: String, _ session: DeviceSession, _ error: CommandError?) {
+        guard let cluster else { return }
+        cluster.active.withLock { _ = $0.remove(id) }
+        cluster.jobSink.yield { await session.setOwned(false, failingQueuedWith: error) }
+    }
+
+    /// A voluntary handover: the commands under way and waiting finish (up to `drain_timeout`),
+    /// the session gives the device up (what still waits ends with an error, the link closes and
+    /// availability goes offline), then the claim names the next owner.
+    func handOver(_ id: String, _ session: DeviceSession, to next: String) async {
+        guard let cluster else { return }
+        let deadline = clock.now() + cluster.settings.drainTimeout
+        while clock.now() < deadline, !(await session.isIdle()) {
+            try? await sleep(min(.milliseconds(50), cluster.settings.drainTimeout))
+        }
+        await session.setOwned(false, failingQueuedWith: CommandError(.interrupted, "\(id) was handed over to \(next) before the command was sent (not repeated)"))
+        cluster.active.withLock { _ = $0.remove(id) }
+        cluster.draining.withLock { _ = $0.remove(id) }
+        let now = clock.now()
+        let claim = cluster.view.withLock { v -> OwnershipClaim? in
+            guard let c = v.claims[id], c.node == v.me, c.handoverTo == next else { return nil }
+            let claim = OwnershipClaim(node: next, epoch: c.epoch + 1)
+            v.receive(claim, for: id, at: now)
+            return claim
+        }
+        if let claim {
+            publishClaim(claim, for: id)
+            clusterEvent("handover_done", device: id, claim)
+        }
+        clusterUpdate()
+    }
+
+    /// The tasks of a node: the ownership jobs and the continuous scan for the reports.
+    func runCluster(in group: inout DiscardingTaskGroup) {
+        guard let cluster else { return }
+        cluster.started.withLock { $0 = clock.now() }
+        publishNodeState(online: true)
+        if registry.withLock({ $0.values.contains { $0.config.address == nil } }) {
+            logger.warning("cluster: devices without an address are never claimed (ownership compares sightings by address)")
+        }
+        group.addTask {
+            for await job in cluster.jobs { await job() }
+        }
+        group.addTask { await self.clusterScan() }
+    }
+
+    /// Scans all the time, for the reports: the RSSI of each configured device this node sees.
+    func clusterScan() async {
+        guard let cluster else { return }
+        guard let adapter = central.adapterControl else {
+            logger.warning("cluster: this Bluetooth central cannot scan; this node reports only its links")
+            return
+        }
+        while !Task.isCancelled {
+            do throws(BLEError) {
+                let scan = try await adapter.scan()
+                await withTaskCancellationHandler {
+                    for await ad in scan.advertisements {
+                        guard let rssi = ad.rssi else { continue }
+                        let address = ad.address.uppercased()
+                        cluster.local.withLock { $0[address] = (rssi, clock.now()) }
+                    }
+                } onCancel: {
+                    Task { await scan.stop() }
+                }
+                await scan.stop()
+            } catch {
+                logger.warning("cluster: scan failed", metadata: ["error": "\(error)"])
+            }
+            if Task.isCancelled { break }
+            try? await sleep(.seconds(2))
+        }
+    }
+}

@@ -1,0 +1,216 @@
+import BinaryCoding
+
+/// A device's ownership claim, as retained on `<base>/bridge/owners/<device>`
+/// (docs/scale-out.md): the node that owns it (nil: released), an epoch that only grows, and,
+/// while the owner hands it over, the node it goes to.
+public struct OwnershipClaim: Sendable, Equatable {
+    public var node: String?
+    public var epoch: Int
+    public var handoverTo: String?
+
+    public init(node: String?, epoch: Int, handoverTo: String? = nil) {
+        self.node = node
+        self.epoch = epoch
+        self.handoverTo = handoverTo
+    }
+
+    public var json: JSONValue {
+        var o: JSONObject = ["node": node.map { .string($0) } ?? .null, "epoch": .int(Int64(epoch))]
+        if let handoverTo { o["handover_to"] = .string(handoverTo) }
+        return .object(o)
+    }
+
+    /// Parses a retained claim; nil for anything else (an empty payload clears the topic).
+    public init?(json: JSONValue) {
+        guard let o = json.objectValue, case let .int(e)? = o["epoch"], e >= 0 else { return nil }
+        switch o["node"] {
+        case let .string(n)?: node = n
+        case .null?, nil: node = nil
+        default: return nil
+        }
+        epoch = Int(e)
+        handoverTo = o["handover_to"]?.stringValue
+    }
+
+    /// Whether a claim received after `current` replaces it. Every node applies the same rule to
+    /// the same messages, so they agree on the owner whatever order two competing claims arrive
+    /// in: a higher epoch wins; in one epoch the current owner's own update (a handover note)
+    /// replaces its claim, and of two nodes claiming at once the lower node id wins.
+    public func supersedes(_ current: OwnershipClaim?) -> Bool {
+        guard let current else { return true }
+        if epoch != current.epoch { return epoch > current.epoch }
+        if node == current.node { return self != current }
+        guard let mine = node else { return false }
+        guard let theirs = current.node else { return true }
+        return mine < theirs
+    }
+}
+
+/// What one node knows of the others and of who owns which device, and what it should do
+/// about it (docs/scale-out.md). A pure value: instants are passed in, decisions are returned
+/// for the bridge's ``Cluster`` to publish and carry out.
+public struct ClusterView: Sendable {
+    public struct Parameters: Sendable, Equatable {
+        /// dB by which another node must see a device better than its owner.
+        public var hysteresis: Int
+        /// How long another node must see it that much better before the owner hands it over.
+        public var handoverAfter: Duration
+        /// A sighting older than this no longer counts; an owner without a link or a sighting this
+        /// recent releases the device.
+        public var lostAfter: Duration
+        /// How long a claimant waits for a competing claim before it acts as the owner.
+        public var claimSettle: Duration
+
+        public init(hysteresis: Int, handoverAfter: Duration, lostAfter: Duration, claimSettle: Duration) {
+            self.hysteresis = hysteresis
+            self.handoverAfter = handoverAfter
+            self.lostAfter = lostAfter
+            self.claimSettle = claimSettle
+        }
+    }
+
+    /// One node's latest sighting of an address.
+    public struct Sighting: Sendable, Equatable {
+        public var rssi: Int
+        public var at: ContinuousClock.Instant
+        /// The node holds a link to it (its RSSI is the last one seen before connecting).
+        public var connected: Bool
+
+        public init(rssi: Int, at: ContinuousClock.Instant, connected: Bool) {
+            self.rssi = rssi
+            self.at = at
+            self.connected = connected
+        }
+    }
+
+    /// Where a device stands for this node.
+    public enum Role: Sendable, Equatable {
+        /// This node owns it (its claim settled): it runs the device and executes its commands.
+        case owner
+        /// This node owns it and is handing it over to `to`: it finishes what it holds, takes nothing new.
+        case handingOver(to: String)
+        /// This node claimed it and waits for the claim to settle.
+        case claiming
+        /// Another node owns it.
+        case other(String)
+        /// Nobody owns it, or its owner is handing it over: commands are held for the next owner.
+        case unowned
+    }
+
+    /// A claim this node should publish.
+    public enum Decision: Sendable, Equatable {
+        /// Nobody owns it and this node sees it best.
+        case claim(OwnershipClaim)
+        /// Another node has seen it clearly better for long enough: start handing it over.
+        case handOver(OwnershipClaim)
+        /// The handover's target went offline: keep it.
+        case keep(OwnershipClaim)
+        /// This node has lost it (no link, no recent sighting).
+        case release(OwnershipClaim)
+    }
+
+    public let me: String
+    public let parameters: Parameters
+    /// Nodes whose retained state says online (this node is always one).
+    public private(set) var online: Set<String>
+    /// Every node's sightings, by node and address.
+    public private(set) var sightings: [String: [String: Sighting]] = [:]
+    /// The claim in force per device id.
+    public private(set) var claims: [String: OwnershipClaim] = [:]
+    /// When this node's claim of a device took effect (for the settle time).
+    private var claimedAt: [String: ContinuousClock.Instant] = [:]
+    /// The other node that has seen a device better than this node (its owner), and since when.
+    private var betterSince: [String: (node: String, since: ContinuousClock.Instant)] = [:]
+
+    public init(me: String, parameters: Parameters) {
+        self.me = me
+        self.parameters = parameters
+        online = [me]
+    }
+
+    /// The lowest online node id: the one that answers for devices nobody owns.
+    public var leader: String { online.min() ?? me }
+
+    /// A node's retained state (`online` or not). This node is always online to itself.
+    public mutating func node(_ node: String, online isOnline: Bool) {
+        guard node != me else { return }
+        if isOnline { online.insert(node) } else { online.remove(node) }
+    }
+
+    /// A node's report of what it sees (replaces its previous one).
+    public mutating func report(from node: String, _ seen: [String: Sighting]) {
+        sightings[node] = seen
+    }
+
+    /// A claim arrived (or this node publishes one). Returns whether it is now the claim in
+    /// force, and whether the owner changed.
+    @discardableResult
+    public mutating func receive(_ claim: OwnershipClaim, for device: String, at now: ContinuousClock.Instant) -> Bool {
+        let current = claims[device]
+        guard claim.supersedes(current) else { return false }
+        claims[device] = claim
+        if claim.node == me, current?.node != me || current?.epoch != claim.epoch {
+            claimedAt[device] = now
+        }
+        if claim.node != me { claimedAt[device] = nil }
+        if current?.node != claim.node || current?.epoch != claim.epoch { betterSince[device] = nil }
+        return true
+    }
+
+    /// The owner in force: the claim's node while that node is online.
+    public func owner(of device: String) -> String? {
+        guard let n = claims[device]?.node, online.contains(n) else { return nil }
+        return n
+    }
+
+    public func role(of device: String, at now: ContinuousClock.Instant) -> Role {
+        guard let owner = owner(of: device), let claim = claims[device] else { return .unowned }
+        if owner == me {
+            if let to = claim.handoverTo { return .handingOver(to: to) }
+            if let at = claimedAt[device], now - at < parameters.claimSettle { return .claiming }
+            return .owner
+        }
+        return claim.handoverTo == nil ? .other(owner) : .unowned
+    }
+
+    /// The sightings of `address` that count at `now`: online nodes, recent enough.
+    func candidates(_ address: String, at now: ContinuousClock.Instant) -> [(node: String, rssi: Int)] {
+        var out: [(node: String, rssi: Int)] = []
+        for (node, seen) in sightings where online.contains(node) {
+            guard let s = seen[address], now - s.at <= parameters.lostAfter else { continue }
+            out.append((node, s.rssi))
+        }
+        // Strongest first; of equal ones the lower node id, as every node orders them.
+        return out.sorted { ($0.rssi, $1.node) > ($1.rssi, $0.node) }
+    }
+
+    /// What this node should publish about `device` (at `address`) now, if anything.
+    public mutating func decide(_ device: String, address: String, at now: ContinuousClock.Instant) -> Decision? {
+        let claim = claims[device]
+        let seen = candidates(address, at: now)
+        guard let owner = owner(of: device), let claim else {
+            // Nobody owns it: the node that sees it best claims it.
+            guard seen.first?.node == me else { return nil }
+            return .claim(OwnershipClaim(node: me, epoch: (claim?.epoch ?? 0) + 1))
+        }
+        guard owner == me else { return nil }
+        if let to = claim.handoverTo {
+            return online.contains(to) ? nil : .keep(OwnershipClaim(node: me, epoch: claim.epoch))
+        }
+        guard let mine = seen.first(where: { $0.node == me }) else {
+            // Neither a link nor a recent sighting: let another node have it.
+            if let at = claimedAt[device], now - at < parameters.lostAfter { return nil }
+            return .release(OwnershipClaim(node: nil, epoch: claim.epoch + 1))
+        }
+        guard let best = seen.first(where: { $0.node != me }), best.rssi >= mine.rssi + parameters.hysteresis else {
+            betterSince[device] = nil
+            return nil
+        }
+        guard let since = betterSince[device], since.node == best.node else {
+            betterSince[device] = (best.node, now)
+            return nil
+        }
+        guard now - since.since >= parameters.handoverAfter else { return nil }
+        return .handOver(OwnershipClaim(node: me, epoch: claim.epoch, handoverTo: best.node))
+    }
+}

@@ -1,0 +1,152 @@
+import BinaryCoding
+@testable import BridgeCore
+import Testing
+
+/// The ownership rules of several bridges on one broker (docs/scale-out.md), on the pure view.
+struct ClusterViewTests {
+    static let t0 = ContinuousClock.now
+    static let parameters = ClusterView.Parameters(hysteresis: 6, handoverAfter: .seconds(10), lostAfter: .seconds(30),
+                                                   claimSettle: .seconds(1))
+    static let address = "C0:FF:EE:00:00:01"
+
+    func view(_ me: String, online others: [String] = ["b"]) -> ClusterView {
+        var v = ClusterView(me: me, parameters: Self.parameters)
+        for n in others { v.node(n, online: true) }
+        return v
+    }
+
+    func sees(_ rssi: Int, at: ContinuousClock.Instant = t0, connected: Bool = false) -> [String: ClusterView.Sighting] {
+        [Self.address: .init(rssi: rssi, at: at, connected: connected)]
+    }
+
+    @Test func claimRoundTripsThroughJSON() throws {
+        let claims = [OwnershipClaim(node: "a", epoch: 3), OwnershipClaim(node: nil, epoch: 4), OwnershipClaim(node: "a", epoch: 3, handoverTo: "b")]
+        for c in claims {
+            #expect(OwnershipClaim(json: try JSONValue(parsing: Array(c.json.jsonText.utf8))) == c)
+        }
+        #expect(OwnershipClaim(node: nil, epoch: 4).json.jsonText == #"{"node":null,"epoch":4}"#)
+        #expect(OwnershipClaim(json: try JSONValue(parsing: Array(#"{"node":"a"}"#.utf8))) == nil, "no epoch")
+        #expect(OwnershipClaim(json: try JSONValue(parsing: Array(#"{"node":7,"epoch":1}"#.utf8))) == nil, "node not a string")
+    }
+
+    @Test func competingClaimsResolveTheSameWayInEitherOrder() {
+        let a = OwnershipClaim(node: "a", epoch: 2)
+        let b = OwnershipClaim(node: "b", epoch: 2)
+        var first = view("c", online: ["a", "b"])
+        first.receive(a, for: "cam", at: Self.t0)
+        first.receive(b, for: "cam", at: Self.t0)
+        var second = view("c", online: ["a", "b"])
+        second.receive(b, for: "cam", at: Self.t0)
+        second.receive(a, for: "cam", at: Self.t0)
+        #expect(first.owner(of: "cam") == "a")
+        #expect(second.owner(of: "cam") == "a")
+        // A higher epoch wins whatever its node; an older one is ignored.
+        let newer = first.receive(OwnershipClaim(node: "b", epoch: 3), for: "cam", at: Self.t0)
+        let older = first.receive(OwnershipClaim(node: "a", epoch: 2), for: "cam", at: Self.t0)
+        #expect(newer && !older)
+        #expect(first.owner(of: "cam") == "b")
+    }
+
+    @Test func theNodeThatSeesItBestClaimsAndSettlesFirst() {
+        var a = view("a")
+        a.report(from: "a", sees(-50))
+        a.report(from: "b", sees(-80))
+        var b = view("b", online: ["a"])
+        b.report(from: "a", sees(-50))
+        b.report(from: "b", sees(-80))
+        #expect(b.decide("cam", address: Self.address, at: Self.t0) == nil, "b sees it worse")
+        let decision = a.decide("cam", address: Self.address, at: Self.t0)
+        #expect(decision == .claim(OwnershipClaim(node: "a", epoch: 1)))
+        a.receive(OwnershipClaim(node: "a", epoch: 1), for: "cam", at: Self.t0)
+        b.receive(OwnershipClaim(node: "a", epoch: 1), for: "cam", at: Self.t0)
+        #expect(a.role(of: "cam", at: Self.t0) == .claiming)
+        #expect(a.role(of: "cam", at: Self.t0 + .seconds(1)) == .owner)
+        #expect(b.role(of: "cam", at: Self.t0) == .other("a"))
+        // Equal signals: the lower node id, on every node.
+        var c = view("b", online: ["a"])
+        c.report(from: "a", sees(-60))
+        c.report(from: "b", sees(-60))
+        #expect(c.decide("cam", address: Self.address, at: Self.t0) == nil)
+    }
+
+    @Test func aStaleSightingOrAnOfflineNodeDoesNotCount() {
+        var a = view("a")
+        a.report(from: "b", sees(-40))
+        a.report(from: "a", sees(-70, at: Self.t0 + .seconds(40)))
+        // b's sighting is 40 s old at t0+40 (lost_after 30 s): a claims.
+        #expect(a.decide("cam", address: Self.address, at: Self.t0 + .seconds(40)) == .claim(OwnershipClaim(node: "a", epoch: 1)))
+        var fresh = view("a")
+        fresh.report(from: "b", sees(-40))
+        fresh.report(from: "a", sees(-70))
+        fresh.node("b", online: false)
+        #expect(fresh.decide("cam", address: Self.address, at: Self.t0) == .claim(OwnershipClaim(node: "a", epoch: 1)))
+    }
+
+    @Test func theOwnersWillMakesTheDeviceUnownedAndTheNextClaimRaisesTheEpoch() {
+        var b = view("b", online: ["a"])
+        b.receive(OwnershipClaim(node: "a", epoch: 4), for: "cam", at: Self.t0)
+        b.report(from: "b", sees(-80))
+        #expect(b.decide("cam", address: Self.address, at: Self.t0) == nil)
+        b.node("a", online: false)  // a's Will
+        #expect(b.role(of: "cam", at: Self.t0) == .unowned)
+        #expect(b.decide("cam", address: Self.address, at: Self.t0) == .claim(OwnershipClaim(node: "b", epoch: 5)))
+        // a comes back with its old claim retained: b's newer epoch stands.
+        b.node("a", online: true)
+        b.receive(OwnershipClaim(node: "b", epoch: 5), for: "cam", at: Self.t0)
+        let stale = b.receive(OwnershipClaim(node: "a", epoch: 4), for: "cam", at: Self.t0)
+        #expect(!stale)
+        #expect(b.owner(of: "cam") == "b")
+    }
+
+    @Test func handoverNeedsTheHysteresisForTheWholeHandoverTime() {
+        var a = view("a")
+        a.receive(OwnershipClaim(node: "a", epoch: 1), for: "cam", at: Self.t0)
+        a.report(from: "a", sees(-60, at: Self.t0, connected: true))
+        // 5 dB better is within the hysteresis: nothing.
+        a.report(from: "b", sees(-55))
+        #expect(a.decide("cam", address: Self.address, at: Self.t0 + .seconds(20)) == nil)
+        // 6 dB better: the clock starts; before handover_after nothing, after it a hands over.
+        a.report(from: "b", sees(-54, at: Self.t0 + .seconds(20)))
+        a.report(from: "a", sees(-60, at: Self.t0 + .seconds(20), connected: true))
+        #expect(a.decide("cam", address: Self.address, at: Self.t0 + .seconds(20)) == nil)
+        a.report(from: "b", sees(-54, at: Self.t0 + .seconds(29)))
+        a.report(from: "a", sees(-60, at: Self.t0 + .seconds(29), connected: true))
+        #expect(a.decide("cam", address: Self.address, at: Self.t0 + .seconds(29)) == nil)
+        // It dips back within the hysteresis once: the clock starts again.
+        a.report(from: "b", sees(-57, at: Self.t0 + .seconds(29)))
+        #expect(a.decide("cam", address: Self.address, at: Self.t0 + .seconds(29)) == nil)
+        a.report(from: "b", sees(-50, at: Self.t0 + .seconds(30)))
+        a.report(from: "a", sees(-60, at: Self.t0 + .seconds(30), connected: true))
+        #expect(a.decide("cam", address: Self.address, at: Self.t0 + .seconds(30)) == nil)
+        a.report(from: "b", sees(-50, at: Self.t0 + .seconds(40)))
+        a.report(from: "a", sees(-60, at: Self.t0 + .seconds(40), connected: true))
+        let d = a.decide("cam", address: Self.address, at: Self.t0 + .seconds(40))
+        #expect(d == .handOver(OwnershipClaim(node: "a", epoch: 1, handoverTo: "b")))
+        a.receive(OwnershipClaim(node: "a", epoch: 1, handoverTo: "b"), for: "cam", at: Self.t0 + .seconds(40))
+        #expect(a.role(of: "cam", at: Self.t0 + .seconds(40)) == .handingOver(to: "b"))
+        // Others hold commands meanwhile; the target going offline makes the owner keep it.
+        var b = view("b", online: ["a"])
+        b.receive(OwnershipClaim(node: "a", epoch: 1, handoverTo: "b"), for: "cam", at: Self.t0)
+        #expect(b.role(of: "cam", at: Self.t0) == .unowned)
+        a.node("b", online: false)
+        #expect(a.decide("cam", address: Self.address, at: Self.t0 + .seconds(41)) == .keep(OwnershipClaim(node: "a", epoch: 1)))
+    }
+
+    @Test func anOwnerThatLostTheDeviceReleasesIt() {
+        var a = view("a")
+        a.receive(OwnershipClaim(node: "a", epoch: 2), for: "cam", at: Self.t0)
+        a.report(from: "a", [:])
+        #expect(a.decide("cam", address: Self.address, at: Self.t0 + .seconds(29)) == nil, "just claimed: give it lost_after")
+        #expect(a.decide("cam", address: Self.address, at: Self.t0 + .seconds(31)) == .release(OwnershipClaim(node: nil, epoch: 3)))
+        a.receive(OwnershipClaim(node: nil, epoch: 3), for: "cam", at: Self.t0 + .seconds(31))
+        #expect(a.role(of: "cam", at: Self.t0 + .seconds(31)) == .unowned)
+        #expect(a.decide("cam", address: Self.address, at: Self.t0 + .seconds(31)) == nil, "nobody sees it: nobody claims")
+    }
+
+    @Test func theLeaderIsTheLowestOnlineNode() {
+        var b = view("b", online: ["a", "c"])
+        #expect(b.leader == "a")
+        b.node("a", online: false)
+        #expect(b.leader == "b")
+    }
+}
