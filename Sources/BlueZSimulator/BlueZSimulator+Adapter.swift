@@ -123,11 +123,11 @@ extension BlueZSimulator {
             let f = s.filters[sender] ?? Filter()
             s.sessions[sender] = f
             var export: [String] = [], refresh: [String] = []
-            for (a, d) in s.devices where d.inRange && f.matches(d.device) && s.reports(d.device) {
+            for (a, d) in s.devices where d.inRange && f.matches(d) && s.reports(d) {
                 s.devices[a]!.removalGeneration += 1
                 if d.exported {
                     refresh.append(a)
-                    s.devices[a]!.reportedRSSI = d.device.advertisement.rssi
+                    s.devices[a]!.reportedRSSI = d.rssi
                 } else {
                     export.append(a)
                 }
@@ -142,7 +142,7 @@ extension BlueZSimulator {
         for a in toRefresh.sorted() {
             let d = state.withLock { $0.devices[a] }
             if let d {
-                try? connection.setProperty(d.path, interface: Self.device1, "RSSI", .int16(d.device.advertisement.rssi),
+                try? connection.setProperty(d.path, interface: Self.device1, "RSSI", .int16(d.rssi),
                                             alwaysEmit: true)
             }
         }
@@ -226,7 +226,7 @@ extension BlueZSimulator {
             guard let self, !Task.isCancelled else { return }
             let still = self.state.withLock { s -> Bool in
                 guard let d = s.devices[address] else { return false }
-                let discoverable = d.inRange && s.reports(d.device)
+                let discoverable = d.inRange && s.reports(d)
                 return d.removalGeneration == generation && d.temporary && !d.connected && d.connecting == nil && !d.paired
                     && !discoverable
             }

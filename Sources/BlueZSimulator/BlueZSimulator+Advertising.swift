@@ -79,8 +79,8 @@ extension BlueZSimulator {
                 guard d.inRange, !d.connected, d.connecting == nil else { continue }
                 let ad = d.device.advertisement
                 let offset = jitter == 0 ? 0 : Int(s.random() % UInt64(2 * jitter + 1)) - jitter
-                let rssi = Int16(max(-127, min(20, Int(ad.rssi) + offset)))
-                guard s.reports(d.device, rssi: rssi) else { continue }
+                let rssi = Int16(max(-127, min(20, Int(d.rssi) + offset)))
+                guard s.reports(d, rssi: rssi) else { continue }
                 var u = Update(address: a, path: d.path, rssi: rssi)
                 guard d.exported else {
                     u.export = true

@@ -14,7 +14,8 @@ extension BlueZSimulator {
     }
 
     /// `org.gatt2mqtt.Simulator1`: the fault-injection API over D-Bus, for tests and demos that
-    /// run the emulator in another process (`gatt2mqtt simulate`). Errors are
+    /// run the emulator in another process (`gatt2mqtt simulate`). `SetRSSI(address, rssi)` is
+    /// ``setRSSI(_:_:)`` with 0 for nil (0 dBm is no realistic RSSI). Errors are
     /// `org.gatt2mqtt.Simulator.Error.UnknownDevice` / `.InvalidArguments`.
     func controlInterface() -> DBusInterface {
         @Sendable func device(_ call: DBusMethodCall) throws -> String {
@@ -34,6 +35,15 @@ extension BlueZSimulator {
             },
             DBusMethod("SetInRange", in: [DBusArgument("address", .string), DBusArgument("in_range", .boolean)]) { [weak self] call in
                 do { try self?.setInRange(try device(call), try call.decode(1)) } catch let e as BlueZSimulatorError { throw mapped(e) }
+                return []
+            },
+            DBusMethod("SetRSSI", in: [DBusArgument("address", .string), DBusArgument("rssi", .int16)]) { [weak self] call in
+                let rssi: Int16 = try call.decode(1)
+                guard rssi == 0 || (-127...20).contains(rssi) else {
+                    throw DBusError.remote(name: "org.gatt2mqtt.Simulator.Error.InvalidArguments",
+                                           message: "RSSI \(rssi) is not in -127…20 dBm (0: the device's own)")
+                }
+                do { try self?.setRSSI(try device(call), rssi == 0 ? nil : rssi) } catch let e as BlueZSimulatorError { throw mapped(e) }
                 return []
             },
             DBusMethod("SetFaults", in: [DBusArgument("address", .string), DBusArgument("faults", .properties)]) { [weak self] call in

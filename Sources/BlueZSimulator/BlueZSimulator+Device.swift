@@ -2,13 +2,13 @@ import DBus
 
 extension BlueZSimulator {
     /// Exports `org.bluez.Device1` for a device (InterfacesAdded; bluez doc/org.bluez.Device.rst),
-    /// with `RSSI` (the advertised one unless `rssi` is given) when discovered.
+    /// with `RSSI` (``DeviceState/rssi`` unless `rssi` is given) when discovered.
     func exportDevice(_ address: String, withRSSI: Bool, rssi: Int16? = nil) throws(DBusError) {
         let d = state.withLock { s -> DeviceState? in
             guard var d = s.devices[address], !d.exported else { return nil }
             let ad = d.device.advertisement
             d.exported = true
-            d.reportedRSSI = withRSSI ? rssi ?? ad.rssi : nil
+            d.reportedRSSI = withRSSI ? rssi ?? d.rssi : nil
             d.reportedManufacturerData = ad.manufacturerData
             d.reportedServiceData = ad.serviceData
             s.devices[address] = d
@@ -31,7 +31,7 @@ extension BlueZSimulator {
             DBusProperty("LegacyPairing", .boolean(false)),
         ]
         if let name = ad.name { props.insert(DBusProperty("Name", .string(name)), at: 2) }
-        if withRSSI { props.append(DBusProperty("RSSI", .int16(rssi ?? ad.rssi))) }
+        if withRSSI { props.append(DBusProperty("RSSI", .int16(rssi ?? d.rssi))) }
         if !ad.manufacturerData.isEmpty { props.append(DBusProperty("ManufacturerData", Self.manufacturerData(ad))) }
         if !ad.serviceData.isEmpty { props.append(DBusProperty("ServiceData", Self.serviceData(ad))) }
         let methods: [DBusMethod] = [
@@ -244,7 +244,7 @@ extension BlueZSimulator {
     func scheduleIfIdle(_ address: String) {
         let idle = state.withLock { s -> Bool in
             guard let d = s.devices[address], d.exported, d.temporary, !d.paired, !d.connected else { return false }
-            return !(d.inRange && s.reports(d.device))
+            return !(d.inRange && s.reports(d))
         }
         if idle { scheduleRemoval(address) }
     }

@@ -163,8 +163,15 @@ public final class BlueZSimulator: Sendable {
         /// What clients were last told (Device1 `RSSI`, nil: none since discovery started;
         /// `ManufacturerData`, `ServiceData`): advertisements are compared with it (behaviour 10).
         var reportedRSSI: Int16?
+        /// ``BlueZSimulator/setRSSI(_:_:)``: the RSSI this adapter receives the device at, instead
+        /// of its advertisement's.
+        var rssiOverride: Int16?
         var reportedManufacturerData: [UInt16: [UInt8]] = [:]
         var reportedServiceData: [String: [UInt8]] = [:]
+
+        /// The RSSI this adapter receives the device at (before jitter): the override, else the
+        /// advertised one.
+        var rssi: Int16 { rssiOverride ?? device.advertisement.rssi }
     }
 
     /// How many received calls are kept per device (the oldest go first).
@@ -203,15 +210,16 @@ public final class BlueZSimulator: Sendable {
         }
         var discovering: Bool { !sessions.isEmpty }
 
-        /// Whether bluetoothd 5.66 reports an advertisement of `d` (received at `rssi`) with the
-        /// discovery sessions running now. Two separate checks of `src/adapter.c`:
+        /// Whether bluetoothd 5.66 reports an advertisement of `d` (received at `rssi`, default
+        /// ``DeviceState/rssi``) with the discovery sessions running now. Two separate checks of
+        /// `src/adapter.c`:
         /// `device_is_discoverable` — as soon as **any** session has a `Pattern`, only devices
         /// that some session's pattern matches are reported, to every client (so one client's
         /// pattern hides the other devices from another client's unfiltered scan); and
         /// `is_filter_match` — some session's UUIDs and RSSI let it through.
-        func reports(_ d: any SimulatedDevice, rssi: Int16? = nil) -> Bool {
+        func reports(_ d: DeviceState, rssi: Int16? = nil) -> Bool {
             let patterns = sessions.values.compactMap(\.pattern)
-            if !patterns.isEmpty, !patterns.contains(where: { Filter.pattern($0, matches: d) }) { return false }
+            if !patterns.isEmpty, !patterns.contains(where: { Filter.pattern($0, matches: d.device) }) { return false }
             return sessions.values.contains { $0.passes(d, rssi: rssi) }
         }
 
@@ -247,18 +255,18 @@ public final class BlueZSimulator: Sendable {
         /// The client set a filter (bluetoothd then drops its RSSI delta threshold).
         var isSet = false
 
-        /// Whether an advertisement of `d` received at `rssi` (default: the advertised RSSI)
+        /// Whether an advertisement of `d` received at `rssi` (default: ``DeviceState/rssi``)
         /// passes this filter's UUIDs and RSSI (5.66 `is_filter_match`, one client).
-        func passes(_ d: any SimulatedDevice, rssi received: Int16? = nil) -> Bool {
-            if let rssi, (received ?? d.advertisement.rssi) < rssi { return false }
-            if !uuids.isEmpty, Set(uuids).isDisjoint(with: d.advertisement.uuids) { return false }
+        func passes(_ d: DeviceState, rssi received: Int16? = nil) -> Bool {
+            if let rssi, (received ?? d.rssi) < rssi { return false }
+            if !uuids.isEmpty, Set(uuids).isDisjoint(with: d.device.advertisement.uuids) { return false }
             return true
         }
 
         /// Whether `d` passes this filter alone: UUIDs, RSSI and its own pattern.
-        func matches(_ d: any SimulatedDevice, rssi received: Int16? = nil) -> Bool {
+        func matches(_ d: DeviceState, rssi received: Int16? = nil) -> Bool {
             guard passes(d, rssi: received) else { return false }
-            return pattern.map { Self.pattern($0, matches: d) } ?? true
+            return pattern.map { Self.pattern($0, matches: d.device) } ?? true
         }
 
         static func pattern(_ p: String, matches d: any SimulatedDevice) -> Bool {
@@ -357,7 +365,7 @@ public final class BlueZSimulator: Sendable {
             }
             s.devices[address] = d
             s.byPath[path] = address
-            return alreadyConnected || s.reports(device)
+            return alreadyConnected || s.reports(d)
         }
         if exportNow { try wrap { () throws(DBusError) in try exportDevice(address, withRSSI: !alreadyConnected) } }
         if alreadyConnected { resolveServices(address, epoch: 1) }
@@ -369,10 +377,23 @@ public final class BlueZSimulator: Sendable {
         let (connected, discoverable) = try state.withLock { (s) throws(BlueZSimulatorError) -> (Bool, Bool) in
             guard let d = s.devices[address.uppercased()] else { throw .unknownDevice(address) }
             s.devices[address.uppercased()]?.inRange = inRange
-            return (d.connected, inRange && !d.exported && s.reports(d.device))
+            return (d.connected, inRange && !d.exported && s.reports(d))
         }
         if !inRange, connected { linkDown(address.uppercased()) }
         if discoverable { try wrap { () throws(DBusError) in try exportDevice(address.uppercased(), withRSSI: true) } }
+    }
+
+    /// Sets the RSSI at which this adapter receives a device (another emulator, another host, may
+    /// receive the same device at another RSSI), nil: back to its advertisement's own
+    /// (``SimulatedAdvertisement/rssi``); kept within bluetoothd's −127…20 dBm. Wherever the
+    /// emulator reports or filters on the device's RSSI it uses this one (jitter included); while
+    /// discovering, a change is reported at the next advertisement like any RSSI change
+    /// (``advertise()``).
+    public func setRSSI(_ address: String, _ rssi: Int16?) throws(BlueZSimulatorError) {
+        try state.withLock { (s) throws(BlueZSimulatorError) in
+            guard s.devices[address.uppercased()] != nil else { throw .unknownDevice(address) }
+            s.devices[address.uppercased()]!.rssiOverride = rssi.map { max(-127, min(20, $0)) }
+        }
     }
 
     /// Changes a device's faults.

@@ -29,6 +29,9 @@ extension Configuration {
                 frontend = f
             }
             if let v = try top.enumeration("log_level", LogLevel.self) { logLevel = v }
+            let nodeIDLine = top.line(of: "node_id")
+            if let v = try top.string("node_id") { nodeID = try Self.checkedNodeID(v, path: "node_id", line: nodeIDLine) }
+            if let n = top.take("cluster") { try cluster.load(n, path: "cluster") }
             if let n = top.take("devices") {
                 guard case let .sequence(items) = n.kind else {
                     throw ConfigError(path: "devices", line: n.line, message: "expected a list of devices")
@@ -43,8 +46,10 @@ extension Configuration {
         try validate()
     }
 
-    /// Cross-field checks: unique device ids and addresses, topic-safe ids.
+    /// Cross-field checks: unique device ids and addresses, topic-safe ids, and (after the
+    /// environment) `cluster.lost_after` above `cluster.seen_interval`.
     func validate() throws(ConfigError) {
+        try cluster.checkLostAfter(path: "cluster.lost_after", line: nil)
         var ids = Set<String>(), addresses = Set<String>()
         for (i, d) in devices.enumerated() {
             if !ids.insert(d.id).inserted {
@@ -60,14 +65,16 @@ extension Configuration {
     }
 
     /// Environment overrides, applied after the file: `GATT2MQTT_<SECTION>_<KEY>` for the scalar
-    /// keys of `mqtt`, `bluetooth`, `database`, `homeassistant` and `metrics`, e.g.
-    /// `GATT2MQTT_MQTT_URL`, `GATT2MQTT_MQTT_BASE_TOPIC`, `GATT2MQTT_BLUETOOTH_ADAPTER`,
-    /// `GATT2MQTT_DATABASE_PATH`, `GATT2MQTT_METRICS_LISTEN` (which turns the endpoint on; empty
-    /// turns it off), `GATT2MQTT_FRONTEND_LISTEN` and `GATT2MQTT_FRONTEND_AUTH_TOKEN_FILE` (the
-    /// same for the web frontend); and `GATT2MQTT_LOG_LEVEL` for the top-level `log_level`.
+    /// keys of `mqtt`, `bluetooth`, `database`, `homeassistant`, `metrics`, `frontend` and
+    /// `cluster`, e.g. `GATT2MQTT_MQTT_URL`, `GATT2MQTT_MQTT_BASE_TOPIC`,
+    /// `GATT2MQTT_BLUETOOTH_ADAPTER`, `GATT2MQTT_DATABASE_PATH`, `GATT2MQTT_METRICS_LISTEN` (which
+    /// turns the endpoint on; empty turns it off), `GATT2MQTT_FRONTEND_LISTEN` and
+    /// `GATT2MQTT_FRONTEND_AUTH_TOKEN_FILE` (the same for the web frontend),
+    /// `GATT2MQTT_CLUSTER_ENABLED`; and `GATT2MQTT_LOG_LEVEL` and `GATT2MQTT_NODE_ID` for the
+    /// top-level `log_level` and `node_id`.
     public mutating func applyEnvironment(_ environment: [String: String]) throws(ConfigError) {
         let sections = ["MQTT": "mqtt", "BLUETOOTH": "bluetooth", "DATABASE": "database", "HOMEASSISTANT": "homeassistant",
-                        "METRICS": "metrics", "FRONTEND": "frontend"]
+                        "METRICS": "metrics", "FRONTEND": "frontend", "CLUSTER": "cluster"]
         for (name, value) in environment.sorted(by: { $0.key < $1.key }) where name.hasPrefix("GATT2MQTT_") {
             if name == "GATT2MQTT_LOG_LEVEL" {
                 guard let level = LogLevel(rawValue: value) else {
@@ -77,10 +84,14 @@ extension Configuration {
                 logLevel = level
                 continue
             }
+            if name == "GATT2MQTT_NODE_ID" {
+                nodeID = try Self.checkedNodeID(value, path: "node_id (from \(name))", line: nil)
+                continue
+            }
             let rest = name.dropFirst("GATT2MQTT_".count)
             guard let sep = rest.firstIndex(of: "_"), let section = sections[String(rest[..<sep])] else {
                 if name == "GATT2MQTT_CONFIG" { continue }
-                throw ConfigError(path: name, line: nil, message: "unknown environment override (expected GATT2MQTT_<MQTT|BLUETOOTH|DATABASE|HOMEASSISTANT|METRICS|FRONTEND>_<KEY> or GATT2MQTT_LOG_LEVEL)")
+                throw ConfigError(path: name, line: nil, message: "unknown environment override (expected GATT2MQTT_<MQTT|BLUETOOTH|DATABASE|HOMEASSISTANT|METRICS|FRONTEND|CLUSTER>_<KEY>, GATT2MQTT_LOG_LEVEL or GATT2MQTT_NODE_ID)")
             }
             let key = rest[rest.index(after: sep)...].lowercased()
             let path = "\(section).\(key) (from \(name))"
@@ -89,6 +100,7 @@ extension Configuration {
             case "mqtt": try mqtt.load(node, path: path, partial: true)
             case "bluetooth": try bluetooth.load(node, path: path, partial: true)
             case "database": try database.load(node, path: path, partial: true)
+            case "cluster": try cluster.load(node, path: path, partial: true)
             case "metrics":
                 if key == "listen", value.isEmpty {
                     metrics = nil
@@ -129,6 +141,9 @@ struct MappingReader {
     }
 
     func child(_ key: String) -> String { path.isEmpty ? key : "\(path).\(key)" }
+
+    /// The line of `key`'s value while it is unread (for a check after reading it).
+    func line(of key: String) -> Int? { members.first { $0.key == key }?.value.line }
 
     mutating func take(_ key: String) -> ConfigNode? {
         guard let i = members.firstIndex(where: { $0.key == key }) else { return nil }
@@ -188,6 +203,14 @@ struct MappingReader {
         guard case let .scalar(s) = n.kind, let d = parseDuration(s.string) else {
             throw ConfigError(path: child(key), line: n.line, message: "expected a duration like 500ms, 5s, 2m, 1h or 7d (a bare number is seconds)")
         }
+        return d
+    }
+
+    /// ``duration(_:)`` that must be longer than zero.
+    mutating func positiveDuration(_ key: String) throws(ConfigError) -> Duration? {
+        let line = line(of: key)
+        guard let d = try duration(key) else { return nil }
+        guard d > .zero else { throw ConfigError(path: child(key), line: line, message: "must be longer than 0") }
         return d
     }
 
@@ -388,6 +411,38 @@ extension FrontendSettings {
             authTokenFile = v
         }
         try r.finish()
+    }
+}
+
+extension ClusterSettings {
+    /// The `cluster` section (docs/scale-out.md). From the environment (`partial`), an error names
+    /// `path`, which already names the key and the variable.
+    mutating func load(_ node: ConfigNode, path: String, partial: Bool = false) throws(ConfigError) {
+        do throws(ConfigError) {
+            var r = try MappingReader(node, path: path)
+            try r.allowOnly(["enabled", "hysteresis", "handover_after", "seen_interval", "lost_after", "claim_settle", "drain_timeout"])
+            let lostAfterLine = r.line(of: "lost_after") ?? r.line(of: "seen_interval") ?? node.line
+            if let v = try r.bool("enabled") { enabled = v }
+            if let v = try r.int("hysteresis", in: 0...60) { hysteresis = v }
+            if let v = try r.positiveDuration("handover_after") { handoverAfter = v }
+            if let v = try r.positiveDuration("seen_interval") { seenInterval = v }
+            if let v = try r.positiveDuration("lost_after") { lostAfter = v }
+            if let v = try r.positiveDuration("claim_settle") { claimSettle = v }
+            if let v = try r.positiveDuration("drain_timeout") { drainTimeout = v }
+            try r.finish()
+            // From the environment the other one may still change: `validate()` checks it after.
+            if !partial { try checkLostAfter(path: r.child("lost_after"), line: lostAfterLine) }
+        } catch {
+            guard partial else { throw error }
+            throw ConfigError(path: path, line: nil, message: error.message)
+        }
+    }
+
+    /// A sighting must outlive the interval at which sightings are published.
+    func checkLostAfter(path: String, line: Int?) throws(ConfigError) {
+        guard lostAfter > seenInterval else {
+            throw ConfigError(path: path, line: line, message: "must be longer than seen_interval (\(lostAfter) is not more than \(seenInterval))")
+        }
     }
 }
 

@@ -14,6 +14,34 @@ public struct Configuration: Sendable, Equatable {
     public var devices: [DeviceConfig] = []
     /// `log_level` (environment `GATT2MQTT_LOG_LEVEL`); `gatt2mqtt run --log-level` wins over both.
     public var logLevel: LogLevel = .info
+    /// `node_id`: this bridge's name among several on one broker (docs/scale-out.md); default the
+    /// host name (``defaultNodeID``); environment `GATT2MQTT_NODE_ID`.
+    public var nodeID: String = Configuration.defaultNodeID
+    /// `cluster`: several bridges on one broker sharing devices (docs/scale-out.md); off by default.
+    public var cluster = ClusterSettings()
+
+    public init() {}
+}
+
+/// `cluster`: several bridges on one broker sharing the devices, each device owned by the node
+/// that sees it best, handed over when another sees it clearly better (docs/scale-out.md).
+public struct ClusterSettings: Sendable, Equatable {
+    public var enabled = false
+    /// `hysteresis`: dB by which another node must see a device better than its owner before a
+    /// handover (default 6, range 0...60).
+    public var hysteresis = 6
+    /// `handover_after`: how long another node must see it that much better (default 10s).
+    public var handoverAfter: Duration = .seconds(10)
+    /// `seen_interval`: how often a node publishes what it sees (default 5s).
+    public var seenInterval: Duration = .seconds(5)
+    /// `lost_after`: a sighting older than this no longer counts; an owner that has neither a link
+    /// nor a sighting this recent releases the device (default 30s; more than `seen_interval`).
+    public var lostAfter: Duration = .seconds(30)
+    /// `claim_settle`: how long a claimant waits for a competing claim before it connects (default 1s).
+    public var claimSettle: Duration = .seconds(1)
+    /// `drain_timeout`: how long an owner handing a device over may finish the commands it holds
+    /// (default 5s).
+    public var drainTimeout: Duration = .seconds(5)
 
     public init() {}
 }

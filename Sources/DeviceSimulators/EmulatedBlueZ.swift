@@ -19,17 +19,22 @@ public final class EmulatedBlueZ {
         public var faults: [(address: String, name: String, value: String)]
         /// Start with the adapter powered off.
         public var adapterOff: Bool
+        /// The RSSI this adapter receives a device at (``BlueZSimulator/setRSSI(_:_:)``; 0: the
+        /// device's own), applied in order.
+        public var rssi: [(address: String, dbm: Int16)] = []
 
         public init(devices: [SimulatedDeviceSpec], timings: SimulatedDeviceTimings = .init(),
                     rokidAuth: SimulatedRokid.AuthMode = .refuse,
                     advertisingInterval: Duration? = BlueZSimulator.defaultAdvertisingInterval,
-                    faults: [(address: String, name: String, value: String)] = [], adapterOff: Bool = false) {
+                    faults: [(address: String, name: String, value: String)] = [], adapterOff: Bool = false,
+                    rssi: [(address: String, dbm: Int16)] = []) {
             self.devices = devices
             self.timings = timings
             self.rokidAuth = rokidAuth
             self.advertisingInterval = advertisingInterval
             self.faults = faults
             self.adapterOff = adapterOff
+            self.rssi = rssi
         }
     }
 
@@ -54,7 +59,7 @@ public final class EmulatedBlueZ {
     }
 
     /// Starts the daemon, connects, starts the emulator, puts the devices in range, applies the
-    /// faults, exports `org.gatt2mqtt.SimulatedGoPro1` and starts the devices' timers.
+    /// faults and RSSIs, exports `org.gatt2mqtt.SimulatedGoPro1` and starts the devices' timers.
     public static func start(_ options: Options) async throws(BlueZSimulatorError) -> EmulatedBlueZ {
         let bus: PrivateBus
         do { bus = try PrivateBus() } catch { throw BlueZSimulatorError.privateBus("\(error)") }
@@ -86,6 +91,7 @@ public final class EmulatedBlueZ {
                 }
                 if let failure { throw failure }
             }
+            for r in options.rssi { try sim.setRSSI(r.address, r.dbm == 0 ? nil : r.dbm) }
             if options.adapterOff { sim.setAdapterPowered(false) }
             try c.export(BlueZSimulator.controlPath, interfaces: [goProControl(cameras)])
             var tasks: [Task<Void, Never>] = []

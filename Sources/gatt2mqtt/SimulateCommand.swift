@@ -33,6 +33,10 @@ struct SimulateCommand: AsyncParsableCommand {
     @Flag(help: "Start with the adapter powered off (calls fail NotReady until Powered is set true).")
     var adapterOff = false
 
+    @Option(name: .customLong("rssi"),
+            help: "The RSSI this adapter receives a device at, ADDRESS=DBM with DBM in -127...20 (repeatable; 0: the device's own), e.g. C0:FF:EE:00:00:01=-75. Change it at runtime with org.gatt2mqtt.Simulator1.SetRSSI.")
+    var rssi: [String] = []
+
 
 
 
@@ -78,6 +82,21 @@ struct SimulateCommand: AsyncParsableCommand {
         return (address, name, value)
     }
 
+    /// `ADDRESS=DBM` → the address (upper case) and the RSSI; throws naming the bad part.
+    static func rssiOverride(_ text: String) throws -> (address: String, dbm: Int16) {
+        guard let eq = text.firstIndex(of: "=") else {
+            throw CLIError("--rssi \(text): expected ADDRESS=DBM, e.g. C0:FF:EE:00:00:01=-75")
+        }
+        let address = text[..<eq].uppercased(), value = text[text.index(after: eq)...]
+        guard isAddress(address) else {
+            throw CLIError("--rssi \(text): '\(text[..<eq])' is not an address like C0:FF:EE:00:00:01")
+        }
+        guard let dbm = Int16(value), (-127...20).contains(dbm) else {
+            throw CLIError("--rssi \(text): '\(value)' is not an RSSI: an integer in -127...20 (dBm)")
+        }
+        return (address, dbm)
+    }
+
     /// `--rokid-auth` as a mode; throws for an unknown name.
     var rokidAuthMode: SimulatedRokid.AuthMode {
         get throws {
@@ -97,6 +116,10 @@ struct SimulateCommand: AsyncParsableCommand {
             let parsed = try Self.fault(f)
             guard addresses.contains(parsed.address) else { throw CLIError("--fault \(f): no simulated device \(parsed.address)") }
         }
+        for r in rssi {
+            let parsed = try Self.rssiOverride(r)
+            guard addresses.contains(parsed.address) else { throw CLIError("--rssi \(r): no simulated device \(parsed.address)") }
+        }
         if let seconds, !(seconds > 0) { throw CLIError("--seconds must be positive") }
         _ = try timings
         _ = try rokidAuthMode
@@ -111,7 +134,7 @@ struct SimulateCommand: AsyncParsableCommand {
         let options = EmulatedBlueZ.Options(
             devices: try Self.specs(devices, default: address), timings: try timings, rokidAuth: try rokidAuthMode,
             advertisingInterval: Self.period(advertisingInterval), faults: try faults.map(Self.fault),
-            adapterOff: adapterOff)
+            adapterOff: adapterOff, rssi: try rssi.map(Self.rssiOverride))
         let emulator: EmulatedBlueZ
         do {
             emulator = try await EmulatedBlueZ.start(options)

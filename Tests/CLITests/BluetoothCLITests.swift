@@ -167,6 +167,29 @@ import Testing
         #expect(badAuth.stderr.contains("--rokid-auth maybe: expected refuse, silent, ok, taken"), "\(badAuth.stderr)")
     }
 
+    /// `--rssi ADDRESS=DBM`: the RSSI this emulated adapter receives a device at; bad values named.
+    @Test func rssiFlag() async throws {
+        let hr = "C0:FF:EE:00:00:01"
+        do {
+            let (sim, bus) = try await Self.simulate(["--rssi", "c0:ff:ee:00:00:01=-75", "--advertising-interval", "0"])
+            defer {
+                reap(sim)
+            }
+            let scan = try await CLI.run(["scan", "--bus", bus, "--seconds", "0.5", "--json"])
+            #expect(scan.status == 0)
+            #expect(scan.stdout.contains(#""address":"C0:FF:EE:00:00:01","name":"Sim HR","rssi":-75"#), "\(scan.stdout)")
+        }
+        for (value, message) in [("\(hr)=-128", "--rssi \(hr)=-128: '-128' is not an RSSI: an integer in -127...20 (dBm)"),
+                                 ("\(hr)=loud", "--rssi \(hr)=loud: 'loud' is not an RSSI: an integer in -127...20 (dBm)"),
+                                 ("C0:FF:EE:00:01=-70", "--rssi C0:FF:EE:00:01=-70: 'C0:FF:EE:00:01' is not an address like C0:FF:EE:00:00:01"),
+                                 ("\(hr)", "--rssi \(hr): expected ADDRESS=DBM, e.g. C0:FF:EE:00:00:01=-75"),
+                                 ("C0:FF:EE:00:00:09=-70", "--rssi C0:FF:EE:00:00:09=-70: no simulated device C0:FF:EE:00:00:09")] {
+            let bad = try await CLI.run(["simulate", "--seconds", "1", "--rssi", value])
+            #expect(bad.status != 0)
+            #expect(bad.stderr.contains(message), "\(bad.stderr)")
+        }
+    }
+
     @Test func badArgumentsAndNoBus() async throws {
         let badUUID = try await CLI.run(["gatt", "--device", "C0:FF:EE:00:00:01", "--read", "xyz"])
         #expect(badUUID.status == 1)
