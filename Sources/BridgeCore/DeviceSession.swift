@@ -228,13 +228,15 @@ actor DeviceSession {
             await owned.wait()
             if Task.isCancelled { break }
             do throws(BLEError) {
-                let link = try await output.gate.withPermit { () async throws(BLEError) -> any BLELink in
+                let connect = { @Sendable [self] () async throws(BLEError) -> any BLELink in
                     let start = output.clock.now()
                     let link = try await central.connect(address: config.address ?? "", notify: notify, pair: driverRequiresPairing,
                                                          timeout: attempt)
                     metrics.connectDuration.record(output.clock.now() - start)
                     return link
                 }
+                // One adapter: one connect at a time. Several: each adapter's own gate (``AdapterSet``).
+                let link = central.serialisesConnects ? try await connect() : try await output.gate.withPermit(connect)
                 backoff.reset()
                 sink.yield(.linkUp(link))
                 await link.deliverNotifications { [sink] n in sink.yield(.notification(n)) }

@@ -103,9 +103,14 @@ public protocol BLECentral: Sendable {
     /// paired yet — for profiles whose characteristics are encryption-protected (GoPro, spec
     /// gopro.md §2). The link's `pairedOnConnect` says whether this connect paired it.
     func connect(address: String, notify: [CharacteristicID], pair: Bool, timeout: Duration) async throws(BLEError) -> any BLELink
+    /// Whether the central serialises its connects itself (per adapter, ``AdapterSet``); if
+    /// not, the bridge holds one gate around every connect (one adapter).
+    var serialisesConnects: Bool { get }
 }
 
 extension BLECentral {
+    public var serialisesConnects: Bool { false }
+
     /// Centrals that cannot pair connect as usual (the first encrypted access then fails).
     public func connect(address: String, notify: [CharacteristicID], pair: Bool, timeout: Duration) async throws(BLEError) -> any BLELink {
         try await connect(address: address, notify: notify, timeout: timeout)

@@ -1,0 +1,237 @@
+import Logging
+import Synchronization
+
+/// Several adapters in one bridge (`bluetooth.adapters`, docs/scale-out.md "Several adapters"):
+/// one `BLECentral` over one per adapter. A device is connected through the adapter it is pinned
+/// to (its `adapter` key), or else through the one that saw it strongest in the last scans; an
+/// adapter whose connect to the device just failed goes last, one that holds its
+/// `max_connections` links is skipped. Each adapter has its own connect gate (bluetoothd
+/// serialises per adapter, spec/bluez.md behaviour 6), so two adapters connect at once. When an
+/// adapter disappears or is powered off its links drop; the sessions reconnect and the next
+/// adapter that sees the device takes them.
+public final class AdapterSet: BLECentral, BLEAdapterControl, Sendable {
+    public struct Member: Sendable {
+        public var name: String
+        public var central: any BLECentral
+        public var maxConnections: Int
+
+        public init(name: String, central: any BLECentral, maxConnections: Int) {
+            self.name = name
+            self.central = central
+            self.maxConnections = maxConnections
+        }
+    }
+
+    struct Entry: Sendable {
+        let member: Member
+        let index: Int
+        let gate = ConnectGate()
+        var name: String { member.name }
+    }
+
+    struct State {
+        /// The addresses linked (or being connected) through each adapter.
+        var links: [String: Set<String>] = [:]
+        /// The last sighting of each address through each adapter.
+        var sightings: [String: [String: (rssi: Int, at: ContinuousClock.Instant)]] = [:]
+        /// When a connect to an address through an adapter last failed.
+        var failures: [String: [String: ContinuousClock.Instant]] = [:]
+    }
+
+    /// How long a sighting counts when choosing an adapter.
+    public static let sightingLifetime: Duration = .seconds(60)
+    /// How long an adapter whose connect failed goes last for that device.
+    public static let failurePenalty: Duration = .seconds(30)
+
+    let entries: [Entry]
+    let pins: [String: String]
+    let logger: Logger
+    let state = Mutex(State())
+
+    /// - Parameter pins: device address (upper case) → adapter name (the devices' `adapter` key).
+    public init(_ members: [Member], pins: [String: String] = [:], logger: Logger = Logger(label: "gatt2mqtt.adapters")) {
+        entries = members.enumerated().map { Entry(member: $1, index: $0) }
+        self.pins = Dictionary(pins.map { ($0.key.uppercased(), $0.value) }, uniquingKeysWith: { a, _ in a })
+        self.logger = logger
+    }
+
+    /// The gate is per adapter, inside: sessions do not serialise connects across adapters.
+    public var serialisesConnects: Bool { true }
+
+    /// The links each adapter holds now, by adapter name (for health and the tests).
+    public var linkCounts: [String: Int] {
+        state.withLock { s in Dictionary(uniqueKeysWithValues: entries.map { ($0.name, s.links[$0.name]?.count ?? 0) }) }
+    }
+
+    /// The adapter of the link to `address`, if one is up (or being connected).
+    public func adapter(of address: String) -> String? {
+        let a = address.uppercased()
+        return state.withLock { s in entries.first { s.links[$0.name]?.contains(a) == true }?.name }
+    }
+
+    /// The adapters to try for `address`, best first.
+    func order(for address: String, at now: ContinuousClock.Instant) -> [Entry] {
+        if let pin = pins[address] { return entries.filter { $0.name == pin } }
+        return state.withLock { s in
+            let seen = s.sightings[address] ?? [:]
+            let failed = s.failures[address] ?? [:]
+            func key(_ e: Entry) -> (Int, Int, Int, Int) {
+                let recentFailure = failed[e.name].map { now - $0 < Self.failurePenalty } ?? false
+                let rssi = seen[e.name].flatMap { now - $0.at <= Self.sightingLifetime ? $0.rssi : nil }
+                return (recentFailure ? 1 : 0, -(rssi ?? -1_000), s.links[e.name]?.count ?? 0, e.index)
+            }
+            return entries.sorted { key($0) < key($1) }
+        }
+    }
+
+    public func connect(address: String, notify: [CharacteristicID], timeout: Duration) async throws(BLEError) -> any BLELink {
+        try await connect(address: address, notify: notify, pair: false, timeout: timeout)
+    }
+
+    public func connect(address: String, notify: [CharacteristicID], pair: Bool, timeout: Duration) async throws(BLEError) -> any BLELink {
+        let a = address.uppercased()
+        var lastError: BLEError?
+        for e in order(for: a, at: .now) {
+            do throws(BLEError) {
+                let link = try await e.gate.withPermit { () async throws(BLEError) -> any BLELink in
+                    guard reserve(e, a) else {
+                        throw BLEError(.inProgress, "\(e.name) holds its maximum of \(e.member.maxConnections) links")
+                    }
+                    do throws(BLEError) {
+                        return try await e.member.central.connect(address: a, notify: notify, pair: pair, timeout: timeout)
+                    } catch {
+                        release(e.name, a)
+                        throw error
+                    }
+                }
+                state.withLock { $0.failures[a]?[e.name] = nil }
+                return AdapterLink(inner: link, release: { [weak self] in self?.release(e.name, a) })
+            } catch {
+                state.withLock { $0.failures[a, default: [:]][e.name] = .now }
+                logger.debug("connect through an adapter failed", metadata: ["adapter": "\(e.name)", "device": "\(a)", "error": "\(error)"])
+                lastError = error
+            }
+        }
+        throw lastError ?? BLEError(.notFound, "no adapter to connect \(a) through (pinned to \(pins[a] ?? "-"), which is not configured)")
+    }
+
+    func reserve(_ e: Entry, _ address: String) -> Bool {
+        state.withLock { s in
+            var set = s.links[e.name] ?? []
+            guard set.contains(address) || set.count < e.member.maxConnections else { return false }
+            set.insert(address)
+            s.links[e.name] = set
+            return true
+        }
+    }
+
+    func release(_ adapter: String, _ address: String) {
+        state.withLock { _ = $0.links[adapter]?.remove(address) }
+    }
+
+    // MARK: The management side
+
+    /// Discovery on every adapter that can, merged: each advertisement carries the strongest
+    /// recent RSSI of that device over the adapters (and is recorded for the choice above).
+    /// Fails only when no adapter can scan.
+    public func scan() async throws(BLEError) -> BLEScan {
+        var scans: [(String, BLEScan)] = []
+        var lastError: BLEError?
+        for e in entries {
+            guard let control = e.member.central.adapterControl else { continue }
+            do throws(BLEError) { scans.append((e.name, try await control.scan())) } catch {
+                logger.warning("an adapter cannot scan", metadata: ["adapter": "\(e.name)", "error": "\(error)"])
+                lastError = error
+            }
+        }
+        guard !scans.isEmpty else { throw lastError ?? BLEError(.notSupported, "no adapter can scan") }
+        let started = scans
+        let (stream, sink) = AsyncStream.makeStream(of: Advertisement.self)
+        let feeders = started.map { name, scan in
+            Task {
+                for await ad in scan.advertisements {
+                    var merged = ad
+                    merged.rssi = self.record(ad, on: name)
+                    sink.yield(merged)
+                }
+            }
+        }
+        let done = Task {
+            for f in feeders { await f.value }
+            sink.finish()
+        }
+        return BLEScan(advertisements: stream, stop: {
+            for (_, scan) in started { await scan.stop() }
+            await done.value
+        })
+    }
+
+    /// Records a sighting through `adapter`; returns the strongest recent RSSI of the device.
+    func record(_ ad: Advertisement, on adapter: String) -> Int? {
+        let a = ad.address.uppercased()
+        let now = ContinuousClock.now
+        return state.withLock { s in
+            if let r = ad.rssi { s.sightings[a, default: [:]][adapter] = (r, now) }
+            return s.sightings[a]?.values.filter { now - $0.at <= Self.sightingLifetime }.map(\.rssi).max() ?? ad.rssi
+        }
+    }
+
+    /// Pairs through the adapter that holds the device's link, else the one it would connect through.
+    public func pair(address: String, timeout: Duration) async throws(BLEError) {
+        let a = address.uppercased()
+        let name = adapter(of: a) ?? order(for: a, at: .now).first?.name
+        guard let e = entries.first(where: { $0.name == name }), let control = e.member.central.adapterControl else {
+            throw BLEError(.notSupported, "no adapter can pair \(a)")
+        }
+        try await control.pair(address: a, timeout: timeout)
+    }
+
+    /// Forgets the device on every adapter (each keeps its own bond).
+    public func forget(address: String) async throws(BLEError) {
+        var lastError: BLEError?
+        var done = false
+        for e in entries {
+            guard let control = e.member.central.adapterControl else { continue }
+            do throws(BLEError) {
+                try await control.forget(address: address)
+                done = true
+            } catch { lastError = error }
+        }
+        if !done, let lastError { throw lastError }
+    }
+}
+
+/// A link through one of an ``AdapterSet``'s adapters: counts against that adapter until it
+/// is lost or closed.
+final class AdapterLink: BLELink {
+    let inner: any BLELink
+    let onRelease: Mutex<(@Sendable () -> Void)?>
+
+    init(inner: any BLELink, release: @escaping @Sendable () -> Void) {
+        self.inner = inner
+        onRelease = Mutex(release)
+    }
+
+    func release() { onRelease.withLock { r in defer { r = nil }; return r }?() }
+
+    var notifications: AsyncStream<GATTNotification> { inner.notifications }
+    var mtu: Int { inner.mtu }
+    var pairedOnConnect: Bool { inner.pairedOnConnect }
+    var pairDuration: Duration? { inner.pairDuration }
+
+    func write(_ value: [UInt8], to characteristic: CharacteristicID, withResponse: Bool) async throws(BLEError) {
+        try await inner.write(value, to: characteristic, withResponse: withResponse)
+    }
+
+    func read(_ characteristic: CharacteristicID) async throws(BLEError) -> [UInt8] { try await inner.read(characteristic) }
+
+    func disconnect() async {
+        await inner.disconnect()
+        release()
+    }
+
+    func deliverNotifications(to handler: @escaping @Sendable (GATTNotification) -> Void) async {
+        await inner.deliverNotifications(to: handler)
+        release()
+    }
+}
