@@ -97,7 +97,7 @@ final class Cluster {
               drain_timeout: 1s
             mqtt:
               url: mqtt://127.0.0.1:\(broker.port)
-              keepalive: 2s
+              keepalive: 5s  # libmosquitto's least (it refuses 1…4 s): a killed bridge's Will ~7.5 s later
               client_id: gatt2mqtt-\(host.node)
             bluetooth:
               bus_address: \(host.control.bus)
@@ -349,8 +349,8 @@ final class Commands {
         }
     }
 
-    /// The owner A is killed (SIGKILL): its Will marks node a offline (keepalive 2 s), B claims
-    /// the sensor and executes the next command, once.
+    /// The owner A is killed (SIGKILL): its Will marks node a offline (keepalive 5 s: the broker
+    /// sends it some 7.5 s later), B claims the sensor and executes the next command, once.
     @Test func handoverWhenTheOwnerIsKilled() async throws {
         try await Cluster.run(rssi: (a: -50, b: -80)) { cluster, hub in
             let claims = try await Claims(hub)
@@ -372,6 +372,8 @@ final class Commands {
             let offline = #"{"state":"offline","node":"a"}"#
             let states = await collectUntil(stateA, timeout: .seconds(5)) { $0.payloadString == offline }
             #expect(states.last?.payloadString == offline, "node a's Will; nodes/a/state: \(states.map(\.payloadString))")
+            let late = await collect(try await hub.subscribe("gatt2mqtt/bridge/nodes/a/state"), count: 1, timeout: .seconds(5))
+            #expect(late.first?.retain == true && late.first?.payloadString == offline, "retained: \(late.map(\.payloadString))")
         }
     }
 
