@@ -74,12 +74,11 @@ final class EndToEnd {
     /// The last bridge's stderr so far.
     func bridgeLog() -> String { (try? String(contentsOfFile: log, encoding: .utf8)) ?? "" }
 
-    /// Calls a method of the simulator's control object `/org/gatt2mqtt/Simulator` with gdbus
-    /// (an independent D-Bus client); returns gdbus's output, or throws with its error.
+    /// Calls a method of the simulator's control object (``SimulatorControl``); returns gdbus's
+    /// output, or throws with its error.
     @discardableResult
     func control(_ method: String, _ args: String..., interface: String = "org.gatt2mqtt.Simulator1") throws -> String {
-        try runTool("/usr/bin/gdbus", ["call", "--address", bus, "--dest", "org.bluez", "--object-path", "/org/gatt2mqtt/Simulator",
-                                       "--method", "\(interface).\(method)"] + args)
+        try SimulatorControl(bus: bus).call(method, args, interface: interface)
     }
 
     /// Stops every process by pid.
@@ -94,6 +93,31 @@ final class EndToEnd {
             holdsSlot = false
             Slots.processHeavy.release()
         }
+    }
+}
+
+/// The control object `/org/gatt2mqtt/Simulator` of a `gatt2mqtt simulate` on `bus`, called with
+/// gdbus (an independent D-Bus client).
+struct SimulatorControl {
+    let bus: String
+
+    /// Calls `interface.method` with `args` (GVariant text); returns gdbus's output, or throws
+    /// with its error.
+    @discardableResult
+    func call(_ method: String, _ args: [String], interface: String = "org.gatt2mqtt.Simulator1") throws -> String {
+        try runTool("/usr/bin/gdbus", ["call", "--address", bus, "--dest", "org.bluez", "--object-path", "/org/gatt2mqtt/Simulator",
+                                       "--method", "\(interface).\(method)"] + args)
+    }
+
+    /// The emulator's record of the writes a device received on `uuid` (`Received`, docs/bluez.md),
+    /// one `Value` text per write, e.g. `[byte 0x01]`.
+    func writes(_ address: String, on uuid: String) throws -> [String] {
+        let text = try call("Received", [address])
+        return text.components(separatedBy: "}, {").filter { $0.contains("'WriteValue'") && $0.lowercased().contains(uuid.lowercased()) }
+            .map { r in
+                guard let v = r.range(of: "'Value': <") else { return "" }
+                return String(r[v.upperBound...].prefix { $0 != ">" })
+            }
     }
 }
 
@@ -329,15 +353,9 @@ extension RunEndToEndTests {
         await TestSupport.collectUntil(subscription, timeout: timeout, predicate)
     }
 
-    /// The emulator's record of the writes a device received on `uuid` (`Received`, docs/bluez.md),
-    /// one `Value` text per write, e.g. `[byte 0x01]`.
+    /// The emulator's record of the writes a device received on `uuid` (``SimulatorControl/writes(_:on:)``).
     static func writes(_ env: EndToEnd, _ address: String, on uuid: String) throws -> [String] {
-        let text = try env.control("Received", address)
-        return text.components(separatedBy: "}, {").filter { $0.contains("'WriteValue'") && $0.lowercased().contains(uuid.lowercased()) }
-            .map { r in
-                guard let v = r.range(of: "'Value': <") else { return "" }
-                return String(r[v.upperBound...].prefix { $0 != ">" })
-            }
+        try SimulatorControl(bus: env.bus).writes(address, on: uuid)
     }
 
     /// A command to a device that is away is answered `queued` with the caller's transaction;
