@@ -80,7 +80,12 @@ public final class AdapterSet: BLECentral, BLEAdapterControl, Sendable {
                 let rssi = seen[e.name].flatMap { now - $0.at <= Self.sightingLifetime ? $0.rssi : nil }
                 return (recentFailure ? 1 : 0, -(rssi ?? -1_000), s.links[e.name]?.count ?? 0, e.index)
             }
-            return entries.sorted { key($0) < key($1) }
+            // An adapter at its link limit is skipped (unless it holds this very device).
+            let open = entries.filter { e in
+                let links = s.links[e.name] ?? []
+                return links.contains(address) || links.count < e.member.maxConnections
+            }
+            return open.sorted { key($0) < key($1) }
         }
     }
 
@@ -112,7 +117,11 @@ public final class AdapterSet: BLECentral, BLEAdapterControl, Sendable {
                 lastError = error
             }
         }
-        throw lastError ?? BLEError(.notFound, "no adapter to connect \(a) through (pinned to \(pins[a] ?? "-"), which is not configured)")
+        if let lastError { throw lastError }
+        if let pin = pins[a], !entries.contains(where: { $0.name == pin }) {
+            throw BLEError(.notFound, "\(a) is pinned to \(pin), which is not one of the bridge's adapters")
+        }
+        throw BLEError(.inProgress, "every adapter holds its maximum of links")
     }
 
     func reserve(_ e: Entry, _ address: String) -> Bool {
