@@ -14,8 +14,9 @@ final class ClusterState: Sendable {
     let local = Mutex<[String: (rssi: Int, at: ContinuousClock.Instant)]>([:])
     /// Commands held while a device has no owner, by device id.
     let held = Mutex<[String: [PendingCommand]]>([:])
-    /// Devices whose session this node runs as their owner.
-    let active = Mutex<Set<String>>([])
+    /// Devices whose session this node runs as their owner, with that session (a device
+    /// reconfigured gets a new session, which starts not owning it).
+    let active = Mutex<[String: ObjectIdentifier]>([:])
     /// Devices being handed over (their commands draining).
     let draining = Mutex<Set<String>>([])
     /// When the bridge started: decisions wait until the retained claims and reports are in.
@@ -237,11 +238,11 @@ extension Bridge {
             let id = r.config.id
             let session = r.session
             let role = cluster.view.withLock { $0.role(of: id, at: now) }
-            let isActive = cluster.active.withLock { $0.contains(id) }
+            let isActive = cluster.active.withLock { $0[id] == ObjectIdentifier(session) }
             switch role {
             case .owner:
                 guard !isActive else { continue }
-                cluster.active.withLock { _ = $0.insert(id) }
+                cluster.active.withLock { $0[id] = ObjectIdentifier(session) }
                 let held = cluster.held.withLock { $0.removeValue(forKey: id) } ?? []
                 cluster.jobSink.yield {
                     await session.setOwned(true, failingQueuedWith: nil)
@@ -264,7 +265,7 @@ extension Bridge {
 
     func deactivate(_ id: String, _ session: DeviceSession, _ error: CommandError?) {
         guard let cluster else { return }
-        cluster.active.withLock { _ = $0.remove(id) }
+        cluster.active.withLock { $0[id] = nil }
         cluster.jobSink.yield { await session.setOwned(false, failingQueuedWith: error) }
     }
 
@@ -278,7 +279,7 @@ extension Bridge {
             try? await sleep(min(.milliseconds(50), cluster.settings.drainTimeout))
         }
         await session.setOwned(false, failingQueuedWith: CommandError(.interrupted, "\(id) was handed over to \(next) before the command was sent (not repeated)"))
-        cluster.active.withLock { _ = $0.remove(id) }
+        cluster.active.withLock { $0[id] = nil }
         cluster.draining.withLock { _ = $0.remove(id) }
         let now = clock.now()
         let claim = cluster.view.withLock { v -> OwnershipClaim? in

@@ -520,6 +520,8 @@ extension Bridge {
         if new.bluetooth != old.bluetooth { restart.append("bluetooth") }
         if new.database != old.database { restart.append("database") }
         if new.homeAssistant != old.homeAssistant { restart.append("homeassistant") }
+        if new.nodeID != old.nodeID { restart.append("node_id") }
+        if new.cluster != old.cluster { restart.append("cluster") }
         restartRequired.withLock { $0 = restart }
         recordDiscoveryTopics()
         publishDevices()

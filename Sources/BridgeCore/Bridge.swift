@@ -307,6 +307,10 @@ public final class Bridge: Sendable {
         o["version"] = .string(version)
         o["base_topic"] = .string(topics.base)
         o["adapter"] = .string(c.bluetooth.adapter)
+        if let cluster {
+            o["node_id"] = .string(cluster.node)
+            o["cluster"] = .object(["enabled": true, "nodes_online": .array(cluster.view.withLock { $0.online.sorted() }.map { .string($0) })])
+        }
         o["log_level"] = .string(logLevel.withLock { $0 }.rawValue)
         if let f = control.configurationFile { o["config_file"] = .string(f) }
         o["devices"] = .int(Int64(all.count))

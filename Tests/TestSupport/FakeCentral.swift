@@ -79,7 +79,10 @@ public final class FakeLink: BLELink {
         return [42]
     }
 
-    public func disconnect() async { continuation.finish() }
+    public func disconnect() async {
+        device.state.withLock { s in if s.link === self { s.link = nil } }
+        continuation.finish()
+    }
 }
 
 /// The BLE side of the bridge over ``FakeDevice``s, by address.

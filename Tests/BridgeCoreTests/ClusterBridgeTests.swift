@@ -1,0 +1,130 @@
+import BinaryCoding
+import BridgeConfig
+@testable import BridgeCore
+import BridgeStore
+import TestSupport
+import Testing
+
+/// One node of several on a broker (docs/scale-out.md), the other nodes played by the test
+/// through the retained cluster topics it hands the bridge.
+@Suite(.timeLimit(.minutes(1))) struct ClusterBridgeTests {
+    static let address = "C0:FF:EE:00:00:09"
+
+    struct Node {
+        let mqtt = FakeMQTT()
+        let device = FakeDevice()
+        let bridge: Bridge
+
+        init(_ node: String, rssi: Int? = -70, deadline: Duration = .seconds(60)) throws {
+            var config = Configuration()
+            config.nodeID = node
+            config.cluster.enabled = true
+            config.cluster.claimSettle = .milliseconds(50)
+            config.cluster.seenInterval = .milliseconds(50)
+            config.cluster.handoverAfter = .milliseconds(200)
+            config.cluster.lostAfter = .seconds(5)
+            config.mqtt.reconnectMin = .milliseconds(20)
+            config.mqtt.reconnectMax = .milliseconds(40)
+            var d = DeviceConfig(id: "dev", profile: .custom)
+            d.address = ClusterBridgeTests.address
+            d.offlineDeadline = deadline
+            d.characteristics = [CharacteristicMapping(uuid: "FFF2", codec: .raw, directions: [.notify], topic: "reading")]
+            config.devices = [d]
+            let ads = rssi.map { [Advertisement(address: ClusterBridgeTests.address, rssi: $0)] } ?? []
+            bridge = try Bridge(configuration: config, store: try BridgeStore.inMemory(), mqtt: mqtt,
+                                central: FakeAdapterCentral(FakeCentral([ClusterBridgeTests.address: device]), advertisements: ads),
+                                drivers: { _ in TestDriver() }, tick: .milliseconds(10))
+        }
+
+        func inject(_ topic: String, _ json: String) {
+            bridge.handle(InboundMessage(topic: "gatt2mqtt/bridge/" + topic, payload: Array(json.utf8), retain: true))
+        }
+
+        func set(_ json: String) {
+            bridge.handle(InboundMessage(topic: "gatt2mqtt/dev/set", payload: Array(json.utf8)))
+        }
+
+        func claims(until predicate: @escaping @Sendable ([OutboundMessage]) -> Bool) async throws -> [String] {
+            try await mqtt.wait(for: "gatt2mqtt/bridge/owners/dev", until: predicate).map(\.text)
+        }
+
+        func running(_ body: () async throws -> Void) async throws {
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { await bridge.run() }
+                defer { group.cancelAll() }
+                try await body()
+            }
+        }
+    }
+
+    @Test func anotherNodesDeviceIsLeftAloneUntilItsWillThenClaimed() async throws {
+        let b = try Node("b")
+        b.inject("nodes/a/state", #"{"state":"online","node":"a"}"#)
+        b.inject("owners/dev", #"{"node":"a","epoch":1}"#)
+        b.inject("nodes/a/seen", #"{"node":"a","devices":{"C0:FF:EE:00:00:09":{"rssi":-50,"age_ms":0,"connected":true}}}"#)
+        try await b.running {
+            let online = try await b.mqtt.wait(for: "gatt2mqtt/bridge/nodes/b/state")
+            #expect(online[0].text == #"{"state":"online","node":"b"}"# && online[0].retain)
+            // b reports what it sees, retained.
+            let seen = try await b.mqtt.wait(for: "gatt2mqtt/bridge/nodes/b/seen", until: { $0.contains { $0.text.contains(#""rssi":-70"#) } })
+            #expect(seen.last?.retain == true)
+            // a owns it: b neither executes nor answers (a does).
+            b.set(#"{"command":"ping","value":1,"transaction":"t1"}"#)
+            #expect(b.mqtt.messages("gatt2mqtt/dev/response").isEmpty)
+            #expect(b.device.writes.isEmpty && b.device.state.withLock { $0.connects } == 0)
+            // a's Will: b, the only node that sees it, claims it with the next epoch and runs it.
+            b.inject("nodes/a/state", #"{"state":"offline","node":"a"}"#)
+            let claims = try await b.claims { $0.contains { $0.text == #"{"node":"b","epoch":2}"# } }
+            #expect(claims == [#"{"node":"b","epoch":2}"#])
+            b.set(#"{"command":"ping","value":7,"transaction":"t2"}"#)
+            let r = try await b.mqtt.wait(for: "gatt2mqtt/dev/response", until: { $0.contains { $0.text.contains(#""status":"ok""#) } })
+            #expect(try JSONValue(parsing: r.last!.payload) == ["transaction": "t2", "status": "ok", "command": ["command": "ping", "value": 7],
+                                                               "data": ["echo": 7], "node": "b"])
+            #expect(b.device.writes == [[1, 7]], "t1 was a's, never executed here")
+        }
+    }
+
+    @Test func aCompetingClaimOfTheSameEpochLosesToTheLowerNodeID() async throws {
+        let b = try Node("b")
+        try await b.running {
+            _ = try await b.claims { $0.contains { $0.text == #"{"node":"b","epoch":1}"# } }
+            _ = try await b.mqtt.wait(for: "gatt2mqtt/dev/availability", until: { $0.last?.text == #"{"state":"online"}"# })
+            // c claimed at the same time and its claim arrived later: b's stands, and b makes
+            // the retained one its own again.
+            b.inject("nodes/c/state", #"{"state":"online","node":"c"}"#)
+            b.inject("owners/dev", #"{"node":"c","epoch":1}"#)
+            let again = try await b.claims { $0.count >= 2 }
+            #expect(again == [#"{"node":"b","epoch":1}"#, #"{"node":"b","epoch":1}"#])
+            // a's claim of the same epoch wins over b's: b gives the device up (link closed,
+            // availability offline) and claims nothing.
+            b.inject("nodes/a/state", #"{"state":"online","node":"a"}"#)
+            b.inject("owners/dev", #"{"node":"a","epoch":1}"#)
+            let availability = try await b.mqtt.wait(for: "gatt2mqtt/dev/availability", until: { $0.last?.text == #"{"state":"offline"}"# })
+            #expect(availability.last?.retain == true)
+            #expect(b.device.state.withLock { $0.link } == nil)
+            #expect(b.mqtt.messages("gatt2mqtt/bridge/owners/dev").count == 2)
+        }
+    }
+
+    @Test func aHeldCommandPastItsDeadlineIsAnsweredOnceByTheLeader() async throws {
+        // Nobody sees the device, so nobody claims it: the command is held, then expires.
+        let a = try Node("a", rssi: nil, deadline: .milliseconds(100))
+        a.inject("nodes/c/state", #"{"state":"online","node":"c"}"#)
+        try await a.running {
+            _ = try await a.mqtt.wait(for: "gatt2mqtt/bridge/nodes/a/state")
+            a.set(#"{"command":"ping","value":3,"transaction":"t3"}"#)
+            let r = try await a.mqtt.wait(for: "gatt2mqtt/dev/response")
+            let body = try JSONValue(parsing: r[0].payload).objectValue
+            #expect(body?["status"] == "expired" && body?["node"] == "a" && body?["transaction"] == "t3", "\(r[0].text)")
+            #expect(a.device.writes.isEmpty)
+        }
+        // A node that is not the leader drops its copy without a word.
+        let c = try Node("c", rssi: nil, deadline: .milliseconds(100))
+        c.inject("nodes/a/state", #"{"state":"online","node":"a"}"#)
+        try await c.running {
+            c.set(#"{"command":"ping","value":3,"transaction":"t3"}"#)
+            #expect(await eventually(timeout: .seconds(3)) { c.bridge.cluster!.held.withLock { $0.isEmpty } })
+            #expect(c.mqtt.messages("gatt2mqtt/dev/response").isEmpty)
+        }
+    }
+}
