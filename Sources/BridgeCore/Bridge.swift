@@ -307,6 +307,7 @@ public final class Bridge: Sendable {
         o["version"] = .string(version)
         o["base_topic"] = .string(topics.base)
         o["adapter"] = .string(c.bluetooth.adapter)
+        o["adapters"] = .array(c.bluetooth.adapters.map { .string($0) })
         o["log_level"] = .string(logLevel.withLock { $0 }.rawValue)
         if let f = control.configurationFile { o["config_file"] = .string(f) }
         o["devices"] = .int(Int64(all.count))
