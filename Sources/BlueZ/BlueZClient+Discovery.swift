@@ -7,6 +7,12 @@ public struct BlueZAdapter: Sendable, Hashable {
     public let path: DBusObjectPath
     /// The last path element, e.g. `hci0`.
     public var name: String { String(path.rawValue.split(separator: "/").last ?? "") }
+
+    /// The adapter BlueZ calls `name` (`hci1` → `/org/bluez/hci1`), whether or not it is there
+    /// now: calls on it fail until it appears.
+    public init(name: String) { path = DBusObjectPath("/org/bluez/\(name)") }
+
+    init(path: DBusObjectPath) { self.path = path }
 }
 
 /// A device seen while scanning (`Device1` properties; spec/bluez.md "Objects a client sees").

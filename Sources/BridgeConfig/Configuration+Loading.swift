@@ -11,6 +11,7 @@ extension Configuration {
     /// `environment` overrides apply after the file (see `applyEnvironment`).
     public init(yaml: String, environment: [String: String] = [:]) throws(ConfigError) {
         self.init()
+        var adapterLines: [Int: Int] = [:]
         let root = try ConfigNode.parse(yaml: yaml)
         if let root {
             var top = try MappingReader(root, path: "")
@@ -38,20 +39,25 @@ extension Configuration {
                 }
                 for (i, item) in items.enumerated() {
                     devices.append(try DeviceConfig(item, path: "devices[\(i)]"))
+                    if case let .mapping(m) = item.kind, let a = m.first(where: { $0.key == "adapter" }) { adapterLines[i] = a.value.line }
                 }
             }
             try top.finish()
         }
         try applyEnvironment(environment)
-        try validate()
+        try validate(adapterLines: adapterLines)
     }
 
-    /// Cross-field checks: unique device ids and addresses, topic-safe ids, and (after the
-    /// environment) `cluster.lost_after` above `cluster.seen_interval`.
-    func validate() throws(ConfigError) {
+    /// Cross-field checks: unique device ids and addresses, topic-safe ids, each device's
+    /// `adapter` one of `bluetooth.adapters`, and (after the environment) `cluster.lost_after`
+    /// above `cluster.seen_interval`. `adapterLines`: device index → line of its `adapter`.
+    func validate(adapterLines: [Int: Int] = [:]) throws(ConfigError) {
         try cluster.checkLostAfter(path: "cluster.lost_after", line: nil)
         var ids = Set<String>(), addresses = Set<String>()
         for (i, d) in devices.enumerated() {
+            if let a = d.adapter {
+                try bluetooth.checkPin(a, path: "devices[\(i)].adapter", line: adapterLines[i])
+            }
             if !ids.insert(d.id).inserted {
                 throw ConfigError(path: "devices[\(i)].id", line: nil, message: "duplicate device id '\(d.id)'")
             }
@@ -67,7 +73,8 @@ extension Configuration {
     /// Environment overrides, applied after the file: `GATT2MQTT_<SECTION>_<KEY>` for the scalar
     /// keys of `mqtt`, `bluetooth`, `database`, `homeassistant`, `metrics`, `frontend` and
     /// `cluster`, e.g. `GATT2MQTT_MQTT_URL`, `GATT2MQTT_MQTT_BASE_TOPIC`,
-    /// `GATT2MQTT_BLUETOOTH_ADAPTER`, `GATT2MQTT_DATABASE_PATH`, `GATT2MQTT_METRICS_LISTEN` (which
+    /// `GATT2MQTT_BLUETOOTH_ADAPTER` (one adapter), `GATT2MQTT_BLUETOOTH_ADAPTERS` (several,
+    /// `hci0,hci1`), `GATT2MQTT_DATABASE_PATH`, `GATT2MQTT_METRICS_LISTEN` (which
     /// turns the endpoint on; empty turns it off), `GATT2MQTT_FRONTEND_LISTEN` and
     /// `GATT2MQTT_FRONTEND_AUTH_TOKEN_FILE` (the same for the web frontend),
     /// `GATT2MQTT_CLUSTER_ENABLED`; and `GATT2MQTT_LOG_LEVEL` and `GATT2MQTT_NODE_ID` for the
@@ -75,6 +82,10 @@ extension Configuration {
     public mutating func applyEnvironment(_ environment: [String: String]) throws(ConfigError) {
         let sections = ["MQTT": "mqtt", "BLUETOOTH": "bluetooth", "DATABASE": "database", "HOMEASSISTANT": "homeassistant",
                         "METRICS": "metrics", "FRONTEND": "frontend", "CLUSTER": "cluster"]
+        if environment["GATT2MQTT_BLUETOOTH_ADAPTER"] != nil, environment["GATT2MQTT_BLUETOOTH_ADAPTERS"] != nil {
+            throw ConfigError(path: "GATT2MQTT_BLUETOOTH_ADAPTER", line: nil,
+                              message: "not with GATT2MQTT_BLUETOOTH_ADAPTERS: set one (GATT2MQTT_BLUETOOTH_ADAPTERS=hci0,hci1 for several)")
+        }
         for (name, value) in environment.sorted(by: { $0.key < $1.key }) where name.hasPrefix("GATT2MQTT_") {
             if name == "GATT2MQTT_LOG_LEVEL" {
                 guard let level = LogLevel(rawValue: value) else {
@@ -144,6 +155,9 @@ struct MappingReader {
 
     /// The line of `key`'s value while it is unread (for a check after reading it).
     func line(of key: String) -> Int? { members.first { $0.key == key }?.value.line }
+
+    /// The line of `key` itself while it is unread.
+    func keyLine(of key: String) -> Int? { members.first { $0.key == key }?.keyLine }
 
     mutating func take(_ key: String) -> ConfigNode? {
         guard let i = members.firstIndex(where: { $0.key == key }) else { return nil }
@@ -324,12 +338,75 @@ extension MQTTSettings {
 }
 
 extension BluetoothSettings {
+    /// The `bluetooth` section. `adapters` is a list in the file and comma-separated from the
+    /// environment (`partial`, where an error names `path`, which already names the key and the
+    /// variable).
     mutating func load(_ node: ConfigNode, path: String, partial: Bool = false) throws(ConfigError) {
-        var r = try MappingReader(node, path: path)
-        if let v = try r.string("adapter") { adapter = v }
-        if let v = try r.string("bus_address") { busAddress = v }
-        if let v = try r.enumeration("notify", NotifySetting.self) { notify = v }
-        try r.finish()
+        do throws(ConfigError) {
+            var r = try MappingReader(node, path: path)
+            if let one = r.keyLine(of: "adapter"), let several = r.keyLine(of: "adapters") {
+                throw ConfigError(path: path, line: max(one, several),
+                                  message: "adapter and adapters both given: keep one (adapter: hci0 for one adapter, adapters: [hci0, hci1] for several)")
+            }
+            let adapterLine = r.line(of: "adapter")
+            if let v = try r.string("adapter") {
+                try Self.checkAdapterName(v, path: r.child("adapter"), line: adapterLine)
+                adapter = v
+            }
+            if let n = r.take("adapters") { adapters = try Self.adapterList(n, path: r.child("adapters"), fromEnvironment: partial) }
+            if let v = try r.int("max_connections", in: Self.maxConnectionsRange) { maxConnections = v }
+            if let v = try r.string("bus_address") { busAddress = v }
+            if let v = try r.enumeration("notify", NotifySetting.self) { notify = v }
+            try r.finish()
+        } catch {
+            guard partial else { throw error }
+            throw ConfigError(path: path, line: nil, message: error.message)
+        }
+    }
+
+    /// `adapters`: a non-empty list of distinct adapter names (from the environment, `hci0,hci1`).
+    static func adapterList(_ node: ConfigNode, path: String, fromEnvironment: Bool) throws(ConfigError) -> [String] {
+        var names: [(name: String, path: String, line: Int?)] = []
+        switch node.kind {
+        case let .sequence(items):
+            for (i, item) in items.enumerated() {
+                guard case let .scalar(s) = item.kind else {
+                    throw ConfigError(path: "\(path)[\(i)]", line: item.line, message: "expected an adapter name like hci0")
+                }
+                names.append((s.string, "\(path)[\(i)]", item.line))
+            }
+        case let .scalar(s) where fromEnvironment:
+            let parts = s.string.split(separator: ",", omittingEmptySubsequences: false)
+            names = parts.map { (String($0).trimmingCharacters(in: " "), path, nil) }
+            if names.count == 1, names[0].name.isEmpty { names = [] }
+        default:
+            throw ConfigError(path: path, line: node.line, message: "expected a list of adapter names like [hci0, hci1]")
+        }
+        guard !names.isEmpty else {
+            throw ConfigError(path: path, line: node.line, message: "expected at least one adapter, like [hci0]")
+        }
+        var seen = Set<String>()
+        for n in names {
+            try checkAdapterName(n.name, path: n.path, line: n.line)
+            guard seen.insert(n.name).inserted else {
+                throw ConfigError(path: n.path, line: n.line, message: "\(n.name) is listed twice")
+            }
+        }
+        return names.map(\.name)
+    }
+
+    /// A device's `adapter` must be one of the bridge's.
+    func checkPin(_ name: String, path: String, line: Int?) throws(ConfigError) {
+        guard adapters.contains(name) else {
+            throw ConfigError(path: path, line: line,
+                              message: "'\(name)' is not one of the bridge's adapters (bluetooth.adapters: \(adapters.joined(separator: ", ")))")
+        }
+    }
+
+    static func checkAdapterName(_ name: String, path: String, line: Int?) throws(ConfigError) {
+        guard isAdapterName(name) else {
+            throw ConfigError(path: path, line: line, message: "'\(name)' is not an adapter name like hci0")
+        }
     }
 }
 
@@ -449,7 +526,7 @@ extension ClusterSettings {
 extension DeviceConfig {
     init(_ node: ConfigNode, path: String) throws(ConfigError) {
         var r = try MappingReader(node, path: path)
-        try r.allowOnly(["id", "name", "address", "name_pattern", "profile", "offline", "command_timeout",
+        try r.allowOnly(["id", "name", "address", "name_pattern", "adapter", "profile", "offline", "command_timeout",
                          "availability_timeout", "characteristics"])
         let id = try r.requiredString("id")
         guard id.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "_" || $0 == "-" }), id.allSatisfy(\.isASCII) else {
@@ -469,6 +546,12 @@ extension DeviceConfig {
             address = upper
         }
         namePattern = try r.string("name_pattern")
+        let adapterLine = r.line(of: "adapter")
+        if let v = try r.string("adapter") {
+            // Whether it is one of `bluetooth.adapters` is checked with the whole file (`validate`).
+            try BluetoothSettings.checkAdapterName(v, path: r.child("adapter"), line: adapterLine)
+            adapter = v
+        }
         if address == nil, namePattern == nil {
             throw ConfigError(path: path, line: node.line, message: "needs an address or a name_pattern")
         }

@@ -87,13 +87,33 @@ public struct MQTTSettings: Sendable, Equatable {
 }
 
 public struct BluetoothSettings: Sendable, Equatable {
-    public var adapter = "hci0"
+    /// `bluetooth.adapters` (or the single `bluetooth.adapter`): the adapters the bridge connects
+    /// through, in order; at least one, each `hci<N>`, no repeats. Each device goes through the one
+    /// that sees it best, or the one its `adapter` key pins it to (issue 14 §1).
+    public var adapters = ["hci0"]
+    /// `bluetooth.max_connections`: the most links the bridge keeps on one adapter (controllers
+    /// hold 5 to 10 LE links); 1...32, default 7. Applies when there are several adapters.
+    public var maxConnections = 7
     /// D-Bus address of the bus where `org.bluez` lives; nil = the system bus
     /// (which honours `DBUS_SYSTEM_BUS_ADDRESS`).
     public var busAddress: String?
     /// How the bridge subscribes to notifications (`bluetooth.notify`).
     public var notify: NotifySetting = .auto
     public init() {}
+
+    /// The first adapter; setting it makes it the only one (`bluetooth.adapter`).
+    public var adapter: String {
+        get { adapters[0] }
+        set { adapters = [newValue] }
+    }
+
+    /// The range of `bluetooth.max_connections`.
+    public static let maxConnectionsRange = 1...32
+
+    /// Whether `name` is an adapter name as BlueZ gives them: `hci` and a number (`hci0`).
+    public static func isAdapterName(_ name: String) -> Bool {
+        name.hasPrefix("hci") && name.count > 3 && name.dropFirst(3).allSatisfy { $0.isASCII && $0.isNumber }
+    }
 }
 
 /// `bluetooth.notify`: `auto` uses `AcquireNotify` where BlueZ offers it (values through a
@@ -175,6 +195,9 @@ public struct DeviceConfig: Sendable, Equatable {
     public var address: String?
     /// Regular expression matched against the advertised name when no address is given.
     public var namePattern: String?
+    /// `adapter`: the adapter this device is always connected through (one of
+    /// `bluetooth.adapters`); nil lets the bridge choose the one that sees it best.
+    public var adapter: String?
     public var profile: DeviceProfile
     public var offlinePolicy = OfflinePolicy.queue
     public var offlineDeadline: Duration = .seconds(60)

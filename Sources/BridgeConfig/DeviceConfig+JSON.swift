@@ -6,13 +6,20 @@ import BinaryCoding
 extension DeviceConfig {
     /// Parses one device from JSON shaped like a `devices[]` entry of the configuration file, with
     /// the same validation and messages (paths under `path`, no line numbers).
-    public init(json: JSONValue, path: String = "device") throws(ConfigError) {
+    /// - Parameter adapters: the bridge's adapters (`bluetooth.adapters`), when the caller knows
+    ///   them: an `adapter` must then be one of them, as in the file; nil checks only its form.
+    public init(json: JSONValue, path: String = "device", adapters: [String]? = nil) throws(ConfigError) {
         guard case .object = json else { throw ConfigError(path: path, line: nil, message: "expected an object") }
         // JSON is YAML (flow style): one parser, one set of rules for the file and the requests.
         guard let node = try? ConfigNode.parse(yaml: json.jsonText) else {
             throw ConfigError(path: path, line: nil, message: "expected an object")
         }
         do { try self.init(node, path: path) } catch { throw ConfigError(path: error.path, line: nil, message: error.message) }
+        if let adapters, let adapter {
+            var bluetooth = BluetoothSettings()
+            bluetooth.adapters = adapters
+            try bluetooth.checkPin(adapter, path: "\(path).adapter", line: nil)
+        }
     }
 
     /// The device in the shape of a `devices[]` entry: `DeviceConfig(json: d.json) == d`.
@@ -22,6 +29,7 @@ extension DeviceConfig {
         if let name { o["name"] = .string(name) }
         if let address { o["address"] = .string(address) }
         if let namePattern { o["name_pattern"] = .string(namePattern) }
+        if let adapter { o["adapter"] = .string(adapter) }
         o["profile"] = .string(profile.rawValue)
         o["offline"] = ["policy": .string(offlinePolicy.rawValue), "deadline": .string(formatDuration(offlineDeadline))]
         o["command_timeout"] = .string(formatDuration(commandTimeout))

@@ -307,6 +307,7 @@ public final class Bridge: Sendable {
         o["version"] = .string(version)
         o["base_topic"] = .string(topics.base)
         o["adapter"] = .string(c.bluetooth.adapter)
+        o["adapters"] = .array(c.bluetooth.adapters.map { .string($0) })
         if let cluster {
             o["node_id"] = .string(cluster.node)
             o["cluster"] = .object(["enabled": true, "nodes_online": .array(cluster.view.withLock { $0.online.sorted() }.map { .string($0) })])

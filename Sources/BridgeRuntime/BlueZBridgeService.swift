@@ -8,7 +8,9 @@ import ServiceLifecycle
 
 /// `gatt2mqtt run` on the real BlueZ: the start-up self-check (``BluetoothSelfCheck``, retried
 /// until Bluetooth is ready, `shared/spec/bridge.md` point 8), then ``BridgeService`` over a
-/// `BlueZCentral`. A graceful shutdown while still waiting for Bluetooth ends it cleanly.
+/// `BlueZCentral` — with several adapters (`bluetooth.adapters`, issue 14 §1) over an
+/// `AdapterSet` of one `BlueZCentral` per adapter, all on the self-check's client. A graceful
+/// shutdown while still waiting for Bluetooth ends it cleanly.
 ///
 /// Everything runs on one `Reactor.EventLoop` thread (docs/architecture.md "Threads"): the MQTT
 /// client, the D-Bus connection, the AcquireNotify sockets, the device sessions and their timers.
@@ -31,14 +33,48 @@ public struct BlueZBridgeService: Service {
         let loop = EventLoop(name: "gatt2mqtt")
         defer { loop.shutdown() }  // after the clients below are closed
         try await withTaskExecutorPreference(loop) {
-            let selfCheck = BluetoothSelfCheck(busAddress: busAddress, adapter: configuration.bluetooth.adapter, loop: loop)
-            let ready = await cancelWhenGracefulShutdown { await selfCheck.waitUntilReady(logger: logger) }
-            guard let (client, adapter) = ready else { return }
-            defer { client.close() }
-            try await BridgeService(configuration: configuration, central: BlueZCentral(client: client, adapter: adapter,
-                                                                                             notifyMethod: configuration.bluetooth.notify == .start ? .startNotify : .automatic,
-                                                                                             onRecovery: { [logger] in logger.warning("\($0)") }),
+            guard configuration.bluetooth.adapters.count > 1 else {
+                let selfCheck = BluetoothSelfCheck(busAddress: busAddress, adapter: configuration.bluetooth.adapter, loop: loop)
+                let ready = await cancelWhenGracefulShutdown { await selfCheck.waitUntilReady(logger: logger) }
+                guard let (client, adapter) = ready else { return }
+                defer { client.close() }
+                try await BridgeService(configuration: configuration, central: central(client, adapter),
+                                        logger: logger, loop: loop, control: control, frontend: frontend).run()
+                return
+            }
+            let selfCheck = BluetoothSelfCheck(busAddress: busAddress, adapters: configuration.bluetooth.adapters, loop: loop)
+            let found = await cancelWhenGracefulShutdown { await selfCheck.waitUntilAdaptersReady(logger: logger) }
+            guard let found else { return }
+            defer { found.client.close() }
+            try await BridgeService(configuration: configuration, central: adapterSet(found),
                                     logger: logger, loop: loop, control: control, frontend: frontend).run()
         }
+    }
+
+    /// The central for one adapter.
+    func central(_ client: BlueZClient, _ adapter: BlueZAdapter) -> BlueZCentral {
+        BlueZCentral(client: client, adapter: adapter, notifyMethod: configuration.bluetooth.notify == .start ? .startNotify : .automatic,
+                     onRecovery: { [logger] in logger.warning("\($0)") })
+    }
+
+    /// One central per configured adapter, in the configuration's order, on one client. An
+    /// adapter missing or powered off at start is a member all the same (a warning says so):
+    /// connects through it fail until it is there, and the set tries another.
+    func adapterSet(_ found: BluetoothAdapters) -> AdapterSet {
+        for name in found.missing {
+            let available = found.available.joined(separator: ", ")
+            logger.warning("Bluetooth adapter \(name) is missing (found: \(available)): devices connect through the other adapters until it appears")
+        }
+        for name in found.off {
+            logger.warning("Bluetooth adapter \(name) is powered off: devices connect through the other adapters until it is on (`bluetoothctl power on`)")
+        }
+        for id in configuration.pinsWithoutAddress {
+            logger.warning("device \(id) has an adapter but no address: the adapter is chosen for it (a pin needs the address)")
+        }
+        let members = configuration.bluetooth.adapters.map { name in
+            AdapterSet.Member(name: name, central: central(found.client, BlueZAdapter(name: name)),
+                              maxConnections: configuration.bluetooth.maxConnections)
+        }
+        return AdapterSet(members, pins: configuration.adapterPins, logger: logger)
     }
 }

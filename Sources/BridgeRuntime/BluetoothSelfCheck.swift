@@ -17,6 +17,9 @@ public enum BluetoothProblem: Error, Sendable, Equatable, CustomStringConvertibl
     case adapterMissing(name: String, available: [String])
     /// The adapter exists and is powered off (or rfkill-blocked).
     case adapterOff(name: String)
+    /// Of several adapters (`bluetooth.adapters`), none is there and powered: `missing` are not
+    /// there, `off` are powered off; `available`: the adapters BlueZ has.
+    case noAdapterReady(missing: [String], off: [String], available: [String])
     /// Anything else BlueZ answered.
     case other(String)
 
@@ -34,21 +37,46 @@ public enum BluetoothProblem: Error, Sendable, Equatable, CustomStringConvertibl
             return "no Bluetooth adapter \(name) (\(found)): set bluetooth.adapter, or check `bluetoothctl list` and `rfkill list`"
         case let .adapterOff(name):
             return "Bluetooth adapter \(name) is powered off: `bluetoothctl power on` (and `rfkill unblock bluetooth` if it is blocked)"
+        case let .noAdapterReady(missing, off, available):
+            var what: [String] = []
+            if !missing.isEmpty { what.append("missing: " + missing.joined(separator: ", ")) }
+            if !off.isEmpty { what.append("powered off: " + off.joined(separator: ", ")) }
+            what.append(available.isEmpty ? "none found" : "found: " + available.joined(separator: ", "))
+            return "none of the Bluetooth adapters is ready (\(what.joined(separator: "; "))): set bluetooth.adapters, "
+                + "or check `bluetoothctl list`, `bluetoothctl power on` and `rfkill list`"
         case let .other(message):
             return "BlueZ is not usable: \(message)"
         }
     }
 }
 
+/// What the self-check found with several adapters (``BluetoothSelfCheck/checkAdapters()``):
+/// the client, and the configured adapters by state, each in configuration order.
+public struct BluetoothAdapters: Sendable {
+    /// The connected client (on the self-check's loop); the caller closes it.
+    public let client: BlueZClient
+    /// There and powered: at least one.
+    public let ready: [String]
+    /// Not there.
+    public let missing: [String]
+    /// There and powered off.
+    public let off: [String]
+    /// Every adapter BlueZ has.
+    public let available: [String]
+}
+
 /// The start-up self-check of `gatt2mqtt run` (`shared/spec/bridge.md` point 8): connect to the
-/// bus, find `org.bluez`, find the adapter and check it is powered. While something is missing it
+/// bus, find `org.bluez`, find the adapter and check it is powered — with several adapters
+/// (`bluetooth.adapters`), at least one of them. While something is missing it
 /// logs the problem's fix line once (again only when the problem changes) and retries with a
 /// capped backoff instead of exiting, so a service manager does not crash-loop the bridge.
 public struct BluetoothSelfCheck: Sendable {
     /// Where BlueZ is looked for (`bluetooth.bus_address`, else the system bus).
     public let bus: DBusBus
-    /// The adapter that must exist and be powered (`bluetooth.adapter`).
-    public let adapter: String
+    /// The adapters looked for (`bluetooth.adapters`), at least one.
+    public let adapters: [String]
+    /// The adapter that must exist and be powered (`bluetooth.adapter`): the first.
+    public var adapter: String { adapters[0] }
     /// The first retry delay; it doubles after each failed check up to ``retryMax``.
     public let retryMin: Duration
     /// The longest delay between checks.
@@ -61,9 +89,18 @@ public struct BluetoothSelfCheck: Sendable {
     ///   - adapter: `bluetooth.adapter`.
     public init(busAddress: String?, adapter: String, retryMin: Duration = .seconds(1), retryMax: Duration = .seconds(30),
                 loop: EventLoop) {
+        self.init(busAddress: busAddress, adapters: [adapter], retryMin: retryMin, retryMax: retryMax, loop: loop)
+    }
+
+    /// - Parameters:
+    ///   - busAddress: `bluetooth.bus_address`; nil is the system bus (`DBUS_SYSTEM_BUS_ADDRESS`).
+    ///   - adapters: `bluetooth.adapters`, at least one.
+    public init(busAddress: String?, adapters: [String], retryMin: Duration = .seconds(1), retryMax: Duration = .seconds(30),
+                loop: EventLoop) {
+        precondition(!adapters.isEmpty, "the self-check needs an adapter to look for")
         self.loop = loop
         bus = busAddress.map { .address($0) } ?? .system
-        self.adapter = adapter
+        self.adapters = adapters
         self.retryMin = retryMin
         self.retryMax = retryMax
     }
@@ -95,33 +132,58 @@ public struct BluetoothSelfCheck: Sendable {
     }
 
     /// One attempt: a connected client and the powered adapter, or the problem (the client is
-    /// closed then).
+    /// closed then). With several adapters, this is the first one.
     public func check() async -> Result<(BlueZClient, BlueZAdapter), BluetoothProblem> {
+        await checkAdapters([adapter]).map { ($0.client, BlueZAdapter(name: adapter)) }
+    }
+
+    /// One attempt for every adapter: the client and which adapters are ready, missing or off,
+    /// when at least one is ready; else the problem (the client is closed then).
+    public func checkAdapters() async -> Result<BluetoothAdapters, BluetoothProblem> {
+        await checkAdapters(adapters)
+    }
+
+    /// ``checkAdapters()`` for `names`; with one name the problems are `adapterMissing` and
+    /// `adapterOff`, with several `noAdapterReady`.
+    func checkAdapters(_ names: [String]) async -> Result<BluetoothAdapters, BluetoothProblem> {
         let client: BlueZClient
         do { client = try await BlueZClient.connect(bus, callTimeout: .seconds(10), loop: loop) } catch {
             return .failure(problem(error))
         }
-        guard let a = client.adapters.first(where: { $0.name == adapter }) else {
-            let available = client.adapters.map(\.name)
+        let present = Dictionary(client.adapters.map { ($0.name, $0) }, uniquingKeysWith: { a, _ in a })
+        let missing = names.filter { present[$0] == nil }
+        let off = names.filter { present[$0].map { !client.isPowered($0) } ?? false }
+        let ready = names.filter { !missing.contains($0) && !off.contains($0) }
+        let available = client.adapters.map(\.name)
+        guard !ready.isEmpty else {
             client.close()
-            return .failure(.adapterMissing(name: adapter, available: available))
+            if names.count == 1 {
+                return .failure(missing.isEmpty ? .adapterOff(name: names[0]) : .adapterMissing(name: names[0], available: available))
+            }
+            return .failure(.noAdapterReady(missing: missing, off: off, available: available))
         }
-        guard client.isPowered(a) else {
-            client.close()
-            return .failure(.adapterOff(name: adapter))
-        }
-        return .success((client, a))
+        return .success(BluetoothAdapters(client: client, ready: ready, missing: missing, off: off, available: available))
     }
 
     /// Retries ``check()`` until it succeeds (returns the client and adapter) or the task is
     /// cancelled (returns nil). Each new problem is logged once at `error` with its fix line.
     public func waitUntilReady(logger: Logger) async -> (BlueZClient, BlueZAdapter)? {
+        await retrying(logger: logger) { await check() }
+    }
+
+    /// Retries ``checkAdapters()`` until at least one adapter is ready (returns what it found)
+    /// or the task is cancelled (returns nil), logging as ``waitUntilReady(logger:)`` does.
+    public func waitUntilAdaptersReady(logger: Logger) async -> BluetoothAdapters? {
+        await retrying(logger: logger) { await checkAdapters() }
+    }
+
+    func retrying<Ready>(logger: Logger, _ attempt: () async -> Result<Ready, BluetoothProblem>) async -> Ready? {
         var delay = retryMin
         var last: BluetoothProblem?
         while !Task.isCancelled {
-            switch await check() {
+            switch await attempt() {
             case let .success(ready):
-                if last != nil { logger.notice("Bluetooth ready", metadata: ["adapter": "\(adapter)"]) }
+                if last != nil { logger.notice("Bluetooth ready", metadata: ["adapter": "\(adapters.joined(separator: ","))"]) }
                 return ready
             case let .failure(p):
                 if p != last {

@@ -14,10 +14,15 @@ struct CheckConfigCommand: ParsableCommand {
 
     func run() throws {
         let config = try loadConfiguration(file)
-        emit("\(file): ok — mqtt \(config.mqtt.useTLS ? "mqtts" : "mqtt")://\(config.mqtt.host):\(config.mqtt.port), base topic '\(config.mqtt.baseTopic)', adapter \(config.bluetooth.adapter), \(config.devices.count) device(s)")
+        emit("\(file): ok — mqtt \(config.mqtt.useTLS ? "mqtts" : "mqtt")://\(config.mqtt.host):\(config.mqtt.port), base topic '\(config.mqtt.baseTopic)', \(Self.adapterSummary(config.bluetooth)), \(config.devices.count) device(s)")
         for d in config.devices {
-            emit("  \(d.id): \(d.profile.rawValue) at \(d.address ?? "name ~ /\(d.namePattern ?? "")/"), offline policy \(d.offlinePolicy.rawValue)")
+            emit("  \(d.id): \(d.profile.rawValue) at \(d.address ?? "name ~ /\(d.namePattern ?? "")/")\(d.adapter.map { " through \($0)" } ?? ""), offline policy \(d.offlinePolicy.rawValue)")
         }
+    }
+
+    /// `adapter hci0`, or `adapters hci0, hci1 (at most 7 links each)`.
+    static func adapterSummary(_ b: BluetoothSettings) -> String {
+        b.adapters.count == 1 ? "adapter \(b.adapter)" : "adapters \(b.adapters.joined(separator: ", ")) (at most \(b.maxConnections) links each)"
     }
 }
 

@@ -42,7 +42,7 @@ import Testing
 
     @Test func unknownKeyNamesPathAndLine() {
         let yaml = Self.minimal.replacingOccurrences(of: "profile: rokid", with: "profile: rokid\n    colour: red")
-        #expect(throws: ConfigError(path: "devices[1].colour", line: 15, message: "unknown key (expected one of address, availability_timeout, characteristics, command_timeout, id, name, name_pattern, offline, profile)")) {
+        #expect(throws: ConfigError(path: "devices[1].colour", line: 15, message: "unknown key (expected one of adapter, address, availability_timeout, characteristics, command_timeout, id, name, name_pattern, offline, profile)")) {
             try Configuration(yaml: yaml)
         }
         #expect(throws: ConfigError(path: "mqtt.colour", line: 2, message: "unknown key")) {

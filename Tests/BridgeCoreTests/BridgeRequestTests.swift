@@ -48,6 +48,16 @@ import Testing
         }
     }
 
+    /// `bridge/info`: every configured adapter in `adapters`, the first in `adapter` (issue 14 §1).
+    @Test func infoListsTheAdapters() throws {
+        var config = Configuration()
+        config.bluetooth.adapters = ["hci1", "hci0"]
+        let bridge = try Bridge(configuration: config, store: try BridgeStore.inMemory(), mqtt: FakeMQTT(), central: Self.central(),
+                                drivers: { _ in TestDriver() }, tick: .milliseconds(10))
+        #expect(bridge.info["adapter"] == "hci1")
+        #expect(bridge.info["adapters"] == ["hci1", "hci0"])
+    }
+
     @Test func scanGuessAddsTheDeviceWhichSurvivesARestartAndYieldsToTheFile() async throws {
         let store = try BridgeStore.inMemory()
         let central = Self.central()

@@ -25,11 +25,19 @@ import Testing
         #expect(check.problem(.timeout("GetManagedObjects")) == .other("timeout: GetManagedObjects"))
     }
 
+    /// One adapter is the list of one; the single-adapter initialiser looks for that one.
+    @Test func adaptersInOrder() {
+        #expect(check.adapters == ["hci0"] && check.adapter == "hci0")
+        let several = BluetoothSelfCheck(busAddress: nil, adapters: ["hci1", "hci0"], loop: Self.loop)
+        #expect(several.adapters == ["hci1", "hci0"] && several.adapter == "hci1")
+    }
+
     @Test func everyProblemIsOneLineWithAFix() {
         let problems: [BluetoothProblem] = [
             .busUnreachable(bus: "system bus", reason: "refused"), .bluezAbsent(bus: "system bus"),
             .accessDenied(bus: "system bus", reason: "denied"), .adapterMissing(name: "hci1", available: ["hci0"]),
             .adapterMissing(name: "hci0", available: []), .adapterOff(name: "hci0"),
+            .noAdapterReady(missing: ["hci1"], off: ["hci0"], available: ["hci0"]), .noAdapterReady(missing: ["hci0", "hci1"], off: [], available: []),
         ]
         for p in problems {
             #expect(!p.description.contains("\n"))
@@ -37,6 +45,10 @@ import Testing
         }
         #expect(BluetoothProblem.adapterMissing(name: "hci0", available: []).description.contains("none found"))
         #expect(BluetoothProblem.adapterOff(name: "hci0").description.contains("bluetoothctl power on"))
+        #expect(BluetoothProblem.noAdapterReady(missing: ["hci1", "hci2"], off: ["hci0"], available: ["hci0"]).description
+            == "none of the Bluetooth adapters is ready (missing: hci1, hci2; powered off: hci0; found: hci0): set bluetooth.adapters, "
+            + "or check `bluetoothctl list`, `bluetoothctl power on` and `rfkill list`")
+        #expect(BluetoothProblem.noAdapterReady(missing: ["hci0", "hci1"], off: [], available: []).description.contains("(missing: hci0, hci1; none found)"))
         #expect(BluetoothProblem.bluezAbsent(bus: "system bus").description
             == "org.bluez not on the system bus: is bluetoothd running? (systemctl start bluetooth) in a container mount /run/dbus/system_bus_socket from the host")
     }

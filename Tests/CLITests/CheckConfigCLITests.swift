@@ -22,6 +22,34 @@ import Testing
         #expect(lines.first?.contains("line 3: devices[0].adress: unknown key") == true)
     }
 
+    /// Several adapters (issue 14 §1): the summary names them and the pins; a pin to an adapter
+    /// the bridge does not have is one line with the key path and line.
+    @Test func severalAdaptersAndPins() async throws {
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("adapters-\(UUID().uuidString).yaml")
+        defer { try? FileManager.default.removeItem(at: file) }
+        let yaml = """
+            bluetooth:
+              adapters: [hci0, hci1]
+              max_connections: 4
+            devices:
+              - {id: camera, address: "C0:FF:EE:00:00:01", profile: gopro, adapter: hci1}
+              - {id: glasses, address: "C0:FF:EE:00:00:02", profile: rokid}
+            """
+        try yaml.write(to: file, atomically: true, encoding: .utf8)
+        let r = try await CLI.run(["check-config", file.path])
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stdout.contains("adapters hci0, hci1 (at most 4 links each), 2 device(s)"), "\(r.stdout)")
+        #expect(r.stdout.contains("camera: gopro at C0:FF:EE:00:00:01 through hci1, offline policy queue"), "\(r.stdout)")
+        #expect(r.stdout.contains("glasses: rokid at C0:FF:EE:00:00:02, offline policy queue"), "\(r.stdout)")
+
+        try yaml.replacingOccurrences(of: "[hci0, hci1]", with: "[hci0]").write(to: file, atomically: true, encoding: .utf8)
+        let bad = try await CLI.run(["check-config", file.path])
+        #expect(bad.status == 1)
+        let lines = bad.stderr.split(separator: "\n")
+        #expect(lines.count == 1, "\(bad.stderr)")
+        #expect(lines.first?.contains("line 5: devices[0].adapter: 'hci1' is not one of the bridge's adapters (bluetooth.adapters: hci0)") == true, "\(bad.stderr)")
+    }
+
     @Test func missingFile() async throws {
         let r = try await CLI.run(["check-config", "/nonexistent/gatt2mqtt.yaml"])
         #expect(r.status == 1)

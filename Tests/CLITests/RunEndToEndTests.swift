@@ -34,8 +34,9 @@ final class EndToEnd {
     ///   - mqtt: extra `mqtt:` keys (indented lines), e.g. a short `reconnect_max`.
     ///   - bus: the D-Bus address the bridge uses (default: the simulator's).
     ///   - adapter: `bluetooth.adapter`.
+    ///   - adapters: `bluetooth.adapters` instead, when given.
     ///   - logLevel: the bridge's `--log-level`; its stderr goes to ``log`` (``bridgeLog()``).
-    func startBridge(devices yaml: String, mqtt: String = "", bus: String? = nil, adapter: String = "hci0",
+    func startBridge(devices yaml: String, mqtt: String = "", bus: String? = nil, adapter: String = "hci0", adapters: [String]? = nil,
                      logLevel: String = "warning", environment: [String: String] = [:]) throws -> Process {
         let config = directory.path + "/bridge.yaml"
         try """
@@ -44,7 +45,7 @@ final class EndToEnd {
             \(mqtt)
             bluetooth:
               bus_address: \(bus ?? self.bus)
-              adapter: \(adapter)
+              \(adapters.map { "adapters: [\($0.joined(separator: ", "))]" } ?? "adapter: \(adapter)")
             database:
               path: \(directory.path)/state.sqlite
             devices:

@@ -84,4 +84,30 @@ import Testing
         #expect(await Self.terminate(bridge) == 0)
         await hub.disconnect()
     }
+
+    /// Several adapters (issue 14 §1), none ready at start: one line says which are missing and
+    /// which off. Once one is powered on the bridge starts through it, warns once about the one
+    /// still missing (a member all the same), lists both in bridge/info, and its device comes online.
+    @Test func severalAdaptersStartOnceOneIsReady() async throws {
+        let env = try await EndToEnd()
+        defer { env.stop() }
+        try env.control("SetAdapterPowered", "false")
+        let hub = try await env.broker.client(loop: env.loop)
+        let availability = try await hub.subscribe("gatt2mqtt/heart/availability")
+        let info = try await hub.subscribe("gatt2mqtt/bridge/info")
+        let bridge = try env.startBridge(devices: RunEndToEndTests.heartControl, adapters: ["hci0", "hci7"])
+        let log = await Self.waitForLog(env, "none of the Bluetooth adapters")
+        #expect(log.contains("none of the Bluetooth adapters is ready (missing: hci7; powered off: hci0; found: hci0): set bluetooth.adapters, "
+            + "or check `bluetoothctl list`, `bluetoothctl power on` and `rfkill list` (retrying)"), "\(log)")
+        #expect(bridge.isRunning)
+        try env.control("SetAdapterPowered", "true")
+        let online = await collect(availability, count: 1, timeout: .seconds(15))
+        #expect(online.first?.payloadString == #"{"state":"online"}"#)
+        let missing = "Bluetooth adapter hci7 is missing (found: hci0): devices connect through the other adapters until it appears"
+        #expect(env.bridgeLog().components(separatedBy: missing).count == 2, "\(env.bridgeLog())")
+        let published = try #require(RunEndToEndTests.objects(await collect(info, count: 1)).first)
+        #expect(published["adapters"] as? [String] == ["hci0", "hci7"] && published["adapter"] as? String == "hci0")
+        #expect(await Self.terminate(bridge) == 0)
+        await hub.disconnect()
+    }
 }
