@@ -44,15 +44,21 @@ public final class AdapterSet: BLECentral, BLEAdapterControl, Sendable {
     public static let failurePenalty: Duration = .seconds(30)
 
     let entries: [Entry]
-    let pins: [String: String]
+    let pinned: Mutex<[String: String]>
+    var pins: [String: String] { pinned.withLock { $0 } }
     let logger: Logger
     let state = Mutex(State())
 
     /// - Parameter pins: device address (upper case) → adapter name (the devices' `adapter` key).
     public init(_ members: [Member], pins: [String: String] = [:], logger: Logger = Logger(label: "gatt2mqtt.adapters")) {
         entries = members.enumerated().map { Entry(member: $1, index: $0) }
-        self.pins = Dictionary(pins.map { ($0.key.uppercased(), $0.value) }, uniquingKeysWith: { a, _ in a })
+        pinned = Mutex(Dictionary(pins.map { ($0.key.uppercased(), $0.value) }, uniquingKeysWith: { a, _ in a }))
         self.logger = logger
+    }
+
+    /// Pins a device to an adapter (nil: unpins it): a device added or changed at runtime.
+    public func pin(_ address: String, to adapter: String?) {
+        pinned.withLock { $0[address.uppercased()] = adapter }
     }
 
     /// The gate is per adapter, inside: sessions do not serialise connects across adapters.

@@ -284,7 +284,7 @@ extension Bridge {
         if json["name"] == nil, let n = sighting?.name { json["name"] = .string(n) }
         var device: DeviceConfig
         do {
-            device = try DeviceConfig(json: .object(json))
+            device = try DeviceConfig(json: .object(json), adapters: configuration.bluetooth.adapters)
             if let options = body["options"] {
                 guard let o = options.objectValue else { throw ConfigError(path: "options", line: nil, message: "expected an object") }
                 device = try device.applying(options: o)

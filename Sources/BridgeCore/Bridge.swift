@@ -185,6 +185,8 @@ public final class Bridge: Sendable {
 
     func makeSession(_ device: DeviceConfig, state: JSONObject?) throws -> DeviceSession {
         let configuration = self.configuration
+        // Several adapters: the device's pin follows its configuration (a device added or changed at runtime).
+        if let adapters = central as? AdapterSet, let address = device.address { adapters.pin(address, to: device.adapter) }
         return DeviceSession(config: device, driver: try drivers(device), central: central, output: output, initialState: state ?? [:],
                              reconnect: (configuration.mqtt.reconnectMin, configuration.mqtt.reconnectMax),
                              connectAttempt: connectAttempt, owned: cluster == nil)
