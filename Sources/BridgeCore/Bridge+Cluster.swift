@@ -91,7 +91,16 @@ extension Bridge {
         case let .other(node):
             logger.debug("command for a device another node owns", metadata: ["device": "\(device)", "owner": "\(node)"])
         case .claiming, .unowned, .handingOver:
-            cluster.held.withLock { $0[device, default: []].append(command) }
+            let full = cluster.held.withLock { held -> Bool in
+                guard held[device, default: []].count < BridgeDefaults.heldCommands else { return true }
+                held[device, default: []].append(command)
+                return false
+            }
+            // Bounded: past the limit the command is refused (once, by the leader), not kept.
+            if full, answers(for: nil) {
+                output.respond(command, device: device, .error,
+                               error: CommandError(.deviceOffline, "no bridge owns \(device) yet and \(BridgeDefaults.heldCommands) commands wait for it already"))
+            }
         }
     }
 

@@ -50,4 +50,6 @@ public enum BridgeDefaults {
     public static let healthInterval: Duration = .seconds(60)
     /// How far a sighting's RSSI must move (dBm) from the published one before the state follows.
     public static let rssiStep = 5
+    /// How many commands a node holds per device while no node owns it (docs/scale-out.md).
+    public static let heldCommands = 100
 }
