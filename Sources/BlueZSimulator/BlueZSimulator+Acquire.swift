@@ -9,14 +9,14 @@ extension BlueZSimulator {
     /// (write-without-response / notify) → `NotSupported`. Answers `(h fd, q mtu)`: one end of a
     /// `SOCK_SEQPACKET` socketpair. While acquired, `WriteAcquired`/`NotifyAcquired` (and
     /// `Notifying`) are true; closing the client end releases, and link loss closes the socket.
-    func acquire(_ address: String, _ path: DBusObjectPath, write: Bool, sender: String) async throws(DBusError)
+    func acquire(_ key: DeviceKey, _ path: DBusObjectPath, write: Bool, sender: String) async throws(DBusError)
         -> [DBusValue]
     {
         let method = write ? "AcquireWrite" : "AcquireNotify"
-        let uuid = state.withLock { $0.devices[address]?.chars[path]?.uuid }
-        try await gate(address, method, sender: sender,
+        let uuid = state.withLock { $0.devices[key]?.chars[path]?.uuid }
+        try await gate(key, method, sender: sender,
                        record: Received(method: method, characteristic: uuid, value: [], delivered: true, sender: sender))
-        let (d, c) = try gattContext(address, path)
+        let (d, c, _) = try gattContext(key, path)
         if write {
             guard c.writeIO == nil else { throw BlueZErrors.notPermitted("Write acquired") }
             guard c.flags.contains("write-without-response") else { throw BlueZErrors.notSupported }
@@ -29,13 +29,13 @@ extension BlueZSimulator {
         // Our copy of the client's end closes when this value goes (the reply carries a dup).
         let clientEnd = DBusUnixFD(taking: theirs)
         let installed = state.withLock { s -> Bool in
-            guard let now = s.devices[address], now.epoch == d.epoch, now.resolved, let cs = now.chars[path] else { return false }
+            guard let now = s.devices[key], now.epoch == d.epoch, now.resolved, let cs = now.chars[path] else { return false }
             if write {
                 guard cs.writeIO == nil else { return false }
-                s.devices[address]!.chars[path]!.writeIO = io
+                s.devices[key]!.chars[path]!.writeIO = io
             } else {
                 guard cs.notifyIO == nil, cs.sessions.isEmpty else { return false }
-                s.devices[address]!.chars[path]!.notifyIO = io
+                s.devices[key]!.chars[path]!.notifyIO = io
             }
             return true
         }
@@ -49,16 +49,16 @@ extension BlueZSimulator {
             let (packets, feed) = AsyncStream<[UInt8]>.makeStream()
             spawn { [weak self] in
                 for await v in packets {
-                    try? await self?.write(address, path, v, options: ["type": .string("command")], sender: "socket")
+                    try? await self?.write(key, path, v, options: ["type": .string("command")], sender: "socket")
                 }
             }
             read(io, onPacket: { feed.yield($0) }, onClose: { [weak self] in
                 feed.finish()
-                self?.released(address, path, io, write: true)
+                self?.released(key, path, io, write: true)
             })
         } else {
             try? connection.setProperties(path, interface: Self.char1, ["NotifyAcquired": .boolean(true), "Notifying": .boolean(true)])
-            read(io, onPacket: { _ in }, onClose: { [weak self] in self?.released(address, path, io, write: false) })
+            read(io, onPacket: { _ in }, onClose: { [weak self] in self?.released(key, path, io, write: false) })
         }
         return [.unixFD(clientEnd), .uint16(UInt16(clamping: d.device.mtu))]
     }
@@ -69,15 +69,15 @@ extension BlueZSimulator {
     }
 
     /// An acquired socket closed (client released it, StopNotify, link loss, emulator stopped).
-    func released(_ address: String, _ path: DBusObjectPath, _ io: PacketSocket, write: Bool) {
+    func released(_ key: DeviceKey, _ path: DBusObjectPath, _ io: PacketSocket, write: Bool) {
         let change = state.withLock { s -> Bool? in
-            guard let c = s.devices[address]?.chars[path] else { return nil }
+            guard let c = s.devices[key]?.chars[path] else { return nil }
             if write {
                 guard c.writeIO === io else { return nil }
-                s.devices[address]!.chars[path]!.writeIO = nil
+                s.devices[key]!.chars[path]!.writeIO = nil
             } else {
                 guard c.notifyIO === io else { return nil }
-                s.devices[address]!.chars[path]!.notifyIO = nil
+                s.devices[key]!.chars[path]!.notifyIO = nil
             }
             return !c.sessions.isEmpty
         }
@@ -90,11 +90,13 @@ extension BlueZSimulator {
         }
     }
 
-    /// Whether a characteristic's AcquireWrite / AcquireNotify socket is held now.
-    public func isAcquired(_ address: String, characteristic uuid: String, write: Bool) -> Bool {
+    /// Whether a characteristic's AcquireWrite / AcquireNotify socket is held now, under an
+    /// adapter (nil: the first).
+    public func isAcquired(_ address: String, characteristic uuid: String, write: Bool, adapter: String? = nil) -> Bool {
         let full = SimUUID.full(uuid)
+        let key = DeviceKey(adapter: adapter ?? firstAdapter, address: address.uppercased())
         return state.withLock { s in
-            guard let c = s.devices[address.uppercased()]?.chars.values.first(where: { $0.uuid == full }) else { return false }
+            guard let c = s.devices[key]?.chars.values.first(where: { $0.uuid == full }) else { return false }
             return (write ? c.writeIO : c.notifyIO) != nil
         }
     }

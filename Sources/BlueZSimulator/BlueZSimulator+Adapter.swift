@@ -37,24 +37,24 @@ extension BlueZSimulator {
         ])
     }
 
-    /// `/org/bluez/hci0` `org.bluez.Adapter1` (bluez doc/org.bluez.Adapter.rst): the properties
-    /// bluetoothd 5.66 exports for an LE adapter (`Modalias` and `ExperimentalFeatures`, optional,
-    /// are left out).
-    func adapterInterface() -> DBusInterface {
+    /// `/org/bluez/<name>` `org.bluez.Adapter1` (bluez doc/org.bluez.Adapter.rst): the
+    /// properties bluetoothd 5.66 exports for an LE adapter (`Modalias` and
+    /// `ExperimentalFeatures`, optional, are left out).
+    func adapterInterface(_ name: String, address: String) -> DBusInterface {
         DBusInterface(
             Self.adapter1,
             methods: [
                 DBusMethod("StartDiscovery") { [weak self] call in
-                    try self?.startDiscovery(call.sender ?? "")
+                    try self?.startDiscovery(name, call.sender ?? "")
                     return []
                 },
                 DBusMethod("StopDiscovery") { [weak self] call in
-                    try self?.stopDiscovery(call.sender ?? "")
+                    try self?.stopDiscovery(name, call.sender ?? "")
                     return []
                 },
                 DBusMethod("SetDiscoveryFilter", in: [DBusArgument("filter", .properties)]) { [weak self] call in
                     let raw: [String: DBusValue] = try call.decode(0)
-                    try self?.setFilter(call.sender ?? "", raw)
+                    try self?.setFilter(name, call.sender ?? "", raw)
                     return []
                 },
                 DBusMethod("GetDiscoveryFilters", out: [DBusArgument("filters", .array(.string))]) { _ in
@@ -62,17 +62,17 @@ extension BlueZSimulator {
                 },
                 DBusMethod("RemoveDevice", in: [DBusArgument("device", .objectPath)]) { [weak self] call in
                     let path: DBusObjectPath = try call.decode(0)
-                    try await self?.removeDevice(path)
+                    try await self?.removeDevice(name, path)
                     return []
                 },
             ],
             properties: [
-                DBusProperty("Address", .string(options.adapterAddress)),
+                DBusProperty("Address", .string(address)),
                 DBusProperty("AddressType", .string("public")),
                 DBusProperty("Name", .string("gatt2mqtt-sim")),
                 DBusProperty("Alias", .string("gatt2mqtt-sim"), access: .readwrite),
                 DBusProperty("Powered", .boolean(true), access: .readwrite) { [weak self] v in
-                    if let on = v.boolValue { self?.setAdapterPowered(on) }
+                    if let on = v.boolValue { self?.powerAdapter(name, on) }
                     return v
                 },
                 DBusProperty("Class", .uint32(0)),
@@ -91,9 +91,9 @@ extension BlueZSimulator {
     /// doc/org.bluez.Adapter.rst); RSSI and Pathloss together are invalid (bluetoothd refuses them).
     /// While the caller discovers, the filter applies to its running session at once (5.66
     /// `set_discovery_filter` → `update_discovery_filter`): each client has one session and one
-    /// filter. A powered-off adapter answers `NotReady`, as 5.66 does before parsing.
-    func setFilter(_ sender: String, _ raw: [String: DBusValue]) throws(DBusError) {
-        guard state.withLock({ $0.powered }) else { throw BlueZErrors.notReady }
+    /// filter per adapter. A powered-off adapter answers `NotReady`, as 5.66 does before parsing.
+    func setFilter(_ adapter: String, _ sender: String, _ raw: [String: DBusValue]) throws(DBusError) {
+        guard state.withLock({ $0.adapters[adapter]!.powered }) else { throw BlueZErrors.notReady }
         var f = Filter()
         f.isSet = !raw.isEmpty
         for (k, v) in raw {
@@ -110,37 +110,37 @@ extension BlueZSimulator {
         }
         if f.rssi != nil, raw["Pathloss"] != nil { throw BlueZErrors.invalidArguments }
         state.withLock { s in
-            s.filters[sender] = f
-            if s.sessions[sender] != nil { s.sessions[sender] = f }
+            s.adapters[adapter]!.filters[sender] = f
+            if s.adapters[adapter]!.sessions[sender] != nil { s.adapters[adapter]!.sessions[sender] = f }
         }
     }
 
-    func startDiscovery(_ sender: String) throws(DBusError) {
-        let (first, toExport, toRefresh) = try state.withLock { (s) throws(DBusError) -> (Bool, [String], [String]) in
-            guard s.powered else { throw BlueZErrors.notReady }
-            guard s.sessions[sender] == nil else { throw BlueZErrors.busy }
-            let first = s.sessions.isEmpty
-            let f = s.filters[sender] ?? Filter()
-            s.sessions[sender] = f
-            var export: [String] = [], refresh: [String] = []
-            for (a, d) in s.devices where d.inRange && f.matches(d) && s.reports(d) {
-                s.devices[a]!.removalGeneration += 1
+    func startDiscovery(_ adapter: String, _ sender: String) throws(DBusError) {
+        let (first, toExport, toRefresh) = try state.withLock { (s) throws(DBusError) -> (Bool, [DeviceKey], [DeviceKey]) in
+            guard s.adapters[adapter]!.powered else { throw BlueZErrors.notReady }
+            guard s.adapters[adapter]!.sessions[sender] == nil else { throw BlueZErrors.busy }
+            let first = s.adapters[adapter]!.sessions.isEmpty
+            let f = s.adapters[adapter]!.filters[sender] ?? Filter()
+            s.adapters[adapter]!.sessions[sender] = f
+            var export: [DeviceKey] = [], refresh: [DeviceKey] = []
+            for (k, d) in s.devices where k.adapter == adapter && f.matches(d) && s.discovers(k) {
+                s.devices[k]!.removalGeneration += 1
                 if d.exported {
-                    refresh.append(a)
-                    s.devices[a]!.reportedRSSI = d.rssi
+                    refresh.append(k)
+                    s.devices[k]!.reportedRSSI = d.rssi
                 } else {
-                    export.append(a)
+                    export.append(k)
                 }
             }
             return (first, export, refresh)
         }
         if first {
-            try connection.setProperty(adapterPath, interface: Self.adapter1, "Discovering", .boolean(true))
-            startAdvertising()
+            try connection.setProperty(path(ofAdapter: adapter), interface: Self.adapter1, "Discovering", .boolean(true))
+            startAdvertising(adapter)
         }
-        for a in toExport.sorted() { try exportDevice(a, withRSSI: true) }
-        for a in toRefresh.sorted() {
-            let d = state.withLock { $0.devices[a] }
+        for k in toExport.sorted(by: { $0.address < $1.address }) { try exportDevice(k, withRSSI: true) }
+        for k in toRefresh.sorted(by: { $0.address < $1.address }) {
+            let d = state.withLock { $0.devices[k] }
             if let d {
                 try? connection.setProperty(d.path, interface: Self.device1, "RSSI", .int16(d.rssi),
                                             alwaysEmit: true)
@@ -148,76 +148,90 @@ extension BlueZSimulator {
         }
     }
 
-    func stopDiscovery(_ sender: String) throws(DBusError) {
+    func stopDiscovery(_ adapter: String, _ sender: String) throws(DBusError) {
         let last = try state.withLock { (s) throws(DBusError) -> Bool in
-            guard s.powered else { throw BlueZErrors.notReady }
-            guard s.sessions.removeValue(forKey: sender) != nil else { throw BlueZErrors.failed("No discovery started") }
-            return s.sessions.isEmpty
+            guard s.adapters[adapter]!.powered else { throw BlueZErrors.notReady }
+            guard s.adapters[adapter]!.sessions.removeValue(forKey: sender) != nil else {
+                throw BlueZErrors.failed("No discovery started")
+            }
+            return s.adapters[adapter]!.sessions.isEmpty
         }
-        if last { discoveryStopped() }
+        if last { discoveryStopped(adapter) }
     }
 
-    /// Discovering goes false, advertisements stop being reported, RSSI is invalidated on every
-    /// exported device, and unpaired disconnected devices are scheduled to vanish (behaviour 4).
-    func discoveryStopped() {
-        stopAdvertising()
-        try? connection.setProperty(adapterPath, interface: Self.adapter1, "Discovering", .boolean(false))
-        let devices = state.withLock { s in
-            for k in s.devices.keys { s.devices[k]!.reportedRSSI = nil }
-            return s.devices.values.filter(\.exported)
+    /// The adapter's Discovering goes false, advertisements stop being reported there, RSSI is
+    /// invalidated on every device exported under it, and unpaired disconnected ones are
+    /// scheduled to vanish (behaviour 4).
+    func discoveryStopped(_ adapter: String) {
+        stopAdvertising(adapter)
+        try? connection.setProperty(path(ofAdapter: adapter), interface: Self.adapter1, "Discovering", .boolean(false))
+        let devices = state.withLock { s -> [(DeviceKey, DeviceState)] in
+            let keys = s.devices.keys.filter { $0.adapter == adapter }.sorted { $0.address < $1.address }
+            for k in keys { s.devices[k]!.reportedRSSI = nil }
+            return keys.filter { s.devices[$0]!.exported }.map { ($0, s.devices[$0]!) }
         }
-        for d in devices {
+        for (k, d) in devices {
             // The DBus module cannot delete a stored property: RSSI is announced as invalidated
             // (as bluetoothd does) but stays readable through Get/GetAll.
             try? connection.emitSignal(
                 path: d.path, interface: "org.freedesktop.DBus.Properties", member: "PropertiesChanged",
                 arguments: [.string(Self.device1), .dictionary(key: .string, value: .variant, []), .strings(["RSSI"])])
-            if !d.connected, !d.paired { scheduleRemoval(d.device.address.uppercased()) }
+            if !d.connected, !d.paired { scheduleRemoval(k) }
         }
     }
 
-    /// Adapter1.RemoveDevice, checks in 5.66's order (`remove_device`): an unknown device is
-    /// `DoesNotExist`, then a powered-off adapter `NotReady`. A connected device is disconnected
-    /// first, as `Device1.Disconnect` does it (bluetoothd's disconnect timer, `disconnectDelay`;
-    /// then `ServicesResolved` and `Connected` go false), and only then are its objects removed,
-    /// children first. Seen on the real stack (docs/bluez.md "The real stack"): RemoveDevice of a
-    /// connected device answers after about two seconds; the emulator used to drop the link and the
-    /// objects at once without a signal.
-    func removeDevice(_ path: DBusObjectPath) async throws(DBusError) {
-        let found = state.withLock { s -> (String, Bool, Bool)? in
-            guard let a = s.byPath[path], let d = s.devices[a], d.exported else { return nil }
-            return (a, d.connected, s.powered)
+    /// Exports the device under every adapter that hears it, whose discovery reports it and
+    /// under which it is not exported yet: it came in range, or its link through another adapter
+    /// went and it advertises again.
+    func exportWhereDiscovered(_ address: String) throws(DBusError) {
+        let keys = state.withLock { s in
+            s.keys(of: address, among: options.adapters).filter { !s.devices[$0]!.exported && s.discovers($0) }
         }
-        guard let (address, connected, powered) = found else { throw BlueZErrors.doesNotExist }
+        for k in keys { try exportDevice(k, withRSSI: true) }
+    }
+
+    /// Adapter1.RemoveDevice, checks in 5.66's order (`remove_device`): an unknown device (or one
+    /// of another adapter) is `DoesNotExist`, then a powered-off adapter `NotReady`. A connected
+    /// device is disconnected first, as `Device1.Disconnect` does it (bluetoothd's disconnect
+    /// timer, `disconnectDelay`; then `ServicesResolved` and `Connected` go false), and only then
+    /// are its objects removed, children first. Seen on the real stack (docs/bluez.md "The real
+    /// stack"): RemoveDevice of a connected device answers after about two seconds; the emulator
+    /// used to drop the link and the objects at once without a signal.
+    func removeDevice(_ adapter: String, _ path: DBusObjectPath) async throws(DBusError) {
+        let found = state.withLock { s -> (DeviceKey, Bool, Bool)? in
+            guard let k = s.byPath[path], k.adapter == adapter, let d = s.devices[k], d.exported else { return nil }
+            return (k, d.connected, s.adapters[adapter]!.powered)
+        }
+        guard let (key, connected, powered) = found else { throw BlueZErrors.doesNotExist }
         guard powered else { throw BlueZErrors.notReady }
         if connected {
-            state.withLock { $0.devices[address]?.disconnecting = true }
+            state.withLock { $0.devices[key]?.disconnecting = true }
             try? await sleep(for: options.disconnectDelay)
-            linkDown(address)
+            linkDown(key)
         }
-        removeNow(address)
+        removeNow(key)
     }
 
-    /// Removes a device's objects, children first (behaviour 4).
-    func removeNow(_ address: String) {
+    /// Removes a device's objects under one adapter, children first (behaviour 4).
+    func removeNow(_ key: DeviceKey) {
         let path = state.withLock { s -> DBusObjectPath? in
-            guard var d = s.devices[address], d.exported else { return nil }
+            guard var d = s.devices[key], d.exported else { return nil }
             d.exported = false
             d.gattExported = false
             d.paired = false
             d.temporary = true
             d.chars = [:]
             d.removalGeneration += 1
-            s.devices[address] = d
+            s.devices[key] = d
             return d.path
         }
         if let path { try? connection.unexportTree(path) }
     }
 
-    func scheduleRemoval(_ address: String) {
+    func scheduleRemoval(_ key: DeviceKey) {
         let generation = state.withLock { s -> UInt64 in
-            s.devices[address]?.removalGeneration += 1
-            return s.devices[address]?.removalGeneration ?? 0
+            s.devices[key]?.removalGeneration += 1
+            return s.devices[key]?.removalGeneration ?? 0
         }
         let delay = options.removalDelay
         let loop = connection.loop
@@ -225,12 +239,11 @@ extension BlueZSimulator {
             try? await loop.sleep(for: delay)
             guard let self, !Task.isCancelled else { return }
             let still = self.state.withLock { s -> Bool in
-                guard let d = s.devices[address] else { return false }
-                let discoverable = d.inRange && s.reports(d)
+                guard let d = s.devices[key] else { return false }
                 return d.removalGeneration == generation && d.temporary && !d.connected && d.connecting == nil && !d.paired
-                    && !discoverable
+                    && !s.discovers(key)
             }
-            if still { self.removeNow(address) }
+            if still { self.removeNow(key) }
         }
     }
 }

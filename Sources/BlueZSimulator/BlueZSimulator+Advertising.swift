@@ -6,16 +6,16 @@ extension BlueZSimulator {
     /// bluez doc/org.bluez.Adapter.rst, SetDiscoveryFilter `RSSI`).
     static let rssiDeltaThreshold: Int16 = 8
 
-    /// Starts the advertiser when discovery starts (behaviour 10): every
-    /// ``Options/advertisingInterval`` each device in range gets an advertisement (``advertise()``).
-    /// One task for all devices, only while discovering; on the connection's event loop when it
-    /// has one (its timers), else on the task pool.
-    func startAdvertising() {
+    /// Starts an adapter's advertiser when its discovery starts (behaviour 10): every
+    /// ``Options/advertisingInterval`` each device it hears gets an advertisement
+    /// (``advertise()``). One task per discovering adapter for all devices, only while
+    /// discovering, on the connection's event loop (its timers).
+    func startAdvertising(_ adapter: String) {
         guard let interval = options.advertisingInterval, interval > .zero else { return }
         let generation = state.withLock { s -> UInt64? in
-            guard s.advertiser == nil, s.discovering else { return nil }
+            guard s.adapters[adapter]!.advertiser == nil, s.adapters[adapter]!.discovering else { return nil }
             s.advertiserGeneration += 1
-            s.advertiser = s.advertiserGeneration
+            s.adapters[adapter]!.advertiser = s.advertiserGeneration
             return s.advertiserGeneration
         }
         guard let generation else { return }
@@ -23,46 +23,53 @@ extension BlueZSimulator {
         let id = spawn { [weak self] in
             while !Task.isCancelled {
                 try? await loop.sleep(for: interval)
-                guard let self, !Task.isCancelled, self.advertise(generation: generation) else { return }
+                guard let self, !Task.isCancelled, self.advertise(adapter, generation: generation) else { return }
             }
         }
         let stale = state.withLock { s -> Task<Void, Never>? in
-            guard s.advertiser == generation else { return s.tasks[id] }  // stopped meanwhile
-            s.advertiserTask = id
+            guard s.adapters[adapter]!.advertiser == generation else { return s.tasks[id] }  // stopped meanwhile
+            s.adapters[adapter]!.advertiserTask = id
             return nil
         }
         stale?.cancel()
     }
 
-    /// Stops the advertiser (discovery stopped or the adapter went off); its task removes itself
-    /// from `tasks` when it ends.
-    func stopAdvertising() {
+    /// Stops an adapter's advertiser (its discovery stopped or it went off); its task removes
+    /// itself from `tasks` when it ends.
+    func stopAdvertising(_ adapter: String) {
         let task = state.withLock { s -> Task<Void, Never>? in
             defer {
-                s.advertiser = nil
-                s.advertiserTask = nil
+                s.adapters[adapter]!.advertiser = nil
+                s.adapters[adapter]!.advertiserTask = nil
             }
-            return s.advertiserTask.flatMap { s.tasks[$0] }
+            return s.adapters[adapter]!.advertiserTask.flatMap { s.tasks[$0] }
         }
         task?.cancel()
     }
 
     /// One advertisement from every device in range and not connected (a connected peripheral
-    /// stops advertising), as bluetoothd reports it: a device whose advertisement the sessions'
-    /// filters do not let through (``State/reports(_:rssi:)``: Pattern, UUIDs, RSSI) is ignored; a new one is exported
-    /// (InterfacesAdded); an exported one gets one `PropertiesChanged(Device1)` with `RSSI` (every
-    /// advertisement when some client set a filter, else when it moved ``rssiDeltaThreshold``),
-    /// `ManufacturerData` and `ServiceData` when they changed (every time with `DuplicateData`).
-    /// This is one round now, for tests that set ``Options/advertisingInterval`` nil and advertise
-    /// step by step; returns false when nobody discovers.
+    /// stops advertising, on every adapter), as bluetoothd reports it on each discovering
+    /// adapter, in the adapters' order: a device whose advertisement the adapter's sessions'
+    /// filters do not let through (``AdapterState/reports(_:rssi:)``: Pattern, UUIDs, RSSI) is
+    /// ignored; a new one is exported (InterfacesAdded); an exported one gets one
+    /// `PropertiesChanged(Device1)` with `RSSI` (every advertisement when some client set a
+    /// filter, else when it moved ``rssiDeltaThreshold``), `ManufacturerData` and `ServiceData`
+    /// when they changed (every time with `DuplicateData`). This is one round now, for tests that
+    /// set ``Options/advertisingInterval`` nil and advertise step by step; returns false when no
+    /// adapter discovers.
     @discardableResult
-    public func advertise() -> Bool { advertise(generation: nil) }
+    public func advertise() -> Bool {
+        var any = false
+        for adapter in options.adapters where advertise(adapter, generation: nil) { any = true }
+        return any
+    }
 
-    /// ``advertise()`` for the advertiser of `generation`: false when discovery is over or another
-    /// advertiser runs (this one ends).
-    func advertise(generation: UInt64?) -> Bool {
+    /// ``advertise()`` on one adapter for its advertiser of `generation` (nil: a round of
+    /// ``advertise()``): false when the adapter's discovery is over or another advertiser runs
+    /// (this one ends).
+    func advertise(_ adapter: String, generation: UInt64?) -> Bool {
         struct Update {
-            var address: String
+            var key: DeviceKey
             var path: DBusObjectPath
             var export = false
             var rssi: Int16
@@ -70,18 +77,19 @@ extension BlueZSimulator {
         }
         let jitter = Int(max(0, options.rssiJitter))
         let updates = state.withLock { s -> [Update]? in
-            guard s.discovering, s.powered, generation == nil || generation == s.advertiser else { return nil }
-            let filtered = s.sessions.values.contains(where: \.isSet)
-            let duplicates = s.sessions.values.contains(where: \.duplicateData)
+            let a = s.adapters[adapter]!
+            guard a.discovering, a.powered, generation == nil || generation == a.advertiser else { return nil }
+            let filtered = a.sessions.values.contains(where: \.isSet)
+            let duplicates = a.sessions.values.contains(where: \.duplicateData)
             var updates: [Update] = []
-            for a in s.devices.keys.sorted() {
-                let d = s.devices[a]!
-                guard d.inRange, !d.connected, d.connecting == nil else { continue }
+            for k in s.devices.keys.filter({ $0.adapter == adapter }).sorted(by: { $0.address < $1.address }) {
+                let d = s.devices[k]!
+                guard s.hears(k), !d.connected, d.connecting == nil else { continue }
                 let ad = d.device.advertisement
                 let offset = jitter == 0 ? 0 : Int(s.random() % UInt64(2 * jitter + 1)) - jitter
                 let rssi = Int16(max(-127, min(20, Int(d.rssi) + offset)))
-                guard s.reports(d, rssi: rssi) else { continue }
-                var u = Update(address: a, path: d.path, rssi: rssi)
+                guard a.reports(d, rssi: rssi) else { continue }
+                var u = Update(key: k, path: d.path, rssi: rssi)
                 guard d.exported else {
                     u.export = true
                     updates.append(u)
@@ -89,15 +97,15 @@ extension BlueZSimulator {
                 }
                 if filtered || d.reportedRSSI.map({ abs(Int($0) - Int(rssi)) >= Int(Self.rssiDeltaThreshold) }) ?? true {
                     u.changed["RSSI"] = .int16(rssi)
-                    s.devices[a]!.reportedRSSI = rssi
+                    s.devices[k]!.reportedRSSI = rssi
                 }
                 if !ad.manufacturerData.isEmpty, duplicates || ad.manufacturerData != d.reportedManufacturerData {
                     u.changed["ManufacturerData"] = Self.manufacturerData(ad)
-                    s.devices[a]!.reportedManufacturerData = ad.manufacturerData
+                    s.devices[k]!.reportedManufacturerData = ad.manufacturerData
                 }
                 if !ad.serviceData.isEmpty, duplicates || ad.serviceData != d.reportedServiceData {
                     u.changed["ServiceData"] = Self.serviceData(ad)
-                    s.devices[a]!.reportedServiceData = ad.serviceData
+                    s.devices[k]!.reportedServiceData = ad.serviceData
                 }
                 if !u.changed.isEmpty { updates.append(u) }
             }
@@ -106,7 +114,7 @@ extension BlueZSimulator {
         guard let updates else { return false }
         for u in updates {
             if u.export {
-                try? exportDevice(u.address, withRSSI: true, rssi: u.rssi)
+                try? exportDevice(u.key, withRSSI: true, rssi: u.rssi)
             } else {
                 emitDeviceChanged(u.path, u.changed)
             }

@@ -4,8 +4,8 @@ import PacketSocket
 extension BlueZSimulator {
     /// Exports `serviceXXXX`/`charYYYY` objects under the device (XXXX, YYYY: attribute handles
     /// as bluetoothd names them), with GattService1 and GattCharacteristic1.
-    func exportGATT(_ address: String) {
-        guard let d = state.withLock({ $0.devices[address] }) else { return }
+    func exportGATT(_ key: DeviceKey) {
+        guard let d = state.withLock({ $0.devices[key] }) else { return }
         var handle: UInt16 = 0x000a
         var chars: [DBusObjectPath: CharState] = [:]
         var exports: [(DBusObjectPath, DBusInterface)] = []
@@ -25,18 +25,18 @@ extension BlueZSimulator {
                 let cp = sp.appending("char" + hex(handle))
                 handle += c.flags.contains("notify") || c.flags.contains("indicate") ? 3 : 2
                 chars[cp] = CharState(uuid: c.uuid, flags: c.flags, value: c.value)
-                exports.append((cp, characteristicInterface(address, cp, c, service: sp, mtu: d.device.mtu)))
+                exports.append((cp, characteristicInterface(key, cp, c, service: sp, mtu: d.device.mtu)))
             }
             handle += 1
         }
         state.withLock { s in
-            s.devices[address]?.chars = chars
-            s.devices[address]?.gattExported = true
+            s.devices[key]?.chars = chars
+            s.devices[key]?.gattExported = true
         }
         for (p, i) in exports { try? connection.export(p, interfaces: [i]) }
     }
 
-    func characteristicInterface(_ address: String, _ path: DBusObjectPath, _ c: SimulatedCharacteristic,
+    func characteristicInterface(_ key: DeviceKey, _ path: DBusObjectPath, _ c: SimulatedCharacteristic,
                                  service: DBusObjectPath, mtu: Int) -> DBusInterface
     {
         DBusInterface(
@@ -46,32 +46,32 @@ extension BlueZSimulator {
                     [weak self] call in
                     guard let self else { return [.bytes([])] }
                     let opts: [String: DBusValue] = try call.decode(0)
-                    return [.bytes(try await self.read(address, path, options: opts, sender: call.sender))]
+                    return [.bytes(try await self.read(key, path, options: opts, sender: call.sender))]
                 },
                 DBusMethod("WriteValue", in: [DBusArgument("value", .array(.byte)), DBusArgument("options", .properties)]) {
                     [weak self] call in
                     let value: [UInt8] = try call.decode(0)
                     let opts: [String: DBusValue] = try call.decode(1)
-                    try await self?.write(address, path, value, options: opts, sender: call.sender)
+                    try await self?.write(key, path, value, options: opts, sender: call.sender)
                     return []
                 },
                 DBusMethod("StartNotify") { [weak self] call in
-                    try await self?.startNotify(address, path, sender: call.sender ?? "")
+                    try await self?.startNotify(key, path, sender: call.sender ?? "")
                     return []
                 },
                 DBusMethod("StopNotify") { [weak self] call in
-                    try await self?.stopNotify(address, path, sender: call.sender ?? "")
+                    try await self?.stopNotify(key, path, sender: call.sender ?? "")
                     return []
                 },
                 DBusMethod("AcquireWrite", in: [DBusArgument("options", .properties)],
                            out: [DBusArgument("fd", .unixFD), DBusArgument("mtu", .uint16)]) { [weak self] call in
                     guard let self else { throw BlueZErrors.doesNotExist }
-                    return try await self.acquire(address, path, write: true, sender: call.sender ?? "")
+                    return try await self.acquire(key, path, write: true, sender: call.sender ?? "")
                 },
                 DBusMethod("AcquireNotify", in: [DBusArgument("options", .properties)],
                            out: [DBusArgument("fd", .unixFD), DBusArgument("mtu", .uint16)]) { [weak self] call in
                     guard let self else { throw BlueZErrors.doesNotExist }
-                    return try await self.acquire(address, path, write: false, sender: call.sender ?? "")
+                    return try await self.acquire(key, path, write: false, sender: call.sender ?? "")
                 },
             ],
             properties: characteristicProperties(c, service: service, mtu: mtu))
@@ -94,33 +94,35 @@ extension BlueZSimulator {
     }
 
     /// The state a GATT call needs; fails as bluetoothd 5.66 does before ServicesResolved
-    /// (behaviour 1) or while disconnecting (behaviour 5: `NotConnected`).
-    func gattContext(_ address: String, _ path: DBusObjectPath, disconnectingError: DBusError? = nil)
-        throws(DBusError) -> (DeviceState, CharState)
+    /// (behaviour 1) or while disconnecting (behaviour 5: `NotConnected`); with the device's faults.
+    func gattContext(_ key: DeviceKey, _ path: DBusObjectPath, disconnectingError: DBusError? = nil)
+        throws(DBusError) -> (DeviceState, CharState, Faults)
     {
-        try state.withLock { (s) throws(DBusError) -> (DeviceState, CharState) in
-            guard s.powered else { throw BlueZErrors.notReady }
-            guard let d = s.devices[address], let c = d.chars[path] else { throw BlueZErrors.doesNotExist }
+        try state.withLock { (s) throws(DBusError) -> (DeviceState, CharState, Faults) in
+            guard s.adapters[key.adapter]!.powered else { throw BlueZErrors.notReady }
+            guard let d = s.devices[key], let c = d.chars[path], let p = s.peripherals[key.address] else {
+                throw BlueZErrors.doesNotExist
+            }
             if d.disconnecting, let disconnectingError { throw disconnectingError }
             guard d.resolved, d.connected else { throw BlueZErrors.notConnectedFailed }
-            return (d, c)
+            return (d, c, p.faults)
         }
     }
 
     /// A silent device never answers: wait until the link changes, then fail as a lost link does.
-    func silence(_ address: String, epoch: UInt64) async throws(DBusError) {
-        _ = await wait(.seconds(3600)) { state.withLock { $0.devices[address]?.epoch != epoch || $0.stopped } }
+    func silence(_ key: DeviceKey, epoch: UInt64) async throws(DBusError) {
+        _ = await wait(.seconds(3600)) { state.withLock { $0.devices[key]?.epoch != epoch || $0.stopped } }
         throw BlueZErrors.failed("Operation failed")
     }
 
-    func read(_ address: String, _ path: DBusObjectPath, options: [String: DBusValue], sender: String?)
+    func read(_ key: DeviceKey, _ path: DBusObjectPath, options: [String: DBusValue], sender: String?)
         async throws(DBusError) -> [UInt8]
     {
-        let uuid = state.withLock { $0.devices[address]?.chars[path]?.uuid }
-        try await gate(address, "ReadValue", sender: sender,
+        let uuid = state.withLock { $0.devices[key]?.chars[path]?.uuid }
+        try await gate(key, "ReadValue", sender: sender,
                        record: Received(method: "ReadValue", characteristic: uuid, value: [], delivered: true, sender: sender))
-        let (d, c) = try gattContext(address, path)
-        if d.faults.silent { try await silence(address, epoch: d.epoch) }
+        let (d, c, faults) = try gattContext(key, path)
+        if faults.silent { try await silence(key, epoch: d.epoch) }
         guard c.flags.contains("read") || c.flags.contains("encrypt-read") || c.flags.contains("encrypt-authenticated-read")
         else { throw BlueZErrors.notPermitted("Read not permitted") }
         if c.flags.contains(where: { $0.hasPrefix("encrypt") && $0.hasSuffix("read") }), !d.paired {
@@ -132,7 +134,7 @@ extension BlueZSimulator {
         } catch {
             throw BlueZErrors.att(error.code, read: true)
         }
-        state.withLock { $0.devices[address]?.chars[path]?.value = value }
+        state.withLock { $0.devices[key]?.chars[path]?.value = value }
         // bluetoothd announces the value after every read, changed or not (behaviour 3).
         try? connection.setProperty(path, interface: Self.char1, "Value", .bytes(value), alwaysEmit: true)
         if let offset = options["offset"]?.integerValue {
@@ -142,10 +144,10 @@ extension BlueZSimulator {
         return value
     }
 
-    func write(_ address: String, _ path: DBusObjectPath, _ value: [UInt8], options: [String: DBusValue], sender: String?)
+    func write(_ key: DeviceKey, _ path: DBusObjectPath, _ value: [UInt8], options: [String: DBusValue], sender: String?)
         async throws(DBusError)
     {
-        let c0 = state.withLock { $0.devices[address]?.chars[path] }
+        let c0 = state.withLock { $0.devices[key]?.chars[path] }
         let requested = options["type"]?.stringValue
         let type: String
         switch requested {
@@ -154,12 +156,12 @@ extension BlueZSimulator {
         case nil: type = (c0?.flags.contains("write") ?? true) || !(c0?.flags.contains("write-without-response") ?? false) ? "request" : "command"
         default: throw BlueZErrors.invalidArguments
         }
-        try await gate(address, "WriteValue", sender: sender)
-        let (d, c) = try gattContext(address, path)
-        if d.faults.silent, type == "request" { try await silence(address, epoch: d.epoch) }
+        try await gate(key, "WriteValue", sender: sender)
+        let (d, c, faults) = try gattContext(key, path)
+        if faults.silent, type == "request" { try await silence(key, epoch: d.epoch) }
         func record(_ delivered: Bool) {
             state.withLock {
-                $0.record(address, Received(method: "WriteValue", characteristic: c.uuid, value: value,
+                $0.record(key.address, Received(method: "WriteValue", characteristic: c.uuid, value: value,
                                             writeType: type, delivered: delivered, sender: sender))
             }
         }
@@ -169,8 +171,8 @@ extension BlueZSimulator {
         }
         // The N-th write loses the link (behaviour 5).
         let drop = state.withLock { s -> Bool in
-            s.devices[address]!.writeCount += 1
-            return s.devices[address]!.faults.dropLinkOnWrite == s.devices[address]!.writeCount
+            s.peripherals[key.address]!.writeCount += 1
+            return s.peripherals[key.address]!.faults.dropLinkOnWrite == s.peripherals[key.address]!.writeCount
         }
         if drop {
             record(false)
@@ -178,15 +180,15 @@ extension BlueZSimulator {
             let loop = connection.loop
             spawn { [weak self] in
                 try? await loop.sleep(for: .milliseconds(30))
-                guard let self, self.state.withLock({ $0.devices[address]?.epoch == epoch }) else { return }
-                self.linkDown(address)
+                guard let self, self.state.withLock({ $0.devices[key]?.epoch == epoch }) else { return }
+                self.linkDown(key)
             }
             if type == "request" { throw BlueZErrors.failed("Operation failed") }
             return
         }
         if type == "command" {
             // Not checked against Flags; a device without write-without-response drops it (behaviour 7).
-            let accepted = c.flags.contains("write-without-response") && !d.faults.silent
+            let accepted = c.flags.contains("write-without-response") && !faults.silent
             record(accepted)
             if accepted { try? d.device.handleWrite(value, to: c.uuid, withResponse: false) }
             return
@@ -208,37 +210,37 @@ extension BlueZSimulator {
         }
     }
 
-    func startNotify(_ address: String, _ path: DBusObjectPath, sender: String) async throws(DBusError) {
-        let uuid = state.withLock { $0.devices[address]?.chars[path]?.uuid }
-        try await gate(address, "StartNotify", sender: sender,
+    func startNotify(_ key: DeviceKey, _ path: DBusObjectPath, sender: String) async throws(DBusError) {
+        let uuid = state.withLock { $0.devices[key]?.chars[path]?.uuid }
+        try await gate(key, "StartNotify", sender: sender,
                        record: Received(method: "StartNotify", characteristic: uuid, value: [], delivered: true, sender: sender))
-        let (_, c) = try gattContext(address, path, disconnectingError: BlueZErrors.notConnected)
+        let (_, c, _) = try gattContext(key, path, disconnectingError: BlueZErrors.notConnected)
         if c.notifyIO != nil { throw BlueZErrors.notPermitted("Notify acquired") }
         guard c.flags.contains("notify") || c.flags.contains("indicate") else { throw BlueZErrors.notSupported }
         let first = state.withLock { s -> Bool in
             // A second StartNotify from the same connection is a no-op (behaviour 2).
-            guard s.devices[address]?.chars[path]?.sessions.contains(sender) == false else { return false }
-            s.devices[address]?.chars[path]?.sessions.insert(sender)
-            return s.devices[address]?.chars[path]?.sessions.count == 1
+            guard s.devices[key]?.chars[path]?.sessions.contains(sender) == false else { return false }
+            s.devices[key]?.chars[path]?.sessions.insert(sender)
+            return s.devices[key]?.chars[path]?.sessions.count == 1
         }
         if first { try? connection.setProperty(path, interface: Self.char1, "Notifying", .boolean(true)) }
     }
 
-    func stopNotify(_ address: String, _ path: DBusObjectPath, sender: String) async throws(DBusError) {
-        let uuid = state.withLock { $0.devices[address]?.chars[path]?.uuid }
-        try await gate(address, "StopNotify", sender: sender,
+    func stopNotify(_ key: DeviceKey, _ path: DBusObjectPath, sender: String) async throws(DBusError) {
+        let uuid = state.withLock { $0.devices[key]?.chars[path]?.uuid }
+        try await gate(key, "StopNotify", sender: sender,
                        record: Received(method: "StopNotify", characteristic: uuid, value: [], delivered: true, sender: sender))
         // StopNotify on an acquired characteristic releases the socket (bluetoothd `destroy_sock`).
-        if let io = state.withLock({ $0.devices[address]?.chars[path]?.notifyIO }) {
+        if let io = state.withLock({ $0.devices[key]?.chars[path]?.notifyIO }) {
             io.shutdown()
             return
         }
         let last = try state.withLock { (s) throws(DBusError) -> Bool in
-            guard s.devices[address]?.chars[path] != nil else { throw BlueZErrors.doesNotExist }
-            guard s.devices[address]!.chars[path]!.sessions.remove(sender) != nil else {
+            guard s.devices[key]?.chars[path] != nil else { throw BlueZErrors.doesNotExist }
+            guard s.devices[key]!.chars[path]!.sessions.remove(sender) != nil else {
                 throw BlueZErrors.failed("No notify session started")
             }
-            return s.devices[address]!.chars[path]!.sessions.isEmpty
+            return s.devices[key]!.chars[path]!.sessions.isEmpty
         }
         if last { try? connection.setProperty(path, interface: Self.char1, "Notifying", .boolean(false)) }
     }
@@ -247,16 +249,18 @@ extension BlueZSimulator {
     /// `PropertiesChanged(Value)` on the characteristic when the link is the current one,
     /// services are resolved and someone has a notify session. The drop/duplicate faults apply
     /// to values that would reach a subscriber.
-    func deviceNotified(_ address: String, epoch: UInt64, uuid: String, value: [UInt8]) -> Bool {
+    func deviceNotified(_ key: DeviceKey, epoch: UInt64, uuid: String, value: [UInt8]) -> Bool {
         let target = state.withLock { s -> (DBusObjectPath, PacketSocket?, Int)? in
-            guard let d = s.devices[address], d.epoch == epoch, d.resolved else { return nil }
+            guard let d = s.devices[key], d.epoch == epoch, d.resolved, let faults = s.peripherals[key.address]?.faults else {
+                return nil
+            }
             guard let (p, c) = d.chars.first(where: {
                 $0.value.uuid == uuid && (!$0.value.sessions.isEmpty || $0.value.notifyIO != nil)
             }) else { return nil }
-            s.devices[address]!.chars[p]!.value = value
-            s.devices[address]!.notifyCount += 1
-            let n = s.devices[address]!.notifyCount
-            let copies = d.faults.dropNotification == n ? 0 : d.faults.duplicateNotification == n ? 2 : 1
+            s.devices[key]!.chars[p]!.value = value
+            s.peripherals[key.address]!.notifyCount += 1
+            let n = s.peripherals[key.address]!.notifyCount
+            let copies = faults.dropNotification == n ? 0 : faults.duplicateNotification == n ? 2 : 1
             return (p, c.notifyIO, copies)
         }
         guard let (path, io, copies) = target else { return false }

@@ -27,10 +27,16 @@ public final class BlueZSimulator: Sendable {
         case v5_81
     }
 
-    /// Timings and identity of the emulated adapter; the defaults are bluetoothd's, tests shorten them.
+    /// Timings and identity of the emulated adapters; the defaults are bluetoothd's, tests shorten them.
     public struct Options: Sendable {
         public var version: Version
+        /// The first adapter's `Address`; the n-th adapter (counting from 0) gets this address
+        /// with n added to its last byte (``address(ofAdapter:)``).
         public var adapterAddress: String
+        /// The adapters one bluetoothd serves, each at `/org/bluez/<name>` (docs/bluez.md
+        /// "Several adapters"); the first is the one the methods without an adapter act on.
+        /// Names are D-Bus path elements (letters, digits, `_`), distinct, at least one.
+        public var adapters: [String]
         /// Connect() returns after this (spec behaviour 1: before ServicesResolved).
         public var connectDelay: Duration
         /// ServicesResolved goes true this long after Connect() returned.
@@ -54,7 +60,7 @@ public final class BlueZSimulator: Sendable {
         /// Seed of the RSSI jitter: one seed gives one sequence of advertisements.
         public var jitterSeed: UInt64
 
-        public init(version: Version = .v5_66, adapterAddress: String = "00:1A:7D:DA:71:13",
+        public init(version: Version = .v5_66, adapterAddress: String = "00:1A:7D:DA:71:13", adapters: [String] = ["hci0"],
                     connectDelay: Duration = .milliseconds(20), resolveDelay: Duration = .milliseconds(50),
                     disconnectDelay: Duration = .seconds(2), absentConnectTimeout: Duration = .seconds(20),
                     removalDelay: Duration = .seconds(30), controlInterface: Bool = true,
@@ -67,11 +73,35 @@ public final class BlueZSimulator: Sendable {
             self.jitterSeed = jitterSeed
             self.version = version
             self.adapterAddress = adapterAddress
+            self.adapters = adapters
             self.connectDelay = connectDelay
             self.resolveDelay = resolveDelay
             self.disconnectDelay = disconnectDelay
             self.absentConnectTimeout = absentConnectTimeout
             self.removalDelay = removalDelay
+        }
+
+        /// The `Address` of the adapter at `index` in ``adapters``: ``adapterAddress`` with
+        /// `index` added to its last byte (modulo 256).
+        public func address(ofAdapter index: Int) -> String {
+            var bytes = adapterAddress.split(separator: ":").map(String.init)
+            guard let last = bytes.last.flatMap({ UInt8($0, radix: 16) }) else { return adapterAddress }
+            let byte = String(UInt8(truncatingIfNeeded: Int(last) + index), radix: 16, uppercase: true)
+            bytes[bytes.count - 1] = byte.count < 2 ? "0" + byte : byte
+            return bytes.joined(separator: ":")
+        }
+
+        /// Why ``adapters`` cannot be served (``BlueZSimulator/start()`` throws
+        /// ``BlueZSimulatorError/invalidAdapters(_:)`` with it), nil when it can.
+        public var adaptersProblem: String? {
+            guard !adapters.isEmpty else { return "no adapter to serve" }
+            for name in adapters {
+                guard !name.isEmpty, name.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "_") }) else {
+                    return "adapter name \"\(name)\": expected letters, digits and _ (e.g. hci1)"
+                }
+            }
+            guard Set(adapters).count == adapters.count else { return "adapter names repeat: \(adapters.joined(separator: ","))" }
+            return nil
         }
     }
 
@@ -137,9 +167,21 @@ public final class BlueZSimulator: Sendable {
         var notifyIO: PacketSocket?
     }
 
+    /// One device as one adapter sees it (one `Device1` object per adapter and device, as
+    /// bluetoothd keeps them): the key of ``State/devices``.
+    struct DeviceKey: Hashable, Sendable {
+        /// The adapter's name (`hci0`).
+        var adapter: String
+        /// Upper case.
+        var address: String
+    }
+
+    /// A device's object under one adapter: what that adapter's radio hears of it, and what
+    /// bluetoothd keeps per adapter (link, services, bond).
     struct DeviceState {
         let device: any SimulatedDevice
         let path: DBusObjectPath
+        /// In range of this adapter's radio.
         var inRange = true
         var exported = false
         var connected = false
@@ -156,15 +198,12 @@ public final class BlueZSimulator: Sendable {
         var temporary = true
         var epoch: UInt64 = 0
         var chars: [DBusObjectPath: CharState] = [:]
-        var writeCount = 0
-        var notifyCount = 0
-        var faults = Faults()
         var removalGeneration: UInt64 = 0
         /// What clients were last told (Device1 `RSSI`, nil: none since discovery started;
         /// `ManufacturerData`, `ServiceData`): advertisements are compared with it (behaviour 10).
         var reportedRSSI: Int16?
-        /// ``BlueZSimulator/setRSSI(_:_:)``: the RSSI this adapter receives the device at, instead
-        /// of its advertisement's.
+        /// ``BlueZSimulator/setRSSI(_:_:adapter:)``: the RSSI this adapter receives the device at,
+        /// instead of its advertisement's.
         var rssiOverride: Int16?
         var reportedManufacturerData: [UInt16: [UInt8]] = [:]
         var reportedServiceData: [String: [UInt8]] = [:]
@@ -174,40 +213,33 @@ public final class BlueZSimulator: Sendable {
         var rssi: Int16 { rssiOverride ?? device.advertisement.rssi }
     }
 
-    /// How many received calls are kept per device (the oldest go first).
-    static let receivedLimit = 10_000
+    /// What belongs to the peripheral itself, whichever adapter sees it: its faults and their
+    /// counts, and its one link.
+    struct PeripheralState {
+        let device: any SimulatedDevice
+        var faults = Faults()
+        var writeCount = 0
+        var notifyCount = 0
+        /// The adapter the peripheral has its link with (or is being connected to while in
+        /// range); nil: none. A peripheral takes one link at a time: while it has one it does
+        /// not advertise, so the other adapters neither see it nor reach it (docs/bluez.md
+        /// "Several adapters").
+        var link: String?
+    }
 
-    struct State {
+    /// One adapter (`org.bluez.Adapter1`): power, and its discovery sessions and filters per
+    /// client connection.
+    struct AdapterState {
+        let name: String
+        let path: DBusObjectPath
         var powered = true
         var sessions: [String: Filter] = [:]
         var filters: [String: Filter] = [:]
-        var devices: [String: DeviceState] = [:]
-        var byPath: [DBusObjectPath: String] = [:]
-        var nextID: UInt64 = 1
-        /// Running tasks by id; a spawned task removes itself when it ends.
-        var tasks: [UInt64: Task<Void, Never>] = [:]
-        /// Spawned tasks that ended before they were recorded.
-        var endedEarly: Set<UInt64> = []
-        /// What each device received (by address), outside `DeviceState` so that appending never
-        /// copies it (a `DeviceState` snapshot taken during a call would share the buffer).
-        var received: [String: [Received]] = [:]
-        var started = false
-        var stopped = false
-        var agents: [String: DBusObjectPath] = [:]
-        /// The running advertiser's generation (only while discovering, ``startAdvertising()``)
+        /// The running advertiser's generation (only while discovering, ``startAdvertising(_:)``)
         /// and its task's id.
         var advertiser: UInt64?
-        var advertiserGeneration: UInt64 = 0
         var advertiserTask: UInt64?
-        /// SplitMix64 state of the RSSI jitter.
-        var jitter: UInt64
 
-        init(seed: UInt64) { jitter = seed }
-
-        mutating func id() -> UInt64 {
-            defer { nextID += 1 }
-            return nextID
-        }
         var discovering: Bool { !sessions.isEmpty }
 
         /// Whether bluetoothd 5.66 reports an advertisement of `d` (received at `rssi`, default
@@ -221,6 +253,70 @@ public final class BlueZSimulator: Sendable {
             let patterns = sessions.values.compactMap(\.pattern)
             if !patterns.isEmpty, !patterns.contains(where: { Filter.pattern($0, matches: d.device) }) { return false }
             return sessions.values.contains { $0.passes(d, rssi: rssi) }
+        }
+    }
+
+    /// How many received calls are kept per device (the oldest go first).
+    static let receivedLimit = 10_000
+
+    struct State {
+        /// By name.
+        var adapters: [String: AdapterState]
+        /// By address (upper case).
+        var peripherals: [String: PeripheralState] = [:]
+        var devices: [DeviceKey: DeviceState] = [:]
+        var byPath: [DBusObjectPath: DeviceKey] = [:]
+        var nextID: UInt64 = 1
+        /// Running tasks by id; a spawned task removes itself when it ends.
+        var tasks: [UInt64: Task<Void, Never>] = [:]
+        /// Spawned tasks that ended before they were recorded.
+        var endedEarly: Set<UInt64> = []
+        /// What each device received (by address), outside `DeviceState` so that appending never
+        /// copies it (a `DeviceState` snapshot taken during a call would share the buffer).
+        var received: [String: [Received]] = [:]
+        var started = false
+        var stopped = false
+        var agents: [String: DBusObjectPath] = [:]
+        /// The last advertiser generation handed out (``AdapterState/advertiser``).
+        var advertiserGeneration: UInt64 = 0
+        /// SplitMix64 state of the RSSI jitter.
+        var jitter: UInt64
+
+        init(seed: UInt64, adapters: [String]) {
+            jitter = seed
+            self.adapters = Dictionary(adapters.map { ($0, AdapterState(name: $0, path: DBusObjectPath("/org/bluez").appending($0))) },
+                                       uniquingKeysWith: { first, _ in first })
+        }
+
+        mutating func id() -> UInt64 {
+            defer { nextID += 1 }
+            return nextID
+        }
+
+        /// Whether the adapter of `key` hears the device now: in range of it, and not linked
+        /// through another adapter (a linked peripheral stops advertising).
+        func hears(_ key: DeviceKey) -> Bool {
+            guard let d = devices[key], d.inRange else { return false }
+            return (peripherals[key.address]?.link ?? key.adapter) == key.adapter
+        }
+
+        /// Whether the adapter of `key` hears the device and its discovery reports it.
+        func discovers(_ key: DeviceKey) -> Bool {
+            guard hears(key), let d = devices[key], let a = adapters[key.adapter] else { return false }
+            return a.reports(d)
+        }
+
+        /// Ends the peripheral's link (or connection attempt) through `key`'s adapter; false when
+        /// it had none there.
+        mutating func releaseLink(_ key: DeviceKey) -> Bool {
+            guard peripherals[key.address]?.link == key.adapter else { return false }
+            peripherals[key.address]!.link = nil
+            return true
+        }
+
+        /// The device's objects, one per adapter, in the adapters' order.
+        func keys(of address: String, among adapters: [String]) -> [DeviceKey] {
+            adapters.map { DeviceKey(adapter: $0, address: address) }.filter { devices[$0] != nil }
         }
 
         /// The next value of the jitter generator (SplitMix64).
@@ -277,8 +373,11 @@ public final class BlueZSimulator: Sendable {
     /// The connection the emulator serves on.
     public let connection: DBusConnection
     public let options: Options
-    /// `/org/bluez/hci0`.
-    public let adapterPath: DBusObjectPath = "/org/bluez/hci0"
+    /// The first adapter's path (`/org/bluez/hci0` by default): the adapter the methods
+    /// without an adapter act on.
+    public let adapterPath: DBusObjectPath
+    /// The first adapter's name (`hci0` by default).
+    let firstAdapter: String
     let state: Mutex<State>
 
     public static let busName = "org.bluez"
@@ -290,16 +389,20 @@ public final class BlueZSimulator: Sendable {
     public init(connection: DBusConnection, options: Options = Options()) {
         self.connection = connection
         self.options = options
-        state = Mutex(State(seed: options.jitterSeed))
+        firstAdapter = options.adapters.first ?? "hci0"
+        adapterPath = DBusObjectPath("/org/bluez").appending(firstAdapter)
+        state = Mutex(State(seed: options.jitterSeed, adapters: options.adapters))
     }
 
     /// How often a device advertises while discovering unless ``Options/advertisingInterval`` says
     /// otherwise: once a second.
     public static let defaultAdvertisingInterval: Duration = .seconds(1)
 
-    /// Owns `org.bluez`, exports `/` (ObjectManager), `/org/bluez` (AgentManager1) and the adapter,
-    /// and starts watching callers' connections (sessions end with them, behaviour 2).
+    /// Owns `org.bluez`, exports `/` (ObjectManager), `/org/bluez` (AgentManager1) and the
+    /// adapters, and starts watching callers' connections (sessions end with them, behaviour 2).
+    /// Throws ``BlueZSimulatorError/invalidAdapters(_:)`` for unusable ``Options/adapters``.
     public func start() async throws(BlueZSimulatorError) {
+        if let problem = options.adaptersProblem { throw .invalidAdapters(problem) }
         do {
             // Watch first, so a caller that vanishes right after its call is not missed.
             let owners = try await connection.signals(matching: DBusMatchRule(
@@ -316,7 +419,10 @@ public final class BlueZSimulator: Sendable {
             state.withLock { s in s.tasks[s.id()] = watcher }
             try connection.addObjectManager(at: .root)
             try connection.export("/org/bluez", interfaces: [agentManager()])
-            try connection.export(adapterPath, interfaces: [adapterInterface()])
+            for (index, name) in options.adapters.enumerated() {
+                try connection.export(path(ofAdapter: name),
+                                      interfaces: [adapterInterface(name, address: options.address(ofAdapter: index))])
+            }
             if options.controlInterface { try connection.export(Self.controlPath, interfaces: [controlInterface()]) }
             let reply = try await connection.requestName(Self.busName)
             guard reply == .primaryOwner || reply == .alreadyOwner else { throw BlueZSimulatorError.nameTaken(Self.busName) }
@@ -347,112 +453,161 @@ public final class BlueZSimulator: Sendable {
         try? connection.unexport(Self.controlPath)
     }
 
+    // MARK: Adapters
+
+    /// `/org/bluez/<name>`.
+    func path(ofAdapter name: String) -> DBusObjectPath { DBusObjectPath("/org/bluez").appending(name) }
+
+    /// The adapter `name` names (nil: the first), checked.
+    func adapter(_ name: String?) throws(BlueZSimulatorError) -> String {
+        guard let name else { return firstAdapter }
+        guard options.adapters.contains(name) else { throw .unknownAdapter(name) }
+        return name
+    }
+
+    /// The key of `address` under `adapter` (nil: the first), checked.
+    func key(_ address: String, adapter: String?) throws(BlueZSimulatorError) -> DeviceKey {
+        let key = DeviceKey(adapter: try self.adapter(adapter), address: address.uppercased())
+        guard state.withLock({ $0.peripherals[key.address] != nil }) else { throw .unknownDevice(address) }
+        return key
+    }
+
     // MARK: Devices (Swift API)
 
-    /// Puts `device` in range. It is exported (InterfacesAdded) when a discovery session whose
-    /// filter it matches is running, or at once with `alreadyConnected` (a link BlueZ already has:
-    /// exported connected and resolved, without RSSI).
+    /// Puts `device` in range of every adapter. It is exported under an adapter
+    /// (InterfacesAdded) when a discovery session of that adapter whose filter it matches is
+    /// running, or at once under the first adapter with `alreadyConnected` (a link BlueZ already
+    /// has there: exported connected and resolved, without RSSI).
     public func add(_ device: any SimulatedDevice, alreadyConnected: Bool = false) throws(BlueZSimulatorError) {
         let address = device.address.uppercased()
-        let path = adapterPath.appending("dev_" + address.replacingOccurrences(of: ":", with: "_"))
-        let exportNow = try state.withLock { (s) throws(BlueZSimulatorError) -> Bool in
-            guard s.devices[address] == nil else { throw .duplicateDevice(address) }
-            var d = DeviceState(device: device, path: path)
-            if alreadyConnected {
-                d.connected = true
-                d.epoch = 1
-                d.temporary = false
+        let export = try state.withLock { (s) throws(BlueZSimulatorError) -> [DeviceKey] in
+            guard s.peripherals[address] == nil else { throw .duplicateDevice(address) }
+            s.peripherals[address] = PeripheralState(device: device, link: alreadyConnected ? firstAdapter : nil)
+            for name in options.adapters {
+                let key = DeviceKey(adapter: name, address: address)
+                var d = DeviceState(device: device, path: devicePath(address, under: name))
+                if alreadyConnected, name == firstAdapter {
+                    d.connected = true
+                    d.epoch = 1
+                    d.temporary = false
+                }
+                s.devices[key] = d
+                s.byPath[d.path] = key
             }
-            s.devices[address] = d
-            s.byPath[path] = address
-            return alreadyConnected || s.reports(d)
+            return s.keys(of: address, among: options.adapters).filter { s.devices[$0]!.connected || s.discovers($0) }
         }
-        if exportNow { try wrap { () throws(DBusError) in try exportDevice(address, withRSSI: !alreadyConnected) } }
-        if alreadyConnected { resolveServices(address, epoch: 1) }
+        for key in export {
+            try wrap { () throws(DBusError) in try exportDevice(key, withRSSI: !(alreadyConnected && key.adapter == firstAdapter)) }
+        }
+        if alreadyConnected { resolveServices(DeviceKey(adapter: firstAdapter, address: address), epoch: 1) }
     }
 
-    /// Moves a device in or out of range (out of range: connects fail as for an absent device;
-    /// a connected link drops).
-    public func setInRange(_ address: String, _ inRange: Bool) throws(BlueZSimulatorError) {
-        let (connected, discoverable) = try state.withLock { (s) throws(BlueZSimulatorError) -> (Bool, Bool) in
-            guard let d = s.devices[address.uppercased()] else { throw .unknownDevice(address) }
-            s.devices[address.uppercased()]?.inRange = inRange
-            return (d.connected, inRange && !d.exported && s.reports(d))
+    /// Moves a device in or out of range of an adapter's radio (nil: the first adapter). Out of
+    /// range: connects through that adapter fail as for an absent device, and a link there drops.
+    public func setInRange(_ address: String, _ inRange: Bool, adapter: String? = nil) throws(BlueZSimulatorError) {
+        let key = try key(address, adapter: adapter)
+        let connected = state.withLock { s -> Bool in
+            s.devices[key]!.inRange = inRange
+            return s.devices[key]!.connected
         }
-        if !inRange, connected { linkDown(address.uppercased()) }
-        if discoverable { try wrap { () throws(DBusError) in try exportDevice(address.uppercased(), withRSSI: true) } }
+        if !inRange, connected { linkDown(key) }
+        if inRange { try wrap { () throws(DBusError) in try exportWhereDiscovered(key.address) } }
     }
 
-    /// Sets the RSSI at which this adapter receives a device (another emulator, another host, may
-    /// receive the same device at another RSSI), nil: back to its advertisement's own
-    /// (``SimulatedAdvertisement/rssi``); kept within bluetoothd's −127…20 dBm. Wherever the
-    /// emulator reports or filters on the device's RSSI it uses this one (jitter included); while
-    /// discovering, a change is reported at the next advertisement like any RSSI change
-    /// (``advertise()``).
-    public func setRSSI(_ address: String, _ rssi: Int16?) throws(BlueZSimulatorError) {
-        try state.withLock { (s) throws(BlueZSimulatorError) in
-            guard s.devices[address.uppercased()] != nil else { throw .unknownDevice(address) }
-            s.devices[address.uppercased()]!.rssiOverride = rssi.map { max(-127, min(20, $0)) }
-        }
+    /// Sets the RSSI at which an adapter (nil: the first) receives a device (another adapter,
+    /// another emulator, may receive the same device at another RSSI), nil: back to its
+    /// advertisement's own (``SimulatedAdvertisement/rssi``); kept within bluetoothd's −127…20 dBm.
+    /// Wherever the emulator reports or filters on the device's RSSI it uses this one (jitter
+    /// included); while discovering, a change is reported at the next advertisement like any RSSI
+    /// change (``advertise()``).
+    public func setRSSI(_ address: String, _ rssi: Int16?, adapter: String? = nil) throws(BlueZSimulatorError) {
+        let key = try key(address, adapter: adapter)
+        state.withLock { $0.devices[key]!.rssiOverride = rssi.map { max(-127, min(20, $0)) } }
     }
 
-    /// Changes a device's faults.
+    /// Changes a device's faults (they apply through every adapter).
     public func updateFaults(_ address: String, _ change: (inout Faults) -> Void) throws(BlueZSimulatorError) {
         try state.withLock { (s) throws(BlueZSimulatorError) in
-            guard s.devices[address.uppercased()] != nil else { throw .unknownDevice(address) }
-            change(&s.devices[address.uppercased()]!.faults)
-            s.devices[address.uppercased()]!.writeCount = 0
-            s.devices[address.uppercased()]!.notifyCount = 0
+            guard s.peripherals[address.uppercased()] != nil else { throw .unknownDevice(address) }
+            change(&s.peripherals[address.uppercased()]!.faults)
+            s.peripherals[address.uppercased()]!.writeCount = 0
+            s.peripherals[address.uppercased()]!.notifyCount = 0
         }
     }
 
-    /// Drops the link now (as if the device went out of range for a moment): pending calls fail,
-    /// then `ServicesResolved=false` and `Connected=false` (behaviours 5, 8).
+    /// Drops the device's link now, through whichever adapter it has it (as if the device went
+    /// out of range for a moment): pending calls fail, then `ServicesResolved=false` and
+    /// `Connected=false` (behaviours 5, 8).
     public func dropLink(_ address: String) throws(BlueZSimulatorError) {
-        guard state.withLock({ $0.devices[address.uppercased()] != nil }) else { throw .unknownDevice(address) }
-        linkDown(address.uppercased())
+        let keys = try state.withLock { (s) throws(BlueZSimulatorError) -> [DeviceKey] in
+            guard s.peripherals[address.uppercased()] != nil else { throw .unknownDevice(address) }
+            return s.keys(of: address.uppercased(), among: options.adapters)
+        }
+        for key in keys { linkDown(key) }
     }
 
-    /// Powers the adapter on or off (off: discovery stops, every link drops, calls fail `NotReady`).
-    public func setAdapterPowered(_ on: Bool) {
-        if !on { stopAdvertising() }
-        let drop = state.withLock { s -> [String] in
-            s.powered = on
+    /// Powers the first adapter on or off (``setAdapterPowered(_:adapter:)``).
+    public func setAdapterPowered(_ on: Bool) { powerAdapter(firstAdapter, on) }
+
+    /// Powers an adapter on or off (off: its discovery stops, its links drop, calls through it
+    /// fail `NotReady`; the other adapters carry on).
+    public func setAdapterPowered(_ on: Bool, adapter: String) throws(BlueZSimulatorError) {
+        powerAdapter(try self.adapter(adapter), on)
+    }
+
+    func powerAdapter(_ name: String, _ on: Bool) {
+        if !on { stopAdvertising(name) }
+        let drop = state.withLock { s -> [DeviceKey] in
+            s.adapters[name]!.powered = on
             guard !on else { return [] }
             // 5.66 `adapter_stop` → `remove_discovery_list`: sessions and pre-set filters go.
-            s.sessions = [:]
-            s.filters = [:]
-            for k in s.devices.keys { s.devices[k]!.reportedRSSI = nil }
-            for k in s.devices.keys where s.devices[k]!.connecting != nil { s.devices[k]!.cancelConnect = true }
-            return s.devices.values.filter(\.connected).map { $0.device.address.uppercased() }
+            s.adapters[name]!.sessions = [:]
+            s.adapters[name]!.filters = [:]
+            let keys = s.devices.keys.filter { $0.adapter == name }
+            for k in keys { s.devices[k]!.reportedRSSI = nil }
+            for k in keys where s.devices[k]!.connecting != nil { s.devices[k]!.cancelConnect = true }
+            return keys.filter { s.devices[$0]!.connected }.sorted { $0.address < $1.address }
         }
-        try? connection.setProperty(adapterPath, interface: Self.adapter1, "Powered", .boolean(on))
+        let path = path(ofAdapter: name)
+        try? connection.setProperty(path, interface: Self.adapter1, "Powered", .boolean(on))
         if !on {
-            try? connection.setProperty(adapterPath, interface: Self.adapter1, "Discovering", .boolean(false))
-            for a in drop { linkDown(a) }
+            try? connection.setProperty(path, interface: Self.adapter1, "Discovering", .boolean(false))
+            for k in drop { linkDown(k) }
         }
     }
 
-    /// Every call the device received, in order (the newest 10 000).
+    /// Every call the device received, through any adapter, in order (the newest 10 000).
     public func received(_ address: String) -> [Received] {
         state.withLock { $0.received[address.uppercased()] ?? [] }
     }
 
-    /// The object path of a device.
-    public func devicePath(_ address: String) -> DBusObjectPath {
-        adapterPath.appending("dev_" + address.uppercased().replacingOccurrences(of: ":", with: "_"))
+    /// The object path of a device under an adapter (nil: the first), e.g.
+    /// `/org/bluez/hci1/dev_C0_FF_EE_00_00_01`.
+    public func devicePath(_ address: String, adapter: String? = nil) -> DBusObjectPath {
+        devicePath(address, under: adapter ?? firstAdapter)
     }
 
-    /// Whether a device is exported on the bus now.
-    public func isExported(_ address: String) -> Bool {
-        state.withLock { $0.devices[address.uppercased()]?.exported ?? false }
+    func devicePath(_ address: String, under adapter: String) -> DBusObjectPath {
+        path(ofAdapter: adapter).appending("dev_" + address.uppercased().replacingOccurrences(of: ":", with: "_"))
     }
 
-    /// The unique names holding a notify session on a device's characteristic.
-    public func notifySessions(_ address: String, characteristic uuid: String) -> Set<String> {
+    /// Whether a device is exported under an adapter (nil: the first) now.
+    public func isExported(_ address: String, adapter: String? = nil) -> Bool {
+        state.withLock { $0.devices[DeviceKey(adapter: adapter ?? firstAdapter, address: address.uppercased())]?.exported ?? false }
+    }
+
+    /// The adapter the device has its link with, or is being connected through; nil: none.
+    public func linkAdapter(_ address: String) -> String? {
+        state.withLock { $0.peripherals[address.uppercased()]?.link }
+    }
+
+    /// The unique names holding a notify session on a device's characteristic under an adapter
+    /// (nil: the first).
+    public func notifySessions(_ address: String, characteristic uuid: String, adapter: String? = nil) -> Set<String> {
         let full = SimUUID.full(uuid)
+        let key = DeviceKey(adapter: adapter ?? firstAdapter, address: address.uppercased())
         return state.withLock { s in
-            s.devices[address.uppercased()]?.chars.values.first { $0.uuid == full }?.sessions ?? []
+            s.devices[key]?.chars.values.first { $0.uuid == full }?.sessions ?? []
         }
     }
 
@@ -484,21 +639,26 @@ public final class BlueZSimulator: Sendable {
         return id
     }
 
-    /// A caller's connection closed: its discovery and notify sessions end (behaviour 2).
+    /// A caller's connection closed: its discovery sessions (on every adapter) and notify
+    /// sessions end (behaviour 2).
     func callerGone(_ name: String) {
-        let (stopDiscovery, notifying) = state.withLock { s -> (Bool, [(DBusObjectPath, Bool)]) in
-            let had = s.sessions.removeValue(forKey: name) != nil
-            s.filters[name] = nil
+        let (stopped, notifying) = state.withLock { s -> ([String], [(DBusObjectPath, Bool)]) in
+            var stopped: [String] = []
+            for a in s.adapters.keys.sorted() {
+                let had = s.adapters[a]!.sessions.removeValue(forKey: name) != nil
+                s.adapters[a]!.filters[name] = nil
+                if had, s.adapters[a]!.sessions.isEmpty { stopped.append(a) }
+            }
             var changed: [(DBusObjectPath, Bool)] = []
-            for a in s.devices.keys {
-                for p in s.devices[a]!.chars.keys where s.devices[a]!.chars[p]!.sessions.contains(name) {
-                    s.devices[a]!.chars[p]!.sessions.remove(name)
-                    changed.append((p, !s.devices[a]!.chars[p]!.sessions.isEmpty))
+            for k in s.devices.keys {
+                for p in s.devices[k]!.chars.keys where s.devices[k]!.chars[p]!.sessions.contains(name) {
+                    s.devices[k]!.chars[p]!.sessions.remove(name)
+                    changed.append((p, !s.devices[k]!.chars[p]!.sessions.isEmpty))
                 }
             }
-            return (had && s.sessions.isEmpty, changed)
+            return (stopped, changed)
         }
         for (p, on) in notifying { try? connection.setProperty(p, interface: Self.char1, "Notifying", .boolean(on)) }
-        if stopDiscovery { discoveryStopped() }
+        for a in stopped { discoveryStopped(a) }
     }
 }

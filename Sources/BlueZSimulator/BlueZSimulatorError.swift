@@ -8,6 +8,10 @@ public enum BlueZSimulatorError: Error, Sendable, Equatable, CustomStringConvert
     case dbus(DBusError)
     /// No simulated device with this address.
     case unknownDevice(String)
+    /// No emulated adapter with this name (``BlueZSimulator/Options/adapters``).
+    case unknownAdapter(String)
+    /// ``BlueZSimulator/Options/adapters`` cannot be served: why.
+    case invalidAdapters(String)
     /// A device with this address is already added.
     case duplicateDevice(String)
     /// A fault name or value ``BlueZSimulator/Faults/set(_:_:)`` does not accept.
@@ -20,6 +24,8 @@ public enum BlueZSimulatorError: Error, Sendable, Equatable, CustomStringConvert
         case let .nameTaken(n): return "cannot own \(n) on this bus"
         case let .dbus(e): return "emulator D-Bus failure: \(e)"
         case let .unknownDevice(a): return "no simulated device \(a)"
+        case let .unknownAdapter(n): return "no emulated adapter \(n)"
+        case let .invalidAdapters(m): return "adapters: \(m)"
         case let .duplicateDevice(a): return "simulated device \(a) already added"
         case let .invalidFault(m): return "invalid fault: \(m)"
         case let .privateBus(m): return m

@@ -17,17 +17,19 @@ public final class EmulatedBlueZ {
         public var advertisingInterval: Duration?
         /// Device faults by name (``BlueZSimulator/Faults/set(_:_:)``), in order.
         public var faults: [(address: String, name: String, value: String)]
-        /// Start with the adapter powered off.
+        /// Start with every adapter powered off.
         public var adapterOff: Bool
-        /// The RSSI this adapter receives a device at (``BlueZSimulator/setRSSI(_:_:)``; 0: the
-        /// device's own), applied in order.
-        public var rssi: [(address: String, dbm: Int16)] = []
+        /// The RSSI an adapter (nil: every adapter) receives a device at
+        /// (``BlueZSimulator/setRSSI(_:_:adapter:)``; 0: the device's own), applied in order.
+        public var rssi: [(adapter: String?, address: String, dbm: Int16)] = []
+        /// The adapters (``BlueZSimulator/Options/adapters``), `hci0` alone by default.
+        public var adapters: [String]
 
         public init(devices: [SimulatedDeviceSpec], timings: SimulatedDeviceTimings = .init(),
                     rokidAuth: SimulatedRokid.AuthMode = .refuse,
                     advertisingInterval: Duration? = BlueZSimulator.defaultAdvertisingInterval,
                     faults: [(address: String, name: String, value: String)] = [], adapterOff: Bool = false,
-                    rssi: [(address: String, dbm: Int16)] = []) {
+                    rssi: [(adapter: String?, address: String, dbm: Int16)] = [], adapters: [String] = ["hci0"]) {
             self.devices = devices
             self.timings = timings
             self.rokidAuth = rokidAuth
@@ -35,6 +37,7 @@ public final class EmulatedBlueZ {
             self.faults = faults
             self.adapterOff = adapterOff
             self.rssi = rssi
+            self.adapters = adapters
         }
     }
 
@@ -69,7 +72,8 @@ public final class EmulatedBlueZ {
         do {
             let c = try await DBusConnection.connect(.address(bus.address), timeout: .seconds(10), loop: loop)
             connection = c
-            let sim = BlueZSimulator(connection: c, options: .init(advertisingInterval: options.advertisingInterval))
+            let sim = BlueZSimulator(connection: c, options: .init(adapters: options.adapters,
+                                                                   advertisingInterval: options.advertisingInterval))
             try await sim.start()
             simulator = sim
             let peripherals = options.devices.map {
@@ -91,8 +95,14 @@ public final class EmulatedBlueZ {
                 }
                 if let failure { throw failure }
             }
-            for r in options.rssi { try sim.setRSSI(r.address, r.dbm == 0 ? nil : r.dbm) }
-            if options.adapterOff { sim.setAdapterPowered(false) }
+            for r in options.rssi {
+                for adapter in r.adapter.map({ [$0] }) ?? options.adapters {
+                    try sim.setRSSI(r.address, r.dbm == 0 ? nil : r.dbm, adapter: adapter)
+                }
+            }
+            if options.adapterOff {
+                for adapter in options.adapters { try sim.setAdapterPowered(false, adapter: adapter) }
+            }
             try c.export(BlueZSimulator.controlPath, interfaces: [goProControl(cameras)])
             var tasks: [Task<Void, Never>] = []
             if let beat = options.timings.heartRateInterval {

@@ -30,12 +30,15 @@ struct SimulateCommand: AsyncParsableCommand {
             help: "A device fault ADDRESS:NAME=VALUE (repeatable), NAME = refuse-connections, silent (true/false), drop-link-on-write, drop-notification, duplicate-notification (N-th, 1-based) or reply-delay-ms, e.g. C0:FF:EE:00:00:01:drop-notification=2.")
     var faults: [String] = []
 
-    @Flag(help: "Start with the adapter powered off (calls fail NotReady until Powered is set true).")
+    @Flag(help: "Start with the adapters powered off (calls fail NotReady until Powered is set true).")
     var adapterOff = false
 
     @Option(name: .customLong("rssi"),
-            help: "The RSSI this adapter receives a device at, ADDRESS=DBM with DBM in -127...20 (repeatable; 0: the device's own), e.g. C0:FF:EE:00:00:01=-75. Change it at runtime with org.gatt2mqtt.Simulator1.SetRSSI.")
+            help: "The RSSI the adapters receive a device at, [ADAPTER/]ADDRESS=DBM with DBM in -127...20 (repeatable; 0: the device's own; without ADAPTER/: every adapter), e.g. C0:FF:EE:00:00:01=-75 or hci1/C0:FF:EE:00:00:01=-70. Change it at runtime with org.gatt2mqtt.Simulator1.SetRSSI / SetRSSIOn.")
     var rssi: [String] = []
+
+    @Option(help: "The adapters the emulated bluetoothd serves, comma-separated (each at /org/bluez/NAME with its own radio; a device is in range of all), e.g. hci0,hci1.")
+    var adapters: String = "hci0"
 
 
 
@@ -82,19 +85,38 @@ struct SimulateCommand: AsyncParsableCommand {
         return (address, name, value)
     }
 
-    /// `ADDRESS=DBM` → the address (upper case) and the RSSI; throws naming the bad part.
-    static func rssiOverride(_ text: String) throws -> (address: String, dbm: Int16) {
-        guard let eq = text.firstIndex(of: "=") else {
-            throw CLIError("--rssi \(text): expected ADDRESS=DBM, e.g. C0:FF:EE:00:00:01=-75")
+    /// `--adapters` as names; throws naming what is wrong.
+    static func adapterNames(_ text: String) throws -> [String] {
+        let names = text.split(separator: ",", omittingEmptySubsequences: false).map(String.init)
+        if let problem = BlueZSimulator.Options(adapters: names).adaptersProblem {
+            throw CLIError("--adapters \(text): \(problem)")
         }
-        let address = text[..<eq].uppercased(), value = text[text.index(after: eq)...]
+        return names
+    }
+
+    /// `[ADAPTER/]ADDRESS=DBM` → the adapter (nil: every adapter; one of `adapters`), the address
+    /// (upper case) and the RSSI; throws naming the bad part.
+    static func rssiOverride(_ text: String, adapters: [String]) throws -> (adapter: String?, address: String, dbm: Int16) {
+        guard let eq = text.firstIndex(of: "=") else {
+            throw CLIError("--rssi \(text): expected ADDRESS=DBM, e.g. C0:FF:EE:00:00:01=-75, or ADAPTER/ADDRESS=DBM for one adapter")
+        }
+        var target = text[..<eq], adapter: String?
+        if let slash = target.firstIndex(of: "/") {
+            let name = String(target[..<slash])
+            guard adapters.contains(name) else {
+                throw CLIError("--rssi \(text): no adapter '\(name)' (--adapters \(adapters.joined(separator: ",")))")
+            }
+            adapter = name
+            target = target[target.index(after: slash)...]
+        }
+        let address = target.uppercased(), value = text[text.index(after: eq)...]
         guard isAddress(address) else {
-            throw CLIError("--rssi \(text): '\(text[..<eq])' is not an address like C0:FF:EE:00:00:01")
+            throw CLIError("--rssi \(text): '\(target)' is not an address like C0:FF:EE:00:00:01")
         }
         guard let dbm = Int16(value), (-127...20).contains(dbm) else {
             throw CLIError("--rssi \(text): '\(value)' is not an RSSI: an integer in -127...20 (dBm)")
         }
-        return (address, dbm)
+        return (adapter, address, dbm)
     }
 
     /// `--rokid-auth` as a mode; throws for an unknown name.
@@ -116,8 +138,9 @@ struct SimulateCommand: AsyncParsableCommand {
             let parsed = try Self.fault(f)
             guard addresses.contains(parsed.address) else { throw CLIError("--fault \(f): no simulated device \(parsed.address)") }
         }
+        let adapterNames = try Self.adapterNames(adapters)
         for r in rssi {
-            let parsed = try Self.rssiOverride(r)
+            let parsed = try Self.rssiOverride(r, adapters: adapterNames)
             guard addresses.contains(parsed.address) else { throw CLIError("--rssi \(r): no simulated device \(parsed.address)") }
         }
         if let seconds, !(seconds > 0) { throw CLIError("--seconds must be positive") }
@@ -131,10 +154,12 @@ struct SimulateCommand: AsyncParsableCommand {
     func run() async throws {
         // Caught from here on: a signal during the start-up stops what was started (below).
         let signals = StopSignals()
+        let adapterNames = try Self.adapterNames(adapters)
         let options = EmulatedBlueZ.Options(
             devices: try Self.specs(devices, default: address), timings: try timings, rokidAuth: try rokidAuthMode,
             advertisingInterval: Self.period(advertisingInterval), faults: try faults.map(Self.fault),
-            adapterOff: adapterOff, rssi: try rssi.map(Self.rssiOverride))
+            adapterOff: adapterOff, rssi: try rssi.map { try Self.rssiOverride($0, adapters: adapterNames) },
+            adapters: adapterNames)
         let emulator: EmulatedBlueZ
         do {
             emulator = try await EmulatedBlueZ.start(options)

@@ -62,11 +62,11 @@ func echoDevice(address: String = "C0:FF:EE:00:00:02", mtu: Int = 23) -> Generic
         })
 }
 
-/// Scans until `address` shows up, then stops the scan.
-func discover(_ env: Emulator, _ address: String) async throws -> BlueZDevice {
-    let adapter = try env.client.adapter()
+/// Scans on `adapter` (nil: the first) until `address` shows up under it, then stops the scan.
+func discover(_ env: Emulator, _ address: String, on adapter: BlueZAdapter? = nil) async throws -> BlueZDevice {
+    let adapter = try adapter ?? env.client.adapter()
     let scan = try await env.client.scan(adapter)
-    let device = try await env.client.waitForDevice(address, timeout: .seconds(5))
+    let device = try await env.client.waitForDevice(address, adapter: adapter, timeout: .seconds(5))
     try await scan.stop()
     return device
 }

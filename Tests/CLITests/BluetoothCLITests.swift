@@ -190,6 +190,35 @@ import Testing
         }
     }
 
+    /// `--adapters hci0,hci1` and `--rssi [ADAPTER/]ADDRESS=DBM`: each adapter receives the device
+    /// at its own RSSI (without a prefix: every adapter); bad values named.
+    @Test func adaptersFlag() async throws {
+        let hr = "C0:FF:EE:00:00:01"
+        do {
+            let (sim, bus) = try await Self.simulate(["--adapters", "hci0,hci1", "--rssi", "\(hr)=-80", "--rssi", "hci1/\(hr)=-70",
+                                                      "--advertising-interval", "0"])
+            defer {
+                reap(sim)
+            }
+            for (adapter, rssi) in [("hci0", -80), ("hci1", -70)] {
+                let scan = try await CLI.run(["scan", "--bus", bus, "--adapter", adapter, "--seconds", "0.5", "--json"])
+                #expect(scan.status == 0)
+                #expect(scan.stdout.contains(#""address":"C0:FF:EE:00:00:01","name":"Sim HR","rssi":\#(rssi)"#), "\(adapter): \(scan.stdout)")
+            }
+        }
+        for (arguments, message) in [
+            (["--adapters", "hci0,hci0"], "--adapters hci0,hci0: adapter names repeat: hci0,hci0"),
+            (["--adapters", "hci0,"], "--adapters hci0,: adapter name \"\": expected letters, digits and _ (e.g. hci1)"),
+            (["--adapters", "hci-1"], "--adapters hci-1: adapter name \"hci-1\": expected letters, digits and _ (e.g. hci1)"),
+            (["--rssi", "hci1/\(hr)=-70"], "--rssi hci1/\(hr)=-70: no adapter 'hci1' (--adapters hci0)"),
+            (["--adapters", "hci0,hci1", "--rssi", "hci1/C0:FF=-70"], "--rssi hci1/C0:FF=-70: 'C0:FF' is not an address like C0:FF:EE:00:00:01"),
+        ] {
+            let bad = try await CLI.run(["simulate", "--seconds", "1"] + arguments)
+            #expect(bad.status != 0)
+            #expect(bad.stderr.contains(message), "\(bad.stderr)")
+        }
+    }
+
     @Test func badArgumentsAndNoBus() async throws {
         let badUUID = try await CLI.run(["gatt", "--device", "C0:FF:EE:00:00:01", "--read", "xyz"])
         #expect(badUUID.status == 1)
