@@ -36,6 +36,8 @@ public final class AdapterSet: BLECentral, BLEAdapterControl, Sendable {
         var sightings: [String: [String: (rssi: Int, at: ContinuousClock.Instant)]] = [:]
         /// When a connect to an address through an adapter last failed.
         var failures: [String: [String: ContinuousClock.Instant]] = [:]
+        /// When each address was last surveyed (``survey(_:within:)``).
+        var surveyed: [String: ContinuousClock.Instant] = [:]
     }
 
     /// How long a sighting counts when choosing an adapter.
@@ -48,9 +50,16 @@ public final class AdapterSet: BLECentral, BLEAdapterControl, Sendable {
     var pins: [String: String] { pinned.withLock { $0 } }
     let logger: Logger
     let state = Mutex(State())
+    /// How a survey waits (the runtime's event-loop timers).
+    let sleep: Sleep
 
     /// - Parameter pins: device address (upper case) → adapter name (the devices' `adapter` key).
-    public init(_ members: [Member], pins: [String: String] = [:], logger: Logger = Logger(label: "gatt2mqtt.adapters")) {
+    /// How long a connect may first listen on every adapter for the device (``survey(_:within:)``).
+    public static let surveyTime: Duration = .seconds(2)
+
+    public init(_ members: [Member], pins: [String: String] = [:], logger: Logger = Logger(label: "gatt2mqtt.adapters"),
+                sleep: Sleep = .task) {
+        self.sleep = sleep
         entries = members.enumerated().map { Entry(member: $1, index: $0) }
         pinned = Mutex(Dictionary(pins.map { ($0.key.uppercased(), $0.value) }, uniquingKeysWith: { a, _ in a }))
         self.logger = logger
@@ -102,6 +111,9 @@ public final class AdapterSet: BLECentral, BLEAdapterControl, Sendable {
     public func connect(address: String, notify: [CharacteristicID], pair: Bool, timeout: Duration) async throws(BLEError) -> any BLELink {
         let a = address.uppercased()
         var lastError: BLEError?
+        // No recent sighting through the adapters that could take it: listen first, so the
+        // choice is by signal (a cluster node's continuous scan keeps them fresh).
+        if needsSurvey(a, at: .now) { await survey(a, within: min(Self.surveyTime, timeout / 4)) }
         for e in order(for: a, at: .now) {
             do throws(BLEError) {
                 let link = try await e.gate.withPermit { () async throws(BLEError) -> any BLELink in
@@ -128,6 +140,41 @@ public final class AdapterSet: BLECentral, BLEAdapterControl, Sendable {
             throw BLEError(.notFound, "\(a) is pinned to \(pin), which is not one of the bridge's adapters")
         }
         throw BLEError(.inProgress, "every adapter holds its maximum of links")
+    }
+
+    /// Whether a connect to `address` should survey first: not pinned, more than one adapter
+    /// could take it, and some of them has no recent sighting of it.
+    func needsSurvey(_ address: String, at now: ContinuousClock.Instant) -> Bool {
+        guard pins[address] == nil else { return false }
+        let open = order(for: address, at: now).filter { $0.member.central.adapterControl != nil }
+        guard open.count > 1 else { return false }
+        return state.withLock { s in
+            if let last = s.surveyed[address], now - last < Self.sightingLifetime { return false }
+            return open.contains { e in s.sightings[address]?[e.name].map { now - $0.at > Self.sightingLifetime } ?? true }
+        }
+    }
+
+    /// Scans on every adapter until each has reported `address` or `within` passed; the
+    /// sightings are recorded on the way (``record(_:on:)``).
+    func survey(_ address: String, within: Duration) async {
+        guard let scan = try? await scan() else { return }
+        let stopped = Mutex(false)
+        let stop: @Sendable () async -> Void = {
+            guard stopped.withLock({ s in defer { s = true }; return !s }) else { return }
+            await scan.stop()
+        }
+        let timer = Task { [sleep] in
+            try? await sleep(within)
+            await stop()
+        }
+        let started = ContinuousClock.now
+        for await ad in scan.advertisements where ad.address.uppercased() == address {
+            if !needsSurvey(address, at: .now) { break }
+            if ContinuousClock.now - started >= within { break }
+        }
+        timer.cancel()
+        await stop()
+        state.withLock { $0.surveyed[address] = .now }
     }
 
     func reserve(_ e: Entry, _ address: String) -> Bool {

@@ -46,7 +46,7 @@ public struct BlueZBridgeService: Service {
             let found = await cancelWhenGracefulShutdown { await selfCheck.waitUntilAdaptersReady(logger: logger) }
             guard let found else { return }
             defer { found.client.close() }
-            try await BridgeService(configuration: configuration, central: adapterSet(found),
+            try await BridgeService(configuration: configuration, central: adapterSet(found, loop: loop),
                                     logger: logger, loop: loop, control: control, frontend: frontend).run()
         }
     }
@@ -60,7 +60,7 @@ public struct BlueZBridgeService: Service {
     /// One central per configured adapter, in the configuration's order, on one client. An
     /// adapter missing or powered off at start is a member all the same (a warning says so):
     /// connects through it fail until it is there, and the set tries another.
-    func adapterSet(_ found: BluetoothAdapters) -> AdapterSet {
+    func adapterSet(_ found: BluetoothAdapters, loop: EventLoop) -> AdapterSet {
         for name in found.missing {
             let available = found.available.joined(separator: ", ")
             logger.warning("Bluetooth adapter \(name) is missing (found: \(available)): devices connect through the other adapters until it appears")
@@ -75,6 +75,6 @@ public struct BlueZBridgeService: Service {
             AdapterSet.Member(name: name, central: central(found.client, BlueZAdapter(name: name)),
                               maxConnections: configuration.bluetooth.maxConnections)
         }
-        return AdapterSet(members, pins: configuration.adapterPins, logger: logger)
+        return AdapterSet(members, pins: configuration.adapterPins, logger: logger, sleep: Sleep { [loop] in try await loop.sleep(for: $0) })
     }
 }
