@@ -12,7 +12,7 @@ public struct BlueZAdapter: Sendable, Hashable {
     /// now: calls on it fail until it appears.
     public init(name: String) { path = DBusObjectPath("/org/bluez/\(name)") }
 
-    init(path: DBusObjectPath) { self.path = path }
+    package init(path: DBusObjectPath) { self.path = path }
 }
 
 /// A device seen while scanning (`Device1` properties; spec/bluez.md "Objects a client sees").

@@ -51,6 +51,15 @@ extension BlueZClient {
         }.map { BlueZDevice(path: $0.key, address: wanted) }
     }
 
+    /// The device with `address` under every adapter that knows it, as cached now.
+    public func devices(_ address: String) -> [BlueZDevice] {
+        let wanted = address.uppercased()
+        return objects.sorted { $0.key < $1.key }.compactMap { path, ifaces in
+            guard let a = ifaces[Self.device1]?["Address"]?.stringValue, a.uppercased() == wanted else { return nil }
+            return BlueZDevice(path: path, address: wanted)
+        }
+    }
+
     /// Waits for a device to appear in the cache (e.g. while a scan runs).
     public func waitForDevice(_ address: String, adapter: BlueZAdapter? = nil, timeout: Duration) async throws(BlueZError)
         -> BlueZDevice
