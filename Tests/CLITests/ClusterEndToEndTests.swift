@@ -106,7 +106,7 @@ final class Cluster {
               drain_timeout: 1s
             """,
          """
-              keepalive: 5s  # libmosquitto's least (it refuses 1…4 s): a killed bridge's Will ~7.5 s later
+              keepalive: 5s  # libmosquitto's least (it refuses 1…4 s): a silent bridge's Will ~7.5 s later (a killed one's at once)
               client_id: gatt2mqtt-\(node)
             """)
     }
@@ -377,8 +377,8 @@ final class Commands {
         }
     }
 
-    /// The owner A is killed (SIGKILL): its Will marks node a offline (keepalive 5 s: the broker
-    /// sends it some 7.5 s later), B claims the sensor and executes the next command, once.
+    /// The owner A is killed (SIGKILL): its Will marks node a offline (the broker sends it when
+    /// it sees A's socket close, at once), B claims the sensor and executes the next command, once.
     @Test func handoverWhenTheOwnerIsKilled() async throws {
         try await Cluster.run(rssi: (a: -50, b: -80)) { cluster, hub in
             let claims = try await Claims(hub)
