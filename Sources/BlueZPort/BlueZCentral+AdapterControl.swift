@@ -47,6 +47,24 @@ extension BlueZCentral: BLEAdapterControl {
         }
     }
 
+    /// Whether BlueZ shows `address` connected on this adapter. The bridge asks only about a
+    /// device none of its sessions has a link to, so any link there is not this central's.
+    public func holdsUnusedLink(to address: String) -> Bool {
+        guard let device = client.device(address, adapter: adapter) else { return false }
+        return client.connectionState(device).connected
+    }
+
+    /// `Device1.Disconnect` of the device on this adapter, waiting for `Connected=false`
+    /// (about 2 s on bluetoothd, spec/bluez.md behaviour 5). Not connected is success.
+    public func closeUnusedLink(to address: String) async throws(BLEError) {
+        guard let device = client.device(address, adapter: adapter), client.connectionState(device).connected else { return }
+        do throws(BlueZError) {
+            try await client.disconnect(device, timeout: client.callTimeout)
+        } catch {
+            throw BLEError(error)
+        }
+    }
+
     /// `Adapter1.RemoveDevice`: bluetoothd disconnects the device if needed, forgets its bond and
     /// removes its object. A device BlueZ does not know (or no longer knows) is success. Returns
     /// once the cache no longer has it.

@@ -259,6 +259,25 @@ public final class AdapterSet: BLECentral, BLEAdapterControl, Sendable {
         try await control.pair(address: a, timeout: timeout)
     }
 
+    /// Whether an adapter that holds none of this set's links to `address` holds one all the same.
+    public func holdsUnusedLink(to address: String) -> Bool {
+        unusedLinkHolders(address).contains { $0.holdsUnusedLink(to: address) }
+    }
+
+    /// Closes the links to `address` that adapters hold without one of this set's links.
+    public func closeUnusedLink(to address: String) async throws(BLEError) {
+        for control in unusedLinkHolders(address) where control.holdsUnusedLink(to: address) {
+            try await control.closeUnusedLink(to: address)
+        }
+    }
+
+    /// The management sides of the adapters through which this set has no link to `address`.
+    func unusedLinkHolders(_ address: String) -> [any BLEAdapterControl] {
+        let a = address.uppercased()
+        let mine = state.withLock { s in Set(entries.filter { s.links[$0.name]?.contains(a) == true }.map(\.name)) }
+        return entries.filter { !mine.contains($0.name) }.compactMap { $0.member.central.adapterControl }
+    }
+
     /// Forgets the device on every adapter (each keeps its own bond).
     public func forget(address: String) async throws(BLEError) {
         var lastError: BLEError?

@@ -25,6 +25,11 @@ final class ClusterState: Sendable {
     let started: Mutex<ContinuousClock.Instant?> = Mutex(nil)
     /// When this node last published what it sees.
     let lastReport: Mutex<ContinuousClock.Instant?> = Mutex(nil)
+    /// Links this node's adapter holds to devices it does not own and no session of its uses
+    /// (by device id, since when), those being closed, and when it last looked for them.
+    let unusedLinks = Mutex<[String: ContinuousClock.Instant]>([:])
+    let closingLinks = Mutex<Set<String>>([])
+    let lastUnusedLinkCheck: Mutex<ContinuousClock.Instant?> = Mutex(nil)
     /// Ownership changes of the sessions, carried out one at a time in order.
     let jobs: AsyncStream<@Sendable () async -> Void>
     let jobSink: AsyncStream<@Sendable () async -> Void>.Continuation
@@ -170,9 +175,75 @@ extension Bridge {
                 publishClaim(claim, for: d.id)
                 clusterEvent(kind, device: d.id, claim)
             }
+            closeUnusedLinks(devices, at: now)
         }
         expireHeld(at: now)
         clusterUpdate()
+    }
+
+    /// How long a link this node does not use must last before the node closes it: longer than
+    /// bluetoothd's own Disconnect (about 2 s, spec/bluez.md behaviour 5), so that the link of a
+    /// session of this node that is closing it is not taken for one left behind.
+    static let unusedLinkGrace: Duration = .seconds(3)
+
+    /// Closes the links this node's adapter holds to devices another node owns, or nobody, that
+    /// no session of this node uses: left by a bridge of this host that was killed (bluetoothd
+    /// keeps an LE link after the client that made it is gone, docs/bluez.md "The real stack").
+    /// While such a link lasts, a device that stops advertising when connected (most do) is out
+    /// of every other node's reach; the node that comes back on this host frees it. Looked for
+    /// once a second; a link closes after ``unusedLinkGrace``, one at a time, in the ownership
+    /// jobs' order.
+    func closeUnusedLinks(_ devices: [(id: String, address: String, session: DeviceSession)], at now: ContinuousClock.Instant) {
+        guard let cluster, let control = central.adapterControl else { return }
+        let due = cluster.lastUnusedLinkCheck.withLock { last -> Bool in
+            if let last, now - last < .seconds(1) { return false }
+            last = now
+            return true
+        }
+        guard due else { return }
+        for d in devices {
+            let owner: String?
+            switch cluster.view.withLock({ $0.role(of: d.id, at: now) }) {
+            case let .other(node): owner = node
+            case .unowned: owner = nil
+            case .owner, .handingOver, .claiming:
+                cluster.unusedLinks.withLock { $0[d.id] = nil }
+                continue
+            }
+            let used = cluster.active.withLock { $0.contains(d.id) } || cluster.draining.withLock { $0.contains(d.id) }
+                || d.session.linked.withLock { $0 }
+            guard !used, control.holdsUnusedLink(to: d.address) else {
+                cluster.unusedLinks.withLock { $0[d.id] = nil }
+                continue
+            }
+            let since = cluster.unusedLinks.withLock { u -> ContinuousClock.Instant in
+                if let since = u[d.id] { return since }
+                u[d.id] = now
+                return now
+            }
+            guard now - since >= Self.unusedLinkGrace, cluster.closingLinks.withLock({ $0.insert(d.id).inserted }) else { continue }
+            logger.warning("""
+                cluster: closing a link this node's adapter holds to a device it does not own (left by a bridge that \
+                stopped without closing it; while it lasts the device does not advertise to the node that owns it)
+                """,
+                metadata: ["device": "\(d.id)", "owner": "\(owner ?? "none")"])
+            let (id, address) = (d.id, d.address)
+            cluster.jobSink.yield {
+                defer {
+                    cluster.closingLinks.withLock { _ = $0.remove(id) }
+                    cluster.unusedLinks.withLock { $0[id] = nil }
+                }
+                switch cluster.view.withLock({ $0.role(of: id, at: self.clock.now()) }) {
+                case .other, .unowned: break
+                case .owner, .handingOver, .claiming: return  // this node's now: its session adopts the link
+                }
+                do throws(BLEError) {
+                    try await control.closeUnusedLink(to: address)
+                } catch {
+                    self.logger.warning("cluster: closing the link failed", metadata: ["device": "\(id)", "error": "\(error)"])
+                }
+            }
+        }
     }
 
     func clusterEvent(_ kind: String, device: String, _ claim: OwnershipClaim) {

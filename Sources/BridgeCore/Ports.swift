@@ -213,6 +213,19 @@ public protocol BLEAdapterControl: Sendable {
     /// Removes the device from the adapter (`Adapter1.RemoveDevice`): the link drops and the bond
     /// is forgotten. Succeeds when BlueZ does not know the device.
     func forget(address: String) async throws(BLEError)
+    /// Whether the adapter holds a link to `address` that none of this central's links uses: one
+    /// a bridge that died left behind (bluetoothd keeps an LE link after the client that made it
+    /// is gone, docs/bluez.md "The real stack"). Answers from what is cached, at once.
+    func holdsUnusedLink(to address: String) -> Bool
+    /// Closes such a link (`Device1.Disconnect`, waiting for `Connected=false`); the bond stays.
+    /// Succeeds when there is none.
+    func closeUnusedLink(to address: String) async throws(BLEError)
+}
+
+extension BLEAdapterControl {
+    /// A central that cannot tell never holds one.
+    public func holdsUnusedLink(to address: String) -> Bool { false }
+    public func closeUnusedLink(to address: String) async throws(BLEError) {}
 }
 
 extension BLECentral {

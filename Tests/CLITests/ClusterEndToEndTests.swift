@@ -32,6 +32,13 @@ final class Cluster {
 
         /// The writes to the control point (2A39) that this host delivered to the sensor.
         func writes() throws -> [String] { try control.writes(Cluster.address, on: "2a39") }
+
+        /// Whether this host's BlueZ shows the sensor connected (`Device1.Connected`).
+        func connected() throws -> Bool {
+            let path = "/org/bluez/hci0/dev_" + Cluster.address.replacingOccurrences(of: ":", with: "_")
+            return try control.call("Get", ["org.bluez.Device1", "Connected"], path: path, interface: "org.freedesktop.DBus.Properties")
+                .contains("<true>")
+        }
     }
 
     let broker: MosquittoBroker
@@ -82,23 +89,37 @@ final class Cluster {
         return { ["--rssi", "\(Cluster.address)=\($0)"] }
     }
 
-    /// Writes node `host`'s configuration and starts its bridge (stderr to `host.log`).
-    func startBridge(_ host: Host) throws {
-        let config = directory.path + "/\(host.node).yaml"
-        try """
-            node_id: \(host.node)
+    /// What a node's configuration has besides the broker, the bus and the devices: top-level
+    /// lines (its `node_id` and the `cluster` section with short timings) and lines of its `mqtt`
+    /// section (its client id, and the least keep-alive). Shared with the real stack's cluster,
+    /// which needs a longer `lost_after`.
+    static func nodeYAML(_ node: String, lostAfter: String = "2s") -> (top: String, mqtt: String) {
+        ("""
+            node_id: \(node)
             cluster:
               enabled: true
               hysteresis: 6
               handover_after: 1s
               seen_interval: 200ms
-              lost_after: 2s
+              lost_after: \(lostAfter)
               claim_settle: 300ms
               drain_timeout: 1s
+            """,
+         """
+              keepalive: 5s  # libmosquitto's least (it refuses 1…4 s): a silent bridge's Will ~7.5 s later (a killed one's at once)
+              client_id: gatt2mqtt-\(node)
+            """)
+    }
+
+    /// Writes node `host`'s configuration and starts its bridge (stderr to `host.log`).
+    func startBridge(_ host: Host) throws {
+        let config = directory.path + "/\(host.node).yaml"
+        let node = Self.nodeYAML(host.node)
+        try """
+            \(node.top)
             mqtt:
               url: mqtt://127.0.0.1:\(broker.port)
-              keepalive: 5s  # libmosquitto's least (it refuses 1…4 s): a killed bridge's Will ~7.5 s later
-              client_id: gatt2mqtt-\(host.node)
+            \(node.mqtt)
             bluetooth:
               bus_address: \(host.control.bus)
             database:
@@ -115,17 +136,24 @@ final class Cluster {
     func startBridges(hub: MQTTClient, sourceLocation: SourceLocation = #_sourceLocation) async throws {
         let states = try await hub.subscribe("gatt2mqtt/bridge/nodes/+/state")
         for host in hosts { try startBridge(host) }
-        var online: Set<String> = []
-        let seen = await collectUntil(states, timeout: .seconds(15)) { m in
-            if let node = Self.object(m)?["node"] as? String, Self.object(m)?["state"] as? String == "online" { online.insert(node) }
-            return online.count == 2
-        }
+        let (online, seen) = await Self.online(states, nodes: Set(hosts.map(\.node)), timeout: .seconds(15))
         let missing = hosts.filter { !online.contains($0.node) }.map { host in
             let process = host.bridge.map { $0.isRunning ? "still running" : "exited with status \($0.terminationStatus)" } ?? "not started"
             return "node \(host.node) (\(process)); its log ends:\n\(host.logTail)"
         }
         try #require(missing.isEmpty, "not online within 15 s on bridge/nodes/+/state (seen \(seen.map(\.payloadString))): \(missing)",
                      sourceLocation: sourceLocation)
+    }
+
+    /// Takes node states from `states` (`bridge/nodes/+/state`) until every one of `nodes` said
+    /// it is online, or `timeout`; returns the nodes seen online and the messages taken.
+    static func online(_ states: MQTTSubscription, nodes: Set<String>, timeout: Duration) async -> (Set<String>, [MQTTMessage]) {
+        var online: Set<String> = []
+        let seen = await collectUntil(states, timeout: timeout) { m in
+            if let node = object(m)?["node"] as? String, object(m)?["state"] as? String == "online" { online.insert(node) }
+            return nodes.isSubset(of: online)
+        }
+        return (online, seen)
     }
 
     /// Kills node `host`'s bridge with SIGKILL (no goodbye: only its MQTT Will speaks for it).
@@ -349,8 +377,8 @@ final class Commands {
         }
     }
 
-    /// The owner A is killed (SIGKILL): its Will marks node a offline (keepalive 5 s: the broker
-    /// sends it some 7.5 s later), B claims the sensor and executes the next command, once.
+    /// The owner A is killed (SIGKILL): its Will marks node a offline (the broker sends it when
+    /// it sees A's socket close, at once), B claims the sensor and executes the next command, once.
     @Test func handoverWhenTheOwnerIsKilled() async throws {
         try await Cluster.run(rssi: (a: -50, b: -80)) { cluster, hub in
             let claims = try await Claims(hub)
@@ -373,6 +401,38 @@ final class Commands {
             #expect(states.last.flatMap(Self.nodeState) == "a offline", "node a's Will; nodes/a/state: \(states.map(\.payloadString))")
             let late = await collect(try await hub.subscribe("gatt2mqtt/bridge/nodes/a/state"), count: 1, timeout: .seconds(5))
             #expect(late.first?.retain == true && late.first.flatMap(Self.nodeState) == "a offline", "retained: \(late.map(\.payloadString))")
+        }
+    }
+
+    /// The owner is killed (SIGKILL) with its link up. Its BlueZ keeps the link (as bluetoothd
+    /// does for a client that died, docs/bluez.md "The real stack"); the other node claims the
+    /// sensor, which the emulator lets its host reach all the same. When the killed node's bridge
+    /// comes back it does not own the sensor (equal signals: no handover back) and closes the link
+    /// its BlueZ kept; the other node stays the owner and executes the next command, once.
+    @Test func restartedNodeClosesTheLinkItsBlueZKept() async throws {
+        try await Cluster.run(rssi: (a: -60, b: -60)) { cluster, hub in
+            let claims = try await Claims(hub)
+            _ = try await claims.waitFor("by a node") { $0.node != nil }
+            let commands = try await Commands(hub)
+            // Of two claims at once the lower id wins: the owner is the node that answers.
+            let before = try await commands.run("before")
+            #expect(before.status == "ok", "\(before)")
+            let (owner, other) = before.node == "b" ? (cluster.b!, cluster.a!) : (cluster.a!, cluster.b!)
+
+            await cluster.kill(owner)
+            _ = try await claims.waitFor("by node \(other.node) after \(owner.node) was killed", timeout: .seconds(20)) { $0.node == other.node }
+            #expect(try owner.connected(), "the killed node's BlueZ did not keep its link")
+            try cluster.startBridge(owner)
+            let closed = await eventually(timeout: .seconds(15)) { (try? owner.connected()) == false }
+            #expect(closed, "the restarted node \(owner.node) left the kept link up; its log ends:\n\(owner.logTail)")
+            #expect(owner.logTail.contains("closing a link this node's adapter holds"), "\(owner.logTail)")
+
+            let after = try await commands.run("after")
+            #expect(after.status == "ok" && after.node == other.node, "\(after)")
+            let retained = try await Claims(hub).waitFor("retained", timeout: .seconds(5)) { _ in true }
+            #expect(retained.node == other.node, "the claim in force: \(retained); claims: \(claims.seen)")
+            let delivered = try cluster.delivered()
+            #expect(delivered.a == 1 && delivered.b == 1, "\(delivered.record)")
         }
     }
 

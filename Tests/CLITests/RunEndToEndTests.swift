@@ -102,11 +102,12 @@ final class EndToEnd {
 struct SimulatorControl {
     let bus: String
 
-    /// Calls `interface.method` with `args` (GVariant text); returns gdbus's output, or throws
-    /// with its error.
+    /// Calls `interface.method` on `path` (the control object unless told) with `args` (GVariant
+    /// text); returns gdbus's output, or throws with its error.
     @discardableResult
-    func call(_ method: String, _ args: [String], interface: String = "org.gatt2mqtt.Simulator1") throws -> String {
-        try runTool("/usr/bin/gdbus", ["call", "--address", bus, "--dest", "org.bluez", "--object-path", "/org/gatt2mqtt/Simulator",
+    func call(_ method: String, _ args: [String], path: String = "/org/gatt2mqtt/Simulator",
+              interface: String = "org.gatt2mqtt.Simulator1") throws -> String {
+        try runTool("/usr/bin/gdbus", ["call", "--address", bus, "--dest", "org.bluez", "--object-path", path,
                                        "--method", "\(interface).\(method)"] + args)
     }
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The radio front-end: puts gatt2mqtt's simulated devices on a Bumble radio.
 
-    python3 scripts/vm/radio.py --models PATH [--transport vhci|none] [--control PATH] [--selftest]
+    python3 scripts/vm/radio.py --models PATH [--transport vhci|none] [--centrals N] [--control PATH] [--selftest]
 
 `gatt2mqtt peripherals --socket PATH` serves the device models (Swift, the only truth of how a
 device behaves); this script is a thin front-end (docs/bluez.md "The radio front-end"): for each
@@ -11,11 +11,13 @@ from the model's services. Reads, writes, subscriptions and link changes go to t
 the models' notifications come back and go out on the air.
 
 --transport vhci attaches one more Controller on the link to /dev/vhci, so the kernel gets an
-hci0 whose radio is this LocalLink (for bluetoothd in the test VM). --selftest (with
---transport none) runs a Bumble central on the link instead and checks every device.
+hci0 whose radio is this LocalLink (for bluetoothd in the test VM); --centrals 2 attaches two, hci0
+and hci1, both on the same link (two central adapters of one bluetoothd that see and reach the
+same peripherals). --selftest (with --transport none) runs a Bumble central on the link instead
+and checks every device.
 
-Prints "radio: ready" on stdout once every peripheral advertises (and hci0 is attached). Logs to
-stderr. Runs until SIGINT/SIGTERM or until the model server goes away.
+Prints "radio: ready" on stdout once every peripheral advertises (and the hci devices are
+attached). Logs to stderr. Runs until SIGINT/SIGTERM or until the model server goes away.
 """
 
 import argparse
@@ -224,6 +226,21 @@ def scan_response_data(controller, address):
     if legacy.enabled and legacy.address == address:
         return bytes(legacy.scan_response_data)
     return b""
+
+
+def central_address(base, index):
+    """`base` (a public address) with `index` added to its last byte: F0:…:01, F0:…:02, …"""
+    octets = base.split(":")
+    octets[-1] = f"{(int(octets[-1], 16) + index) & 0xFF:02X}"
+    return ":".join(octets)
+
+
+def hci_devices():
+    """The kernel's Bluetooth controllers now (hci0, hci1, …)."""
+    try:
+        return {name for name in os.listdir("/sys/class/bluetooth") if name.startswith("hci") and ":" not in name}
+    except OSError:
+        return set()
 
 
 class ModelClient:
@@ -581,7 +598,9 @@ class Radio:
         self.link = Link()
         self.peripherals = {}
         self.models = None
-        self.vhci = None
+        # The vhci transports of the kernel's controllers (hci0, hci1, …), and their addresses.
+        self.vhcis = []
+        self.central_addresses = []
 
     async def start(self):
         self.models = ModelClient()
@@ -598,26 +617,45 @@ class Radio:
         for p in self.peripherals.values():
             await p.start()
         if self.args.transport == "vhci":
-            from bumble.transport import open_transport
-
-            try:
-                self.vhci = await open_transport("vhci")
-            except OSError as error:
-                raise OSError(f"cannot open /dev/vhci (needs the hci_vhci module, as in the test VM): {error.strerror}")
-            central = RadioController(
-                "hci0",
-                host_source=self.vhci.source,
-                host_sink=self.vhci.sink,
-                link=self.link,
-                public_address=self.args.central_address,
-            )
-            central.enhanced_connection_complete = not self.args.legacy_connection_complete
-            log.info(
-                "central controller %s attached to /dev/vhci%s",
-                self.args.central_address,
-                " (legacy LE Connection Complete)" if self.args.legacy_connection_complete else "",
-            )
+            for index in range(self.args.centrals):
+                await self.attach_central(index)
         return reader
+
+    async def attach_central(self, index):
+        """One more Controller on the link, attached to /dev/vhci: the kernel's next hci device.
+        Opened one after the other, each waiting for its hciN, so the first is hci0, the second
+        hci1 (the kernel registers the device while the vhci transport writes its first packet)."""
+        from bumble.transport import open_transport
+
+        address = central_address(self.args.central_address, index)
+        before = hci_devices()
+        try:
+            transport = await open_transport("vhci")
+        except OSError as error:
+            raise OSError(f"cannot open /dev/vhci (needs the hci_vhci module, as in the test VM): {error.strerror}")
+        self.vhcis.append(transport)
+        self.central_addresses.append(address)
+        central = RadioController(
+            f"central-{index}",
+            host_source=transport.source,
+            host_sink=transport.sink,
+            link=self.link,
+            public_address=address,
+        )
+        central.enhanced_connection_complete = not self.args.legacy_connection_complete
+        name = "?"
+        for _ in range(100):
+            new = sorted(hci_devices() - before)
+            if new:
+                name = new[0]
+                break
+            await asyncio.sleep(0.05)
+        log.info(
+            "central controller %s attached to /dev/vhci as %s%s",
+            address,
+            name,
+            " (legacy LE Connection Complete)" if self.args.legacy_connection_complete else "",
+        )
 
     def model_notified(self, address, uuid, value):
         p = self.peripherals.get(address)
@@ -635,7 +673,8 @@ class Radio:
         if op == "status":
             return {
                 "op": "status",
-                "central": self.args.central_address if self.vhci else None,
+                "central": self.central_addresses[0] if self.central_addresses else None,
+                "centrals": self.central_addresses,
                 "peripherals": [await p.status() for p in self.peripherals.values()],
             }
         if op not in ("drop", "away", "notify"):
@@ -1004,8 +1043,8 @@ async def main(args):
             control.close()
             if os.path.exists(args.control):
                 os.unlink(args.control)
-        if radio.vhci:
-            await radio.vhci.close()
+        for transport in radio.vhcis:
+            await transport.close()
         reader.cancel()
 
 
@@ -1017,6 +1056,13 @@ def parse(argv):
     parser.add_argument("--selftest", action="store_true", help="check every device with a Bumble central on the link, then exit 0 or 1")
     parser.add_argument("--central-address", default="F0:F0:F0:F0:F0:01", help="public address of the vhci controller (hci0)")
     parser.add_argument(
+        "--centrals",
+        type=int,
+        default=1,
+        help="how many vhci controllers to attach (hci0, hci1, …; default 1), all on the peripherals' link; "
+        "the N-th (from 0) has --central-address plus N in its last byte",
+    )
+    parser.add_argument(
         "--legacy-connection-complete",
         action="store_true",
         help="hci0 reports connections with LE Connection Complete even when the host unmasked the enhanced event "
@@ -1026,6 +1072,8 @@ def parse(argv):
     args = parser.parse_args(argv)
     if args.selftest and args.transport != "none":
         parser.error("--selftest needs --transport none")
+    if not 1 <= args.centrals <= 8:
+        parser.error("--centrals takes 1 to 8")
     return args
 
 

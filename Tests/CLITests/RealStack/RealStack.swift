@@ -7,8 +7,9 @@ import Testing
 /// Linux's own Bluetooth stack, as `scripts/vm-bluez` runs it (docs/bluez.md, "The real
 /// stack"): inside the VM, the project's device models (`gatt2mqtt peripherals`) behind the
 /// Bumble radio front-end (`scripts/vm/radio.py`: the peripherals on Bumble's virtual link, and
-/// the kernel's hci0 through /dev/vhci), the real bluetoothd 5.66 on the VM's system bus, and
-/// a real mosquitto. Every process is started here and stopped by its pid.
+/// the kernel's hci0 — with `centrals: 2` also hci1 — through /dev/vhci), the real bluetoothd
+/// 5.66 on the VM's system bus, and a real mosquitto. Every process is started here and stopped
+/// by its pid.
 ///
 /// Only enabled where `GATT2MQTT_REAL_STACK=1` (set by `scripts/test` for the run inside the
 /// VM); elsewhere the suites using it are skipped, since there is no /dev/vhci on the host.
@@ -27,6 +28,8 @@ final class RealStack {
     let devices: [String]
     /// More arguments for `radio.py` (e.g. `--legacy-connection-complete`).
     let radioOptions: [String]
+    /// How many central adapters bluetoothd has on the peripherals' radio (hci0, hci1, …).
+    private(set) var centrals = 1
     private(set) var models: pid_t = 0
     private(set) var radio: pid_t = 0
     private(set) var bluetoothd: pid_t = 0
@@ -35,6 +38,8 @@ final class RealStack {
     private(set) var btmon: pid_t = 0
     private(set) var dbusMonitor: pid_t = 0
     var bridge: Process?
+    /// Bridges started by name (``startBridge(named:config:logLevel:)``), e.g. a cluster's nodes.
+    private(set) var bridges: [String: Process] = [:]
     private var stopped = false
 
     var modelsSocket: String { directory.path + "/models.sock" }
@@ -51,7 +56,8 @@ final class RealStack {
     ///   - name: names the folder of this stack's logs under `$VM_ARTIFACTS`.
     ///   - devices: `KIND@ADDRESS` as for `gatt2mqtt peripherals --device`.
     ///   - radioOptions: more arguments for `scripts/vm/radio.py`.
-    init(_ name: String = #function, devices: [String], radioOptions: [String] = []) throws {
+    ///   - centrals: how many central adapters (hci0, hci1, …) bluetoothd gets on the radio.
+    init(_ name: String = #function, devices: [String], radioOptions: [String] = [], centrals: Int = 1) throws {
         self.name = name.prefix { $0 != "(" }.description
         self.devices = devices
         self.radioOptions = radioOptions
@@ -72,7 +78,7 @@ final class RealStack {
                 dbusMonitor = try spawn("/usr/bin/dbus-monitor", ["--system", "sender='org.bluez'", "destination='org.bluez'"],
                                         log: dbusTrace)
             }
-            try startRadio()
+            try startRadio(centrals: centrals)
             try startBluetoothd()
         } catch {
             stop()
@@ -82,28 +88,43 @@ final class RealStack {
 
     // MARK: - Processes
 
-    /// The device models and the radio; waits for `radio: ready` and for the kernel's hci0.
-    func startRadio() throws {
+    /// The kernel's Bluetooth adapters on the radio: `hci0`, with two centrals `hci1` too.
+    var adapters: [String] { (0..<centrals).map { "hci\($0)" } }
+
+    /// The device models and the radio with `centrals` central adapters (radio.py `--centrals`:
+    /// one more vhci controller each, all on the peripherals' link); waits for `radio: ready` and
+    /// for the kernel's hci0 (and hci1, …).
+    func startRadio(centrals: Int = 1) throws {
+        self.centrals = centrals
         models = try spawn(CLI.executable.path, ["peripherals", "--socket", modelsSocket] + devices.flatMap { ["--device", $0] },
                            log: directory.path + "/models.log")
         try waitFor("the device models' socket", timeout: .seconds(30)) { FileManager.default.fileExists(atPath: modelsSocket) }
         radio = try spawn("/usr/bin/env", ["python3", Self.projectPath("scripts/vm/radio.py"), "--models", modelsSocket,
-                                           "--transport", "vhci", "--control", controlSocket] + radioOptions,
+                                           "--transport", "vhci", "--centrals", "\(centrals)", "--control", controlSocket]
+                              + radioOptions,
                           log: radioLog)
         try waitFor("radio: ready", timeout: Self.slow) { self.file(radioLog).contains("radio: ready") }
-        try waitFor("hci0", timeout: .seconds(30)) { FileManager.default.fileExists(atPath: "/sys/class/bluetooth/hci0") }
+        for adapter in adapters {
+            try waitFor(adapter, timeout: .seconds(30)) { FileManager.default.fileExists(atPath: "/sys/class/bluetooth/" + adapter) }
+        }
     }
 
     /// bluetoothd 5.66 with one ATT channel (`[GATT] Channels = 1`: with EATT, bluetoothd
-    /// talking to itself drops the link); waits until `org.bluez` answers and hci0 is powered.
+    /// talking to itself drops the link); waits until `org.bluez` answers and every adapter
+    /// (hci0, …) is powered.
     func startBluetoothd() throws {
         let conf = directory.path + "/main.conf"
         try "[General]\n[Policy]\nAutoEnable=true\n[GATT]\nChannels = 1\n".write(toFile: conf, atomically: true, encoding: .utf8)
         bluetoothd = try spawn("/usr/libexec/bluetooth/bluetoothd", ["-n", "-d", "-f", conf], log: bluetoothdLog)
-        try waitFor("bluetoothd with hci0 powered", timeout: .seconds(60)) {
-            (try? Self.gdbus(["--object-path", "/org/bluez/hci0", "--method", "org.freedesktop.DBus.Properties.Get",
-                              "org.bluez.Adapter1", "Powered"])) == "(<true>,)"
+        for adapter in adapters {
+            try waitFor("bluetoothd with \(adapter) powered", timeout: .seconds(60)) { self.powered(adapter) }
         }
+    }
+
+    /// Whether bluetoothd says `adapter` is powered (`Adapter1.Powered`).
+    func powered(_ adapter: String) -> Bool {
+        (try? Self.gdbus(["--object-path", "/org/bluez/" + adapter, "--method", "org.freedesktop.DBus.Properties.Get",
+                          "org.bluez.Adapter1", "Powered"])) == "(<true>,)"
     }
 
     func killBluetoothd(_ signal: Int32 = SIGKILL) {
@@ -111,29 +132,65 @@ final class RealStack {
         bluetoothd = 0
     }
 
+    /// A bridge configuration on this stack's broker and the VM's system bus: `devices:` as
+    /// given, `adapter:` (nil: none, for a `bluetooth` section that names the adapters itself),
+    /// more lines of the `bluetooth:` and `mqtt:` sections (indented two spaces), top-level
+    /// lines (`top`, e.g. `node_id` and `cluster`), and the database `<database>.sqlite`.
+    func bridgeConfig(devices yaml: String, adapter: String? = "hci0", bluetooth: String = "", mqtt: String = "",
+                      top: String = "", database: String = "state") -> String {
+        """
+        \(top)
+        mqtt:
+          url: mqtt://127.0.0.1:\(broker.port)
+          reconnect_min: 0.5
+          reconnect_max: 2
+        \(mqtt)
+        bluetooth:
+        \(adapter.map { "  adapter: " + $0 } ?? "")
+        \(bluetooth)
+        database:
+          path: \(directory.path)/\(database).sqlite
+        devices:
+        \(yaml)
+        """
+    }
+
     /// `gatt2mqtt run` on the VM's system bus with `devices:` as given.
     @discardableResult
     func startBridge(devices yaml: String, bluetooth: String = "", logLevel: String = "info") throws -> Process {
-        let config = directory.path + "/bridge.yaml"
-        try """
-            mqtt:
-              url: mqtt://127.0.0.1:\(broker.port)
-              reconnect_min: 0.5
-              reconnect_max: 2
-            bluetooth:
-              adapter: hci0
-            \(bluetooth)
-            database:
-              path: \(directory.path)/state.sqlite
-            devices:
-            \(yaml)
-            """.write(toFile: config, atomically: true, encoding: .utf8)
-        // The harness' own variables (GATT2MQTT_REAL_STACK*, GATT2MQTT_VM_*) are not configuration overrides.
-        let p = try launchBridge(config: config, logLevel: logLevel, log: bridgeLogPath,
-                                 dropping: ["GATT2MQTT_REAL_STACK", "GATT2MQTT_VM_"])
+        let p = try launch("bridge", config: bridgeConfig(devices: yaml, bluetooth: bluetooth), logLevel: logLevel)
         bridge = p
         return p
     }
+
+    /// `gatt2mqtt run` with `config` (see ``bridgeConfig(devices:adapter:bluetooth:mqtt:top:database:)``)
+    /// as `<name>.yaml`, its log in `<name>.log`; stopped by ``stopBridge(named:_:)`` or ``stop()``.
+    @discardableResult
+    func startBridge(named name: String, config: String, logLevel: String = "info") throws -> Process {
+        let p = try launch(name, config: config, logLevel: logLevel)
+        bridges[name] = p
+        return p
+    }
+
+    private func launch(_ name: String, config: String, logLevel: String) throws -> Process {
+        let path = directory.path + "/\(name).yaml"
+        try config.write(toFile: path, atomically: true, encoding: .utf8)
+        // The harness' own variables (GATT2MQTT_REAL_STACK*, GATT2MQTT_VM_*) are not configuration overrides.
+        return try launchBridge(config: path, logLevel: logLevel, log: directory.path + "/\(name).log",
+                                dropping: ["GATT2MQTT_REAL_STACK", "GATT2MQTT_VM_"])
+    }
+
+    /// Signals the bridge started as `name` (SIGTERM: a clean stop; SIGKILL: no goodbye) and
+    /// waits for its exit (off the cooperative pool); returns its status.
+    @discardableResult
+    func stopBridge(named name: String, _ signal: Int32 = SIGTERM) async -> Int32 {
+        guard let p = bridges.removeValue(forKey: name) else { return 0 }
+        if p.isRunning { kill(p.processIdentifier, signal) }
+        return await p.exited()
+    }
+
+    /// The log of the bridge started as `name` so far.
+    func bridgeLog(_ name: String) -> String { file(directory.path + "/\(name).log") }
 
     /// Subscribes `hub` to `gatt2mqtt/<id>/availability`, starts the bridge and waits until the
     /// device is online; returns the subscription (for what comes next). Subscribe to anything
@@ -164,6 +221,7 @@ final class RealStack {
         guard !stopped else { return }
         stopped = true
         stopBridge(SIGKILL)
+        for (_, p) in bridges where p.isRunning { reap(p, SIGKILL) }
         killAndReap(bluetoothd, SIGTERM)
         killAndReap(radio, SIGTERM)
         killAndReap(models, SIGTERM)
@@ -180,13 +238,16 @@ final class RealStack {
             // Inside scripts/vm-bluez: keep every log (the host copies them out on request).
             let keep = artifacts + "/" + name
             try? FileManager.default.createDirectory(atPath: keep, withIntermediateDirectories: true)
-            for log in ["bridge.log", "radio.log", "models.log", "bluetoothd.log", "bridge.yaml", "hci.btsnoop", "dbus.log"] {
+            let named = (try? FileManager.default.contentsOfDirectory(atPath: directory.path))?
+                .filter { $0.hasSuffix(".log") || $0.hasSuffix(".yaml") } ?? []
+            for log in Set(named + ["hci.btsnoop", "dbus.log"]) {
                 try? FileManager.default.copyItem(atPath: directory.path + "/" + log, toPath: keep + "/" + log)
             }
         }
         if ProcessInfo.processInfo.environment["GATT2MQTT_REAL_STACK_LOGS"] == "1" {
-            for (name, path) in [("bridge", bridgeLogPath), ("radio", radioLog), ("models", directory.path + "/models.log"),
-                                 ("bluetoothd", bluetoothdLog)] {
+            let logs = [("bridge", bridgeLogPath)] + bridges.keys.sorted().map { ($0, directory.path + "/\($0).log") }
+                + [("radio", radioLog), ("models", directory.path + "/models.log"), ("bluetoothd", bluetoothdLog)]
+            for (name, path) in logs {
                 print("----- \(name) log (last 60 lines)")
                 print(file(path).split(separator: "\n", omittingEmptySubsequences: false).suffix(60).joined(separator: "\n"))
             }
@@ -240,10 +301,11 @@ final class RealStack {
         (((try peripheral(address))["written"] as? [String: [String]])?[uuid.lowercased()] ?? []).filter { $0 == hex.lowercased() }.count
     }
 
-    /// `btmgmt` (BlueZ's management tool, straight to the kernel) with `arguments`.
+    /// `btmgmt` (BlueZ's management tool, straight to the kernel) with `arguments`, on the
+    /// controller `index` (0: hci0).
     @discardableResult
-    func btmgmt(_ arguments: String...) throws -> String {
-        try runTool("/usr/bin/btmgmt", ["--index", "0"] + arguments, in: directory.path)
+    func btmgmt(_ arguments: String..., index: Int = 0) throws -> String {
+        try runTool("/usr/bin/btmgmt", ["--index", "\(index)"] + arguments, in: directory.path)
     }
 
     /// `gdbus call --system --dest org.bluez` with `arguments`: an independent D-Bus client.

@@ -27,9 +27,9 @@ extension RealStackTests {
             (try? JSONSerialization.jsonObject(with: Data(m.payload)) as? [String: Any]) ?? [:]
         }
 
-        /// `/org/bluez/hci0/dev_C0_FF_EE_00_00_04` for `C0:FF:EE:00:00:04`.
-        static func path(_ address: String) -> String {
-            "/org/bluez/hci0/dev_" + address.replacingOccurrences(of: ":", with: "_")
+        /// `/org/bluez/hci0/dev_C0_FF_EE_00_00_04` for `C0:FF:EE:00:00:04` (on `adapter`).
+        static func path(_ address: String, adapter: String = "hci0") -> String {
+            "/org/bluez/\(adapter)/dev_" + address.replacingOccurrences(of: ":", with: "_")
         }
 
         /// bluetoothd's object tree (`GetManagedObjects` through gdbus, an independent client).
@@ -42,10 +42,10 @@ extension RealStackTests {
             try bluezObjects().contains("'\(path(address))'")
         }
 
-        /// One `Device1` property of `address` as gdbus prints it (`(<true>,)`), nil when bluetoothd
-        /// has no such device.
-        static func deviceProperty(_ address: String, _ name: String) -> String? {
-            try? RealStack.gdbus(["--object-path", path(address), "--method", "org.freedesktop.DBus.Properties.Get",
+        /// One `Device1` property of `address` (on `adapter`) as gdbus prints it (`(<true>,)`), nil
+        /// when bluetoothd has no such device.
+        static func deviceProperty(_ address: String, _ name: String, adapter: String = "hci0") -> String? {
+            try? RealStack.gdbus(["--object-path", path(address, adapter: adapter), "--method", "org.freedesktop.DBus.Properties.Get",
                                   "org.bluez.Device1", name])
         }
 
