@@ -85,20 +85,19 @@ public final class BlueZCentral: BLECentral {
 
     public var adapterNames: Set<String> { [adapter.name] }
 
-    /// `Device1.Disconnect` of a link this adapter holds to `address`, if any (another node owns it).
-    public func release(address: String) async {
-        guard let device = client.device(address, adapter: adapter), client.connectionState(device).connected else { return }
-        try? await client.disconnect(device)
-    }
-
     /// `Device1.Disconnect` of links to `address` through the daemon's other adapters, except `keeping`.
-    public func takeOver(address: String, keeping adapters: Set<String>) async {
+    public func takeOver(address: String, keeping adapters: Set<String>) async -> [String] {
         let keep = adapters.union([adapter.name])
+        var closed: [String] = []
         for device in client.devices(address) {
             guard let parent = device.path.parent, !keep.contains(BlueZAdapter(path: parent).name) else { continue }
             guard client.connectionState(device).connected else { continue }
-            try? await client.disconnect(device)
+            do throws(BlueZError) {
+                try await client.disconnect(device)
+                closed.append(BlueZAdapter(path: parent).name)
+            } catch {}
         }
+        return closed
     }
 
     public func connect(address: String, notify: [CharacteristicID], timeout: Duration) async throws(BLEError) -> any BLELink {

@@ -72,13 +72,9 @@ public final class AdapterSet: BLECentral, BLEAdapterControl, Sendable {
 
     public var adapterNames: Set<String> { Set(entries.map(\.name)) }
 
-    public func release(address: String) async {
-        for e in entries { await e.member.central.release(address: address) }
-    }
-
     /// One member is enough: they share the Bluetooth daemon and see all its adapters.
-    public func takeOver(address: String, keeping adapters: Set<String>) async {
-        await entries.first?.member.central.takeOver(address: address, keeping: adapters.union(adapterNames))
+    public func takeOver(address: String, keeping adapters: Set<String>) async -> [String] {
+        await entries.first?.member.central.takeOver(address: address, keeping: adapters.union(adapterNames)) ?? []
     }
 
     /// The gate is per adapter, inside: sessions do not serialise connects across adapters.

@@ -19,8 +19,6 @@ final class ClusterState: Sendable {
     let active = Mutex<[String: ObjectIdentifier]>([:])
     /// Devices being handed over (their commands draining).
     let draining = Mutex<Set<String>>([])
-    /// The claim epoch per device for which this node last released its own links to it.
-    let released = Mutex<[String: Int]>([:])
     /// When the bridge started: decisions wait until the retained claims and reports are in.
     let started: Mutex<ContinuousClock.Instant?> = Mutex(nil)
     /// When this node last published what it sees.
@@ -210,7 +208,7 @@ extension Bridge {
                 cluster.unusedLinks.withLock { $0[d.id] = nil }
                 continue
             }
-            let used = cluster.active.withLock { $0.contains(d.id) } || cluster.draining.withLock { $0.contains(d.id) }
+            let used = cluster.active.withLock { $0[d.id] != nil } || cluster.draining.withLock { $0.contains(d.id) }
                 || d.session.linked.withLock { $0 }
             guard !used, control.holdsUnusedLink(to: d.address) else {
                 cluster.unusedLinks.withLock { $0[d.id] = nil }
@@ -329,7 +327,13 @@ extension Bridge {
                 let address = r.config.address
                 cluster.jobSink.yield { [central] in
                     // A link another bridge on this Bluetooth daemon left up would keep the device from us.
-                    if let address { await central.takeOver(address: address, keeping: central.adapterNames) }
+                    if let address {
+                        let closed = await central.takeOver(address: address, keeping: central.adapterNames)
+                        if !closed.isEmpty {
+                            self.logger.warning("cluster: closed a link another bridge left to the device through this Bluetooth daemon's \(closed.joined(separator: ", "))",
+                                                metadata: ["device": "\(id)"])
+                        }
+                    }
                     await session.setOwned(true, failingQueuedWith: nil)
                     for cmd in held { session.submit(cmd) }
                 }
@@ -342,12 +346,6 @@ extension Bridge {
                 let dropped = cluster.held.withLock { $0.removeValue(forKey: id) } ?? []
                 for cmd in dropped { if let o = cmd.outboxID { try? store.removeCommand(o) } }
                 if isActive { deactivate(id, session, CommandError(.interrupted, "\(id) moved to \(node) before the command was sent (not repeated)")) }
-                // Once per claim: a link this node's adapters still hold (left by a crash) goes,
-                // so the device can advertise to its owner.
-                let epoch = cluster.view.withLock { $0.claims[id]?.epoch ?? 0 }
-                if let address = r.config.address, cluster.released.withLock({ $0.updateValue(epoch, forKey: id) != epoch }) {
-                    cluster.jobSink.yield { [central] in await central.release(address: address) }
-                }
             case .unowned:
                 if isActive { deactivate(id, session, nil) }
             }

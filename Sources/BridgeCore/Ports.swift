@@ -106,22 +106,18 @@ public protocol BLECentral: Sendable {
     /// Whether the central serialises its connects itself (per adapter, ``AdapterSet``); if
     /// not, the bridge holds one gate around every connect (one adapter).
     var serialisesConnects: Bool { get }
-    /// Several bridges (docs/scale-out.md): this bridge does not run the device (another node
-    /// owns it), so it closes any link its own adapters still hold to it — one left by a crash
-    /// of this bridge, which keeps the device from advertising to the owner.
-    func release(address: String) async
     /// This bridge now owns the device: it closes links to it that the same Bluetooth daemon
     /// holds through adapters not in `keeping` (another bridge's on this host, which died with
     /// its link up: bluetoothd keeps a link when its client goes).
-    func takeOver(address: String, keeping adapters: Set<String>) async
+    /// Returns the adapters whose link it closed.
+    func takeOver(address: String, keeping adapters: Set<String>) async -> [String]
     /// The adapters this central connects through.
     var adapterNames: Set<String> { get }
 }
 
 extension BLECentral {
     public var serialisesConnects: Bool { false }
-    public func release(address: String) async {}
-    public func takeOver(address: String, keeping adapters: Set<String>) async {}
+    public func takeOver(address: String, keeping adapters: Set<String>) async -> [String] { [] }
     public var adapterNames: Set<String> { [] }
 
     /// Centrals that cannot pair connect as usual (the first encrypted access then fails).
