@@ -347,7 +347,9 @@ extension Bridge {
                 for cmd in dropped { if let o = cmd.outboxID { try? store.removeCommand(o) } }
                 if isActive { deactivate(id, session, CommandError(.interrupted, "\(id) moved to \(node) before the command was sent (not repeated)")) }
             case .unowned:
-                if isActive { deactivate(id, session, nil) }
+                if isActive {
+                    deactivate(id, session, CommandError(.deviceOffline, "\(id) was released (no link and no sighting for cluster.lost_after) before the command was sent"))
+                }
             }
         }
     }
