@@ -41,11 +41,7 @@ import Testing
     }
 
     static func running(_ bridge: Bridge, _ body: () async throws -> Void) async throws {
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { await bridge.run() }
-            defer { group.cancelAll() }
-            try await body()
-        }
+        try await bridge.running(body)
     }
 
     /// `bridge/info`: every configured adapter in `adapters`, the first in `adapter` (issue 14 §1).

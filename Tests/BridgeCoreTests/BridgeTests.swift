@@ -69,13 +69,7 @@ import Testing
         }
 
         /// Runs the bridge for the duration of `body`, then stops it.
-        func running(_ body: () async throws -> Void) async throws {
-            try await withThrowingTaskGroup(of: Void.self) { group in
-                group.addTask { await bridge.run() }
-                defer { group.cancelAll() }
-                try await body()
-            }
-        }
+        func running(_ body: () async throws -> Void) async throws { try await bridge.running(body) }
     }
 
     @Test func announcesBridgeAndAvailability() async throws {
