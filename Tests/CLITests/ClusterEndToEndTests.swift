@@ -8,22 +8,27 @@ import Testing
 /// private bus) simulating the same heart-rate sensor, and a `gatt2mqtt run` on that bus in
 /// cluster mode as node "a" or "b", with its own client id and database. The hub talks MQTT only;
 /// each emulator's `Received` tells what that host delivered to the sensor.
+///
+/// Or two brokers bridged to each other: broker 2 has a mosquitto bridge to broker 1 carrying
+/// `gatt2mqtt/#` both ways; node a and the hub use broker 1, node b broker 2.
 final class Cluster {
     static let device = "heart"
     static let address = "C0:FF:EE:00:00:01"
 
-    /// One host: its emulator and, once started, its bridge.
+    /// One host: its emulator and, once started, its bridge (a client of `broker`).
     final class Host {
         let node: String
         let simulator: Process
         let control: SimulatorControl
+        let broker: MosquittoBroker
         let log: String
         var bridge: Process?
 
-        init(node: String, simulator: Process, bus: String, log: String) {
+        init(node: String, simulator: Process, bus: String, broker: MosquittoBroker, log: String) {
             self.node = node
             self.simulator = simulator
             control = SimulatorControl(bus: bus)
+            self.broker = broker
             self.log = log
         }
 
@@ -41,7 +46,9 @@ final class Cluster {
         }
     }
 
-    let broker: MosquittoBroker
+    /// Broker 1 (the hub's and node a's) and, bridged to it, broker 2 (node b's) when there are two.
+    let brokers: [MosquittoBroker]
+    var broker: MosquittoBroker { brokers[0] }
     let loop = EventLoop(name: "t-cluster-hub")
     let directory: TemporaryDirectory
     private(set) var a: Host!
@@ -52,12 +59,20 @@ final class Cluster {
     /// emulators with their dbus-daemons, two bridges) with sub-second timings.
     private var slots = 0
 
-    /// Starts the broker and both emulators, emulator A seeing the sensor at `rssi.a` dBm and B
-    /// at `rssi.b` (`simulate --rssi`).
-    init(rssi: (a: Int, b: Int)) async throws {
+    /// Starts the broker (or two bridged ones, `brokers: 2`) and both emulators, emulator A seeing
+    /// the sensor at `rssi.a` dBm and B at `rssi.b` (`simulate --rssi`).
+    init(rssi: (a: Int, b: Int), brokers count: Int = 1) async throws {
+        precondition(count == 1 || count == 2, "one broker, or two bridged")
         for _ in 0..<2 { await Slots.processHeavy.acquire() }
         do {
-            broker = try MosquittoBroker()
+            let first = try MosquittoBroker()
+            var brokers = [first]
+            if count == 2 {
+                // Every topic of the bridges, both ways, QoS 1 (the claims', states' and commands' QoS).
+                brokers.append(try MosquittoBroker(appending: MosquittoBroker.bridge(to: first, name: "broker2-to-broker1",
+                                                                                     topics: ["gatt2mqtt/# both 1"])))
+            }
+            self.brokers = brokers
             directory = try TemporaryDirectory()
         } catch {
             for _ in 0..<2 { Slots.processHeavy.release() }
@@ -69,11 +84,54 @@ final class Cluster {
             for (node, dBm) in [("a", rssi.a), ("b", rssi.b)] {
                 // Longer than the default 40 s: a test's waits may add up to more.
                 let (simulator, bus) = try await BluetoothCLITests.simulate(["--seconds", "120"] + rssiOption(dBm))
-                let host = Host(node: node, simulator: simulator, bus: bus, log: directory.path + "/\(node).log")
+                let host = Host(node: node, simulator: simulator, bus: bus, broker: node == "a" ? brokers[0] : brokers[brokers.count - 1],
+                                log: directory.path + "/\(node).log")
                 if node == "a" { a = host } else { b = host }
             }
+            if brokers.count == 2 { try await awaitBrokerBridge() }
         } catch {
             stop()
+            throw error
+        }
+    }
+
+    /// Waits until the broker bridge carries messages both ways: a probe published on broker 2
+    /// arrives on broker 1, then one published on broker 1 arrives on broker 2 (the bridge
+    /// connects, then subscribes on broker 1). Each probe is published again every 200 ms, for
+    /// at most 10 s per direction; if none arrives, the issue quotes both brokers' logs.
+    func awaitBrokerBridge(sourceLocation: SourceLocation = #_sourceLocation) async throws {
+        try await withClient(on: 0) { near in
+            try await withClient(on: 1) { far in
+                for (from, to, direction) in [(far, near, "2-to-1"), (near, far, "1-to-2")] {
+                    let topic = "gatt2mqtt/test/bridge-probe/\(direction)"
+                    let arrivals = try await to.subscribe(topic)
+                    let deadline = ContinuousClock.now + .seconds(10)
+                    var arrived = false
+                    while !arrived, ContinuousClock.now < deadline {
+                        try await from.publish(topic: topic, payload: Array(direction.utf8), qos: .atLeastOnce)
+                        arrived = !(await collect(arrivals, count: 1, timeout: .milliseconds(200))).isEmpty
+                    }
+                    try #require(arrived, """
+                        the broker bridge carried no probe \(direction) within 10 s; broker 1's log:
+                        \(brokers[0].log.suffix(2000))
+                        broker 2's log:
+                        \(brokers[1].log.suffix(2000))
+                        """, sourceLocation: sourceLocation)
+                }
+            }
+        }
+    }
+
+    /// A connected client of broker `index` (0: the hub's; 1: broker 2, bridged) for `body`,
+    /// disconnected after it.
+    func withClient<T>(on index: Int, _ body: (MQTTClient) async throws -> T) async throws -> T {
+        let client = try await brokers[index].client(loop: loop)
+        do {
+            let result = try await body(client)
+            await client.disconnect()
+            return result
+        } catch {
+            await client.disconnect()
             throw error
         }
     }
@@ -118,7 +176,7 @@ final class Cluster {
         try """
             \(node.top)
             mqtt:
-              url: mqtt://127.0.0.1:\(broker.port)
+              url: mqtt://127.0.0.1:\(host.broker.port)
             \(node.mqtt)
             bluetooth:
               bus_address: \(host.control.bus)
@@ -186,17 +244,18 @@ final class Cluster {
             if let bridge = host.bridge, bridge.isRunning { reap(bridge, SIGKILL) }
             reap(host.simulator)
         }
-        broker.stop()
+        for broker in brokers.reversed() { broker.stop() }
         loop.shutdown()
         for _ in 0..<slots { Slots.processHeavy.release() }
         slots = 0
     }
 
-    /// Runs `body` with a cluster whose emulators see the sensor at `rssi`, both bridges online,
-    /// and a connected hub; disconnects the hub and stops every process whatever `body` does.
-    static func run(rssi: (a: Int, b: Int), sourceLocation: SourceLocation = #_sourceLocation,
+    /// Runs `body` with a cluster whose emulators see the sensor at `rssi`, on one broker or two
+    /// bridged (`brokers`), both bridges online, and a connected hub (on broker 1); disconnects
+    /// the hub and stops every process whatever `body` does.
+    static func run(rssi: (a: Int, b: Int), brokers: Int = 1, sourceLocation: SourceLocation = #_sourceLocation,
                     _ body: (Cluster, MQTTClient) async throws -> Void) async throws {
-        let cluster = try await Cluster(rssi: rssi)
+        let cluster = try await Cluster(rssi: rssi, brokers: brokers)
         defer { cluster.stop() }
         let hub = try await cluster.broker.client(loop: cluster.loop)
         do {
@@ -319,13 +378,15 @@ final class Commands {
 
 /// Issue 14 end to end: several bridges on one broker own each device in turn, by RSSI, and hand
 /// it over when the owner dies, loses the device, or another node sees it clearly better. Only
-/// the owner executes a command, exactly once. Serialized: each test holds both process-heavy
-/// slots.
+/// the owner executes a command, exactly once. Each test runs on one broker (`brokers: 1`) and
+/// across two bridged brokers (`brokers: 2`: node b and the hub on either side of the bridge).
+/// Serialized: each test holds both process-heavy slots.
 @Suite(.serialized, .timeLimit(.minutes(1))) struct ClusterEndToEndTests {
     /// The node that sees the sensor strongest (A at −50 dBm, B at −80) claims it, answers
-    /// every command, and only its host writes to the sensor.
-    @Test func ownershipFollowsRSSIAndOnlyTheOwnerExecutes() async throws {
-        try await Cluster.run(rssi: (a: -50, b: -80)) { cluster, hub in
+    /// every command, and only its host writes to the sensor. Across bridged brokers, a client
+    /// of broker 2 reads the same claim and node states, retained.
+    @Test(arguments: [1, 2]) func ownershipFollowsRSSIAndOnlyTheOwnerExecutes(brokers: Int) async throws {
+        try await Cluster.run(rssi: (a: -50, b: -80), brokers: brokers) { cluster, hub in
             let claims = try await Claims(hub)
             let claim = try await claims.waitFor("by node a") { $0.node == "a" }
             #expect(claim.epoch >= 1, "\(claim)")
@@ -348,13 +409,29 @@ final class Commands {
             }
             let seen = await collectUntil(try await hub.subscribe("gatt2mqtt/bridge/nodes/b/seen"), timeout: .seconds(5), far)
             #expect(seen.last.map(far) == true, "nodes/b/seen: \(seen.map(\.payloadString))")
+
+            guard brokers == 2 else { return }
+            try await cluster.withClient(on: 1) { other in
+                // The retained claim on broker 2 is a's, in the same epoch (a competing claim of b
+                // that lost would have been replaced by a's again: wait for it for a while).
+                let claimsThere = await collectUntil(try await other.subscribe("gatt2mqtt/bridge/owners/\(Cluster.device)"),
+                                                     timeout: .seconds(5)) { m in
+                    Claim(m).map { $0.node == "a" && $0.epoch == claim.epoch } ?? false
+                }
+                #expect(claimsThere.last.flatMap(Claim.init).map { $0.node == "a" && $0.epoch == claim.epoch } == true
+                            && claimsThere.last?.retain == true,
+                        "broker 2's owners/heart: \(claimsThere.map(\.payloadString)); broker 1's: \(claim)")
+                let statesThere = await collect(try await other.subscribe("gatt2mqtt/bridge/nodes/+/state"), count: 2, timeout: .seconds(5))
+                #expect(Set(statesThere.compactMap(Self.nodeState)) == ["a online", "b online"] && statesThere.allSatisfy { $0.retain },
+                        "broker 2's node states: \(statesThere.map(\.payloadString))")
+            }
         }
     }
 
     /// B comes to see the sensor at −30 dBm, 20 dB better than A (hysteresis 6 dB, for 1 s): A
     /// hands it over, B claims it with a greater epoch, and B answers and delivers from then on.
-    @Test func handoverWhenAnotherNodeSeesItClearlyBetter() async throws {
-        try await Cluster.run(rssi: (a: -50, b: -80)) { cluster, hub in
+    @Test(arguments: [1, 2]) func handoverWhenAnotherNodeSeesItClearlyBetter(brokers: Int) async throws {
+        try await Cluster.run(rssi: (a: -50, b: -80), brokers: brokers) { cluster, hub in
             let claims = try await Claims(hub)
             let first = try await claims.waitFor("by node a") { $0.node == "a" }
             let commands = try await Commands(hub)
@@ -379,8 +456,9 @@ final class Commands {
 
     /// The owner A is killed (SIGKILL): its Will marks node a offline (the broker sends it when
     /// it sees A's socket close, at once), B claims the sensor and executes the next command, once.
-    @Test func handoverWhenTheOwnerIsKilled() async throws {
-        try await Cluster.run(rssi: (a: -50, b: -80)) { cluster, hub in
+    /// Across bridged brokers the Will crosses the bridge to B's broker, and stays retained there.
+    @Test(arguments: [1, 2]) func handoverWhenTheOwnerIsKilled(brokers: Int) async throws {
+        try await Cluster.run(rssi: (a: -50, b: -80), brokers: brokers) { cluster, hub in
             let claims = try await Claims(hub)
             let first = try await claims.waitFor("by node a") { $0.node == "a" }
             let stateA = try await hub.subscribe("gatt2mqtt/bridge/nodes/a/state")
@@ -401,6 +479,12 @@ final class Commands {
             #expect(states.last.flatMap(Self.nodeState) == "a offline", "node a's Will; nodes/a/state: \(states.map(\.payloadString))")
             let late = await collect(try await hub.subscribe("gatt2mqtt/bridge/nodes/a/state"), count: 1, timeout: .seconds(5))
             #expect(late.first?.retain == true && late.first.flatMap(Self.nodeState) == "a offline", "retained: \(late.map(\.payloadString))")
+            guard brokers == 2 else { return }
+            let there = try await cluster.withClient(on: 1) { other in
+                await collect(try await other.subscribe("gatt2mqtt/bridge/nodes/a/state"), count: 1, timeout: .seconds(5))
+            }
+            #expect(there.first?.retain == true && there.first.flatMap(Self.nodeState) == "a offline",
+                    "retained on broker 2: \(there.map(\.payloadString))")
         }
     }
 
@@ -440,8 +524,8 @@ final class Commands {
     /// after `lost_after`) is held, and delivered once by the node that claims it next (A, when
     /// the sensor comes back into its range). A second command after it is the marker that
     /// closes the window for a late duplicate.
-    @Test func commandHeldWhileUnownedIsDeliveredOnce() async throws {
-        try await Cluster.run(rssi: (a: -50, b: -80)) { cluster, hub in
+    @Test(arguments: [1, 2]) func commandHeldWhileUnownedIsDeliveredOnce(brokers: Int) async throws {
+        try await Cluster.run(rssi: (a: -50, b: -80), brokers: brokers) { cluster, hub in
             let claims = try await Claims(hub)
             _ = try await claims.waitFor("by node a") { $0.node == "a" }
             // B first, so that the sensor never is with B alone (B would claim it).

@@ -21,12 +21,16 @@ public final class MosquittoBroker {
     public private(set) var configPath: String = ""
     public private(set) var pid: pid_t = 0
 
-    /// Starts `mosquitto -c` with `fixture` (placeholders @PORT@ and @DIR@). `prepare` runs
-    /// first with the directory (e.g. to make certificates or a password file).
-    public init(fixture: String = "base.conf", prepare: (String) throws -> Void = { _ in }) throws {
+    /// Starts `mosquitto -c` with `fixture` (placeholders @PORT@ and @DIR@) and then `appending`
+    /// (lines after the fixture's, e.g. a bridge `connection` to another broker; the same
+    /// placeholders). `prepare` runs first with the directory (e.g. to make certificates or a
+    /// password file).
+    public init(fixture: String = "base.conf", appending lines: [String] = [],
+                prepare: (String) throws -> Void = { _ in }) throws {
         directory = try TemporaryDirectory()
         try prepare(directory.path)
-        let template = try String(contentsOfFile: fixturePath(fixture), encoding: .utf8)
+        var template = try String(contentsOfFile: fixturePath(fixture), encoding: .utf8)
+        if !lines.isEmpty { template += (template.hasSuffix("\n") ? "" : "\n") + lines.joined(separator: "\n") + "\n" }
         var lastError: Error = HarnessError("no attempt")
         for _ in 0..<5 {
             let port = try freeLoopbackPort()
@@ -83,6 +87,25 @@ public final class MosquittoBroker {
             usleep(20_000)
         }
         kill(SIGKILL)
+    }
+
+    /// Lines for ``init(fixture:appending:prepare:)`` that give the new broker a mosquitto bridge
+    /// `connection` named `name` to `remote` carrying `topics` (e.g. `gatt2mqtt/# both 1`;
+    /// mosquitto.conf(5), "Configuring bridges"):
+    /// - `bridge_protocol_version mqttv50` with `try_private true`: `remote` knows the client is a
+    ///   bridge, so a retained message crosses retained (and stays retained on the other side, for
+    ///   a client that subscribes later; an MQTT 3.1.1 bridge without `try_private` clears the
+    ///   flag) and nothing is echoed back; a Will a broker publishes is an ordinary message that
+    ///   crosses too; MQTT 5 properties (a response topic) cross as they are.
+    /// - `cleansession false` (mosquitto's default): `remote` keeps the bridge's subscriptions and
+    ///   QoS 1 messages for it through a dropped link; on every (re)connect the bridge subscribes
+    ///   again, so `remote`'s retained messages come across again.
+    /// - `notifications false`: no `$SYS/broker/connection/…` messages of its own.
+    /// - `restart_timeout 1`: a failed connect is tried again after 1 s (default 5…30 s).
+    public static func bridge(to remote: MosquittoBroker, name: String, topics: [String]) -> [String] {
+        ["connection \(name)", "address 127.0.0.1:\(remote.port)", "remote_clientid \(name)",
+         "bridge_protocol_version mqttv50", "try_private true", "cleansession false", "notifications false",
+         "restart_timeout 1", "keepalive_interval 5"] + topics.map { "topic \($0)" }
     }
 
     public var log: String {
