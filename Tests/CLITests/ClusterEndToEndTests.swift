@@ -59,9 +59,15 @@ final class Cluster {
     /// emulators with their dbus-daemons, two bridges) with sub-second timings.
     private var slots = 0
 
+    /// The `cluster.hysteresis` of the bridges started from now on (dB).
+    var hysteresis = 6
+    /// Their `--log-level`.
+    var logLevel = "info"
+
     /// Starts the broker (or two bridged ones, `brokers: 2`) and both emulators, emulator A seeing
-    /// the sensor at `rssi.a` dBm and B at `rssi.b` (`simulate --rssi`).
-    init(rssi: (a: Int, b: Int), brokers count: Int = 1) async throws {
+    /// the sensor at `rssi.a` dBm and B at `rssi.b` (`simulate --rssi`), each running for
+    /// `seconds` with `simulate` options besides.
+    init(rssi: (a: Int, b: Int), brokers count: Int = 1, seconds: Int = 120, simulate: [String] = []) async throws {
         precondition(count == 1 || count == 2, "one broker, or two bridged")
         for _ in 0..<2 { await Slots.processHeavy.acquire() }
         do {
@@ -83,7 +89,7 @@ final class Cluster {
             let rssiOption = try await Self.rssiOption()
             for (node, dBm) in [("a", rssi.a), ("b", rssi.b)] {
                 // Longer than the default 40 s: a test's waits may add up to more.
-                let (simulator, bus) = try await BluetoothCLITests.simulate(["--seconds", "120"] + rssiOption(dBm))
+                let (simulator, bus) = try await BluetoothCLITests.simulate(["--seconds", "\(seconds)"] + simulate + rssiOption(dBm))
                 let host = Host(node: node, simulator: simulator, bus: bus, broker: node == "a" ? brokers[0] : brokers[brokers.count - 1],
                                 log: directory.path + "/\(node).log")
                 if node == "a" { a = host } else { b = host }
@@ -156,7 +162,7 @@ final class Cluster {
             node_id: \(node)
             cluster:
               enabled: true
-              hysteresis: 6
+              hysteresis: \(hysteresis)
               handover_after: 1s
               seen_interval: 200ms
               lost_after: \(lostAfter)
@@ -185,7 +191,8 @@ final class Cluster {
             devices:
             \(RunEndToEndTests.heartControl)
             """.write(toFile: config, atomically: true, encoding: .utf8)
-        host.bridge = try launchBridge(config: config, logLevel: "info", log: host.log)
+        // The benchmark's settings are no bridge's (which refuses unknown GATT2MQTT_ variables).
+        host.bridge = try launchBridge(config: config, logLevel: logLevel, log: host.log, dropping: ["GATT2MQTT_HANDOVER_BENCH"])
     }
 
     /// Starts both bridges and waits until both nodes say they are online (their retained
@@ -221,6 +228,19 @@ final class Cluster {
         await bridge.exited()
     }
 
+    /// Stops node `host`'s bridge where it is (SIGSTOP): its socket stays open, so the broker sends
+    /// its Will only when the keep-alive runs out (1.5 × 5 s); ``resume(_:)`` lets it go on.
+    func pause(_ host: Host) {
+        guard let bridge = host.bridge else { return }
+        Glibc.kill(bridge.processIdentifier, SIGSTOP)
+    }
+
+    /// SIGCONT to a bridge ``pause(_:)`` stopped.
+    func resume(_ host: Host) {
+        guard let bridge = host.bridge else { return }
+        Glibc.kill(bridge.processIdentifier, SIGCONT)
+    }
+
     /// The RSSI at which `host`'s emulator advertises the sensor (`SetRSSI(s, n)`).
     func setRSSI(_ host: Host, _ dBm: Int) throws {
         try host.control.call("SetRSSI", [Self.address, "@n \(dBm)"])
@@ -251,11 +271,13 @@ final class Cluster {
     }
 
     /// Runs `body` with a cluster whose emulators see the sensor at `rssi`, on one broker or two
-    /// bridged (`brokers`), both bridges online, and a connected hub (on broker 1); disconnects
-    /// the hub and stops every process whatever `body` does.
-    static func run(rssi: (a: Int, b: Int), brokers: Int = 1, sourceLocation: SourceLocation = #_sourceLocation,
+    /// bridged (`brokers`), both bridges online (after `configure`), and a connected hub (on
+    /// broker 1); disconnects the hub and stops every process whatever `body` does.
+    static func run(rssi: (a: Int, b: Int), brokers: Int = 1, seconds: Int = 120, simulate: [String] = [],
+                    configure: (Cluster) -> Void = { _ in }, sourceLocation: SourceLocation = #_sourceLocation,
                     _ body: (Cluster, MQTTClient) async throws -> Void) async throws {
-        let cluster = try await Cluster(rssi: rssi, brokers: brokers)
+        let cluster = try await Cluster(rssi: rssi, brokers: brokers, seconds: seconds, simulate: simulate)
+        configure(cluster)
         defer { cluster.stop() }
         let hub = try await cluster.broker.client(loop: cluster.loop)
         do {
