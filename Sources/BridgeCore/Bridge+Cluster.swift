@@ -28,12 +28,28 @@ final class ClusterState: Sendable {
     let unusedLinks = Mutex<[String: ContinuousClock.Instant]>([:])
     let closingLinks = Mutex<Set<String>>([])
     let lastUnusedLinkCheck: Mutex<ContinuousClock.Instant?> = Mutex(nil)
+    /// Devices whose handover note (this node's claim with `handover_to`) came back from the
+    /// broker: commands ordered before it are still this node's to execute, those after it are
+    /// held for the next owner (docs/scale-out.md, "Hand over").
+    let noteEchoed = Mutex<Set<String>>([])
+    /// This node's view may be stale: the broker connection is down, or it came back (or the
+    /// node was frozen) less than `claim_settle` ago. Meanwhile the node executes no new command
+    /// (they are held), decides nothing and republishes nothing; when it ends, what it still
+    /// owns is republished and held commands are delivered or dropped by the fresh view.
+    let disconnected = Mutex(false)
+    let suspendedUntil: Mutex<ContinuousClock.Instant?> = Mutex(nil)
+    let republishDue = Mutex(false)
+    /// The last tick, to notice that the node was frozen (SIGSTOP, a stalled host).
+    let lastTick: Mutex<ContinuousClock.Instant?> = Mutex(nil)
     /// Ownership changes of the sessions, carried out one at a time in order.
     let jobs: AsyncStream<@Sendable () async -> Void>
     let jobSink: AsyncStream<@Sendable () async -> Void>.Continuation
 
     /// This node's id.
     let node: String
+
+    /// A loop that did not turn for this long was frozen (its ticks are 50 ms apart).
+    static let stallLimit: Duration = .seconds(1)
 
     init(node: String, settings: ClusterSettings) {
         self.node = node
@@ -48,9 +64,45 @@ extension Bridge {
     /// The filters a node subscribes to besides the bridge's own.
     var clusterSubscriptions: [String] { cluster == nil ? [] : topics.clusterSubscriptions }
 
+    /// The filters on which the node must receive its own publishes too (MQTT 5 no-local off):
+    /// the claims, so that a handover note's echo tells where the broker ordered it.
+    public var ownPublishesWanted: Set<String> { cluster == nil ? [] : ["\(topics.base)/bridge/owners/+"] }
+
+    /// Whether the node's view may be stale now (``ClusterState/disconnected``).
+    func suspended(_ cluster: ClusterState, at now: ContinuousClock.Instant) -> Bool {
+        if cluster.disconnected.withLock({ $0 }) { return true }
+        return cluster.suspendedUntil.withLock { $0.map { now < $0 } ?? false }
+    }
+
+    /// The broker connection is gone: the node's Will may be out, another node may claim its
+    /// devices; until it is back and has read the claims again it executes nothing new.
+    public func brokerDisconnected() {
+        guard let cluster else { return }
+        cluster.disconnected.withLock { $0 = true }
+        logger.info("cluster: broker connection lost; holding commands until the claims are read again")
+    }
+
+    /// Suspends the node for `claim_settle` from now: the retained claims and reports come in again.
+    func resync(_ cluster: ClusterState, at now: ContinuousClock.Instant) {
+        cluster.suspendedUntil.withLock { $0 = now + cluster.settings.claimSettle }
+        cluster.republishDue.withLock { $0 = true }
+    }
+
+    /// A node whose loop did not turn for a while (frozen: SIGSTOP, a stalled host) may have
+    /// missed its own Will and another node's claim: it resynchronises before it acts.
+    func noticeStall(at now: ContinuousClock.Instant) {
+        guard let cluster, let last = cluster.lastTick.withLock({ $0 }), now - last > ClusterState.stallLimit else { return }
+        cluster.lastTick.withLock { $0 = now }
+        if !suspended(cluster, at: now) {
+            logger.warning("cluster: this node did not run for \(now - last); holding commands until the claims are read again")
+        }
+        resync(cluster, at: now)
+    }
+
     /// A message on a cluster topic (node state, node report, ownership claim); false when the
     /// message is not one.
     func handleCluster(_ m: InboundMessage) -> Bool {
+        noticeStall(at: clock.now())
         guard let cluster, let route = topics.clusterRoute(m.topic) else { return false }
         let now = clock.now()
         let json = m.payload.isEmpty ? nil : try? JSONValue(parsing: m.payload)
@@ -76,9 +128,15 @@ extension Bridge {
             }
             let me = cluster.node
             let (accepted, current) = cluster.view.withLock { v in (v.receive(claim, for: device, at: now), v.claims[device]) }
-            // A competing claim of the same epoch lost to this node's: make the retained one ours
-            // again, so a node that starts later reads the winner.
-            if !accepted, let current, current.node == me, claim.node != me, claim.epoch == current.epoch {
+            // The echo of this node's handover note: commands the broker ordered after it are
+            // the next owner's.
+            if claim.node == me, claim.handoverTo != nil, current == claim {
+                cluster.noteEchoed.withLock { _ = $0.insert(device) }
+            }
+            // A claim that lost to this node's (a competing one of the same epoch, or an older one
+            // a node republished): make the retained one ours again, so a node that starts later
+            // reads the claim in force.
+            if !accepted, let current, current.node == me, claim != current, !suspended(cluster, at: now) {
                 publishClaim(current, for: device)
             }
         }
@@ -90,7 +148,13 @@ extension Bridge {
     /// node owns it and executes it), or held until a node claims it.
     func routeCommand(_ command: PendingCommand, to session: DeviceSession, device: String) {
         guard let cluster else { return session.submit(command) }
-        switch cluster.view.withLock({ $0.role(of: device, at: clock.now()) }) {
+        let now = clock.now()
+        noticeStall(at: now)
+        var role = cluster.view.withLock { $0.role(of: device, at: now) }
+        if suspended(cluster, at: now), case .owner = role { role = .claiming }
+        // Handing over: what the broker ordered before the note is still this node's to execute.
+        if case .handingOver = role, !cluster.noteEchoed.withLock({ $0.contains(device) }) { role = .owner }
+        switch role {
         case .owner:
             session.submit(command)
         case let .other(node):
@@ -119,11 +183,16 @@ extension Bridge {
         }
     }
 
-    /// After the broker came back (it may have lost its retained messages): this node's claims again.
-    func republishClaims() {
+    /// After a resynchronisation (the broker back, which may have lost its retained messages):
+    /// the claims this node holds in force and the retained topics of the devices it runs.
+    func republishOwned() {
         guard let cluster else { return }
-        let mine = cluster.view.withLock { v in v.claims.filter { $0.value.node == v.me } }
+        let mine = cluster.view.withLock { v in v.claims.filter { $0.value.node == v.me && v.owner(of: $0.key) == v.me } }
         for (device, claim) in mine { publishClaim(claim, for: device) }
+        let running = cluster.active.withLock { $0 }
+        for r in registry.withLock({ Array($0.values) }) where running[r.config.id] == ObjectIdentifier(r.session) {
+            cluster.jobSink.yield { await r.session.republish() }
+        }
     }
 
     func publishClaim(_ claim: OwnershipClaim, for device: String) {
@@ -150,6 +219,10 @@ extension Bridge {
     func clusterTick() {
         guard let cluster, let started = cluster.started.withLock({ $0 }) else { return }
         let now = clock.now()
+        noticeStall(at: now)
+        cluster.lastTick.withLock { $0 = now }
+        if suspended(cluster, at: now) { return }
+        if cluster.republishDue.withLock({ s in defer { s = false }; return s }) { republishOwned() }
         let devices = clusterDevices
         let mine = ownSightings(devices, at: now)
         cluster.view.withLock { $0.report(from: cluster.node, mine) }
@@ -165,7 +238,9 @@ extension Bridge {
                 let kind: String
                 switch decision {
                 case let .claim(c): (claim, kind) = (c, "device_claimed")
-                case let .handOver(c): (claim, kind) = (c, "handover_started")
+                case let .handOver(c):
+                    (claim, kind) = (c, "handover_started")
+                    cluster.noteEchoed.withLock { _ = $0.remove(d.id) }
                 case let .keep(c): (claim, kind) = (c, "handover_cancelled")
                 case let .release(c): (claim, kind) = (c, "device_released")
                 }
@@ -317,11 +392,18 @@ extension Bridge {
         for r in registry.withLock({ Array($0.values) }) {
             let id = r.config.id
             let session = r.session
-            let role = cluster.view.withLock { $0.role(of: id, at: now) }
+            var role = cluster.view.withLock { $0.role(of: id, at: now) }
+            // A stale view changes nothing: what it says will be read again first.
+            if suspended(cluster, at: now) { role = .claiming }
             let isActive = cluster.active.withLock { $0[id] == ObjectIdentifier(session) }
             switch role {
             case .owner:
-                guard !isActive else { continue }
+                guard !isActive else {
+                    // Held while the node resynchronised: still ours, so delivered now.
+                    let held = cluster.held.withLock { $0.removeValue(forKey: id) } ?? []
+                    for cmd in held { session.submit(cmd) }
+                    continue
+                }
                 cluster.active.withLock { $0[id] = ObjectIdentifier(session) }
                 let held = cluster.held.withLock { $0.removeValue(forKey: id) } ?? []
                 let address = r.config.address
@@ -366,12 +448,16 @@ extension Bridge {
     func handOver(_ id: String, _ session: DeviceSession, to next: String) async {
         guard let cluster else { return }
         let deadline = clock.now() + cluster.settings.drainTimeout
-        while clock.now() < deadline, !(await session.isIdle()) {
+        // Until the note's echo, commands still come to this node; then what it took finishes.
+        while clock.now() < deadline {
+            let echoed = cluster.noteEchoed.withLock { $0.contains(id) }
+            if echoed, await session.isIdle() { break }
             try? await sleep(min(.milliseconds(50), cluster.settings.drainTimeout))
         }
         await session.setOwned(false, failingQueuedWith: CommandError(.interrupted, "\(id) was handed over to \(next) before the command was sent (not repeated)"))
         cluster.active.withLock { $0[id] = nil }
         cluster.draining.withLock { _ = $0.remove(id) }
+        cluster.noteEchoed.withLock { _ = $0.remove(id) }
         let now = clock.now()
         let claim = cluster.view.withLock { v -> OwnershipClaim? in
             guard let c = v.claims[id], c.node == v.me, c.handoverTo == next else { return nil }

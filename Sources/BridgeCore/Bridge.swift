@@ -384,7 +384,13 @@ public final class Bridge: Sendable {
     /// The broker came back (the client reconnected): republish retained state.
     public func brokerReconnected() async {
         announce()
-        republishClaims()
+        if let cluster {
+            // Several bridges: the claims and reports are read again before this node acts or
+            // republishes anything of its devices (its view may be stale: its Will may be out).
+            cluster.disconnected.withLock { $0 = false }
+            resync(cluster, at: clock.now())
+            return
+        }
         for s in registry.withLock({ $0.values.map(\.session) }) { await s.republish() }
     }
 

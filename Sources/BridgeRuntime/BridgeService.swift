@@ -114,7 +114,8 @@ public struct BridgeService: Service {
         for filter in bridge.subscriptions {
             // Handed to the bridge where the message arrives (the event loop): routing is quick and the device sessions take the commands through their
             // own queues.
-            subscriptions.append(try await client.subscribe(filter, qos: .atLeastOnce, options: MQTTSubscribeOptions(noLocal: true)) { m in
+            let noLocal = !bridge.ownPublishesWanted.contains(filter)
+            subscriptions.append(try await client.subscribe(filter, qos: .atLeastOnce, options: MQTTSubscribeOptions(noLocal: noLocal)) { m in
                 bridge.handle(InboundMessage(topic: m.topic, payload: m.payload, retain: m.retain,
                                              responseTopic: m.properties.responseTopic, correlationData: m.properties.correlationData))
             })
@@ -141,8 +142,13 @@ public struct BridgeService: Service {
             group.addTask {
                 var first = true
                 for await e in events {
-                    if case .connected = e {
+                    switch e {
+                    case .connected:
                         if first { first = false } else { bridge.metrics.mqttReconnects.increment(); await bridge.brokerReconnected() }
+                    case .disconnected:
+                        bridge.brokerDisconnected()
+                    default:
+                        break
                     }
                 }
             }

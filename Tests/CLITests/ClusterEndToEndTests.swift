@@ -157,7 +157,7 @@ final class Cluster {
     /// lines (its `node_id` and the `cluster` section with short timings) and lines of its `mqtt`
     /// section (its client id, and the least keep-alive). Shared with the real stack's cluster,
     /// which needs a longer `lost_after`.
-    static func nodeYAML(_ node: String, lostAfter: String = "2s") -> (top: String, mqtt: String) {
+    static func nodeYAML(_ node: String, lostAfter: String = "2s", hysteresis: Int = 6) -> (top: String, mqtt: String) {
         ("""
             node_id: \(node)
             cluster:
@@ -178,7 +178,7 @@ final class Cluster {
     /// Writes node `host`'s configuration and starts its bridge (stderr to `host.log`).
     func startBridge(_ host: Host) throws {
         let config = directory.path + "/\(host.node).yaml"
-        let node = Self.nodeYAML(host.node)
+        let node = Self.nodeYAML(host.node, hysteresis: hysteresis)
         try """
             \(node.top)
             mqtt:
