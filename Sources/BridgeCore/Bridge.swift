@@ -90,6 +90,8 @@ public final class Bridge: Sendable {
     /// Several bridges on one broker (`cluster.enabled`, docs/scale-out.md); nil: this bridge
     /// runs every device it is configured with.
     let cluster: ClusterState?
+    /// The QoS 1 messages handled lately (``Redeliveries``).
+    let redeliveries = Mutex(Redeliveries())
 
     /// Every filter the bridge needs to subscribe to.
     public var subscriptions: [String] {
@@ -427,6 +429,13 @@ public final class Bridge: Sendable {
     /// Handles one inbound MQTT message (any thread; returns at once).
     public func handle(_ message: InboundMessage) {
         if handleCluster(message) { return }
+        // The broker's second delivery of a message already handled (its PUBACK was lost with
+        // the connection): acknowledged by the client, not acted on again (at most once).
+        if redeliveries.withLock({ $0.isRedelivery(message, at: clock.now()) }) {
+            logger.warning("ignoring a message the broker delivered again after a reconnect (already handled)",
+                           metadata: ["topic": "\(message.topic)", "packet_id": "\(message.packetID ?? 0)"])
+            return
+        }
         if let discovery, message.topic == discovery.statusTopic {
             if String(decoding: message.payload, as: UTF8.self) == "online" { publishDiscovery() }
             return

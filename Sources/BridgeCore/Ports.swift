@@ -35,8 +35,12 @@ public struct InboundMessage: Sendable, Equatable {
     public var retain: Bool
     public var responseTopic: String?
     public var correlationData: [UInt8]?
+    /// The MQTT packet identifier of a QoS 1/2 message (``Redeliveries``); nil otherwise.
+    public var packetID: Int?
 
-    public init(topic: String, payload: [UInt8], retain: Bool = false, responseTopic: String? = nil, correlationData: [UInt8]? = nil) {
+    public init(topic: String, payload: [UInt8], retain: Bool = false, responseTopic: String? = nil, correlationData: [UInt8]? = nil,
+                packetID: Int? = nil) {
+        self.packetID = packetID
         self.topic = topic
         self.payload = payload
         self.retain = retain

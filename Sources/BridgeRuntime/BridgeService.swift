@@ -117,7 +117,8 @@ public struct BridgeService: Service {
             let noLocal = !bridge.ownPublishesWanted.contains(filter)
             subscriptions.append(try await client.subscribe(filter, qos: .atLeastOnce, options: MQTTSubscribeOptions(noLocal: noLocal)) { m in
                 bridge.handle(InboundMessage(topic: m.topic, payload: m.payload, retain: m.retain,
-                                             responseTopic: m.properties.responseTopic, correlationData: m.properties.correlationData))
+                                             responseTopic: m.properties.responseTopic, correlationData: m.properties.correlationData,
+                                             packetID: m.packetID))
             })
         }
         // The frontend's requests and commands go the way MQTT's do.

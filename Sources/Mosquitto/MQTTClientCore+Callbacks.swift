@@ -205,7 +205,8 @@ extension MQTTClientCore {
             ? Array(UnsafeRawBufferPointer(start: m.payload, count: Int(m.payloadlen))) : []
         let message = MQTTMessage(
             topic: topic, payload: payload, qos: MQTTQoS(rawValue: Int(m.qos)) ?? .atMostOnce, retain: m.retain,
-            properties: properties == nil ? MQTTPublishProperties() : MQTTPublishProperties(copying: properties))
+            properties: properties == nil ? MQTTPublishProperties() : MQTTPublishProperties(copying: properties),
+            packetID: m.qos > 0 ? Int(m.mid) : nil)
         let routes = state.withLock { $0.routes }
         var dropped = 0
         var matched = false

@@ -72,11 +72,16 @@ public struct MQTTMessage: Sendable, Hashable {
     /// Set when the message was delivered because it is retained (§3.3.1.3).
     public var retain: Bool
     public var properties: MQTTPublishProperties
+    /// The packet identifier of a QoS 1 or 2 message as received (nil for QoS 0 and for messages
+    /// to send). A message the broker delivers again after a reconnect, because its PUBACK did
+    /// not reach the broker, carries the same identifier (MQTT 5 §4.4).
+    public var packetID: Int?
 
     public init(
         topic: String, payload: [UInt8], qos: MQTTQoS = .atMostOnce, retain: Bool = false,
-        properties: MQTTPublishProperties = MQTTPublishProperties()
+        properties: MQTTPublishProperties = MQTTPublishProperties(), packetID: Int? = nil
     ) {
+        self.packetID = packetID
         self.topic = topic
         self.payload = payload
         self.qos = qos
