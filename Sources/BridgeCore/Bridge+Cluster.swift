@@ -14,6 +14,13 @@ final class ClusterState: Sendable {
     let local = Mutex<[String: (rssi: Int, at: ContinuousClock.Instant)]>([:])
     /// Commands held while a device has no owner, by device id.
     let held = Mutex<[String: [PendingCommand]]>([:])
+    /// Commands that came while this node owned the device by its view but that view may be
+    /// stale (suspended): no other node holds them, so this one answers them if it turns out
+    /// another node owns the device now.
+    let heldAsOwner = Mutex<[String: [PendingCommand]]>([:])
+    /// This node read its own Will and not yet its own `online` again: the others took the
+    /// commands meanwhile (the new owner, or held for it), so this node leaves them alone.
+    let willSeen = Mutex(false)
     /// Devices whose session this node runs as their owner, with that session (a device
     /// reconfigured gets a new session, which starts not owning it).
     let active = Mutex<[String: ObjectIdentifier]>([:])
@@ -66,7 +73,11 @@ extension Bridge {
 
     /// The filters on which the node must receive its own publishes too (MQTT 5 no-local off):
     /// the claims, so that a handover note's echo tells where the broker ordered it.
-    public var ownPublishesWanted: Set<String> { cluster == nil ? [] : ["\(topics.base)/bridge/owners/+"] }
+    /// The node states too: a node that was cut off reads its own Will among the messages its
+    /// broker kept for it, and so knows which commands the others took as its device's owner's.
+    public var ownPublishesWanted: Set<String> {
+        cluster == nil ? [] : ["\(topics.base)/bridge/owners/+", "\(topics.base)/bridge/nodes/+/state"]
+    }
 
     /// Whether the node's view may be stale now (``ClusterState/disconnected``).
     func suspended(_ cluster: ClusterState, at now: ContinuousClock.Instant) -> Bool {
@@ -109,6 +120,11 @@ extension Bridge {
         switch route {
         case let .nodeState(node):
             let online = json?.objectValue?["state"]?.stringValue == "online"
+            if node == cluster.node {
+                // Our own Will (offline) among the messages kept for us: what follows until our
+                // own `online` the other nodes took as if we were gone; our `online` ends that.
+                cluster.willSeen.withLock { $0 = !online }
+            }
             cluster.view.withLock { $0.node(node, online: online) }
         case let .nodeSeen(node):
             guard node != cluster.node else { break }  // this node's own report is applied as it is made
@@ -151,7 +167,23 @@ extension Bridge {
         let now = clock.now()
         noticeStall(at: now)
         var role = cluster.view.withLock { $0.role(of: device, at: now) }
-        if suspended(cluster, at: now), case .owner = role { role = .claiming }
+        if cluster.willSeen.withLock({ $0 }) {
+            logger.debug("command ordered after this node's Will: the other nodes take it", metadata: ["device": "\(device)"])
+            return
+        }
+        if suspended(cluster, at: now), case .owner = role {
+            // Ours by a view that may be stale: nobody else holds it; decided after the resync.
+            let full = cluster.heldAsOwner.withLock { held -> Bool in
+                guard held[device, default: []].count < BridgeDefaults.heldCommands else { return true }
+                held[device, default: []].append(command)
+                return false
+            }
+            if full {
+                output.respond(command, device: device, .error,
+                               error: CommandError(.deviceOffline, "\(device): this bridge is reconnecting and \(BridgeDefaults.heldCommands) commands wait already"))
+            }
+            return
+        }
         // Handing over: what the broker ordered before the note is still this node's to execute.
         if case .handingOver = role, !cluster.noteEchoed.withLock({ $0.contains(device) }) { role = .owner }
         switch role {
@@ -357,19 +389,29 @@ extension Bridge {
                                   qos: 0, retain: true))
     }
 
+    /// Takes the held commands whose deadline passed, by device.
+    static func takeDue(_ held: borrowing Mutex<[String: [PendingCommand]]>, at now: ContinuousClock.Instant) -> [(String, PendingCommand)] {
+        held.withLock { held in
+            var out: [(String, PendingCommand)] = []
+            for (device, commands) in held {
+                let due = { (c: PendingCommand) in c.deadline.map { $0 <= now } ?? false }
+                out += commands.filter(due).map { (device, $0) }
+                let kept = commands.filter { !due($0) }
+                held[device] = kept.isEmpty ? nil : kept
+            }
+            return out
+        }
+    }
+
     /// Held commands past their deadline end: answered `expired` by the leader (the lowest
     /// online node id), dropped by the others, so one answer goes out.
     func expireHeld(at now: ContinuousClock.Instant) {
         guard let cluster else { return }
-        let expired = cluster.held.withLock { held -> [(String, PendingCommand)] in
-            var out: [(String, PendingCommand)] = []
-            for (device, commands) in held {
-                let due = { (c: PendingCommand) in c.deadline.map { $0 <= now } ?? false }
-                let (gone, kept) = (commands.filter(due), commands.filter { !due($0) })
-                out += gone.map { (device, $0) }
-                held[device] = kept.isEmpty ? nil : kept
-            }
-            return out
+        let expired = Self.takeDue(cluster.held, at: now)
+        let expiredOwn = Self.takeDue(cluster.heldAsOwner, at: now)
+        for (device, cmd) in expiredOwn {
+            if let id = cmd.outboxID { try? store.removeCommand(id) }
+            output.respond(cmd, device: device, .expired, error: CommandError(.deviceOffline, "\(device) was not back before the deadline"))
         }
         guard !expired.isEmpty else { return }
         let leader = cluster.view.withLock { $0.leader == $0.me }
@@ -400,12 +442,14 @@ extension Bridge {
             case .owner:
                 guard !isActive else {
                     // Held while the node resynchronised: still ours, so delivered now.
-                    let held = cluster.held.withLock { $0.removeValue(forKey: id) } ?? []
+                    let held = (cluster.heldAsOwner.withLock { $0.removeValue(forKey: id) } ?? [])
+                        + (cluster.held.withLock { $0.removeValue(forKey: id) } ?? [])
                     for cmd in held { session.submit(cmd) }
                     continue
                 }
                 cluster.active.withLock { $0[id] = ObjectIdentifier(session) }
-                let held = cluster.held.withLock { $0.removeValue(forKey: id) } ?? []
+                let held = (cluster.heldAsOwner.withLock { $0.removeValue(forKey: id) } ?? [])
+                    + (cluster.held.withLock { $0.removeValue(forKey: id) } ?? [])
                 let address = r.config.address
                 cluster.jobSink.yield { [central] in
                     // A link another bridge on this Bluetooth daemon left up would keep the device from us.
@@ -427,6 +471,12 @@ extension Bridge {
             case let .other(node):
                 let dropped = cluster.held.withLock { $0.removeValue(forKey: id) } ?? []
                 for cmd in dropped { if let o = cmd.outboxID { try? store.removeCommand(o) } }
+                // Taken while this node thought it owned the device: nobody else will answer them.
+                for cmd in cluster.heldAsOwner.withLock({ $0.removeValue(forKey: id) }) ?? [] {
+                    if let o = cmd.outboxID { try? store.removeCommand(o) }
+                    output.respond(cmd, device: id, .error, error: CommandError(
+                        .interrupted, "\(cluster.node) was cut off from the broker when the command came and \(id) is \(node)'s now: not executed"))
+                }
                 if isActive { deactivate(id, session, CommandError(.interrupted, "\(id) moved to \(node) before the command was sent (not repeated)")) }
             case .unowned:
                 if isActive {
