@@ -57,12 +57,30 @@ extension BlueZCentral: BLEAdapterControl {
     /// `Device1.Disconnect` of the device on this adapter, waiting for `Connected=false`
     /// (about 2 s on bluetoothd, spec/bluez.md behaviour 5). Not connected is success.
     public func closeUnusedLink(to address: String) async throws(BLEError) {
-        guard let device = client.device(address, adapter: adapter), client.connectionState(device).connected else { return }
-        do throws(BlueZError) {
-            try await client.disconnect(device, timeout: client.callTimeout)
-        } catch {
-            throw BLEError(error)
+        guard let device = client.device(address, adapter: adapter) else { return }
+        do throws(BlueZError) { try await disconnectIfConnected(device) } catch { throw BLEError(error) }
+    }
+
+    /// The same on the daemon's other adapters (not this one, nor `keeping`); a failure leaves
+    /// that link and goes on with the next.
+    public func takeOver(address: String, keeping adapters: Set<String>) async -> [String] {
+        let keep = adapters.union([adapter.name])
+        var closed: [String] = []
+        for device in client.devices(address) {
+            guard let parent = device.path.parent else { continue }
+            let name = BlueZAdapter(path: parent).name
+            guard !keep.contains(name), (try? await disconnectIfConnected(device)) == true else { continue }
+            closed.append(name)
         }
+        return closed
+    }
+
+    /// `Device1.Disconnect` when the cache shows the device connected; true when it was.
+    @discardableResult
+    func disconnectIfConnected(_ device: BlueZDevice) async throws(BlueZError) -> Bool {
+        guard client.connectionState(device).connected else { return false }
+        try await client.disconnect(device, timeout: client.callTimeout)
+        return true
     }
 
     /// `Adapter1.RemoveDevice`: bluetoothd disconnects the device if needed, forgets its bond and

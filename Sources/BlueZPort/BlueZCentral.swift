@@ -83,23 +83,6 @@ public final class BlueZCentral: BLECentral {
         }
     }
 
-    public var adapterNames: Set<String> { [adapter.name] }
-
-    /// `Device1.Disconnect` of links to `address` through the daemon's other adapters, except `keeping`.
-    public func takeOver(address: String, keeping adapters: Set<String>) async -> [String] {
-        let keep = adapters.union([adapter.name])
-        var closed: [String] = []
-        for device in client.devices(address) {
-            guard let parent = device.path.parent, !keep.contains(BlueZAdapter(path: parent).name) else { continue }
-            guard client.connectionState(device).connected else { continue }
-            do throws(BlueZError) {
-                try await client.disconnect(device)
-                closed.append(BlueZAdapter(path: parent).name)
-            } catch {}
-        }
-        return closed
-    }
-
     public func connect(address: String, notify: [CharacteristicID], timeout: Duration) async throws(BLEError) -> any BLELink {
         try await connect(address: address, notify: notify, pair: false, timeout: timeout)
     }

@@ -70,13 +70,6 @@ public final class AdapterSet: BLECentral, BLEAdapterControl, Sendable {
         pinned.withLock { $0[address.uppercased()] = adapter }
     }
 
-    public var adapterNames: Set<String> { Set(entries.map(\.name)) }
-
-    /// One member is enough: they share the Bluetooth daemon and see all its adapters.
-    public func takeOver(address: String, keeping adapters: Set<String>) async -> [String] {
-        await entries.first?.member.central.takeOver(address: address, keeping: adapters.union(adapterNames)) ?? []
-    }
-
     /// The gate is per adapter, inside: sessions do not serialise connects across adapters.
     public var serialisesConnects: Bool { true }
 
@@ -265,6 +258,13 @@ public final class AdapterSet: BLECentral, BLEAdapterControl, Sendable {
         for control in unusedLinkHolders(address) where control.holdsUnusedLink(to: address) {
             try await control.closeUnusedLink(to: address)
         }
+    }
+
+    /// One member is enough: they share the Bluetooth daemon and see all its adapters; every
+    /// adapter of the set is kept.
+    public func takeOver(address: String, keeping adapters: Set<String>) async -> [String] {
+        let mine = Set(entries.map(\.name))
+        return await entries.first?.member.central.adapterControl?.takeOver(address: address, keeping: adapters.union(mine)) ?? []
     }
 
     /// The management sides of the adapters through which this set has no link to `address`.

@@ -453,8 +453,8 @@ extension Bridge {
                 let address = r.config.address
                 cluster.jobSink.yield { [central] in
                     // A link another bridge on this Bluetooth daemon left up would keep the device from us.
-                    if let address {
-                        let closed = await central.takeOver(address: address, keeping: central.adapterNames)
+                    if let address, let control = central.adapterControl {
+                        let closed = await control.takeOver(address: address, keeping: [])
                         if !closed.isEmpty {
                             self.logger.warning("cluster: closed a link another bridge left to the device through this Bluetooth daemon's \(closed.joined(separator: ", "))",
                                                 metadata: ["device": "\(id)"])

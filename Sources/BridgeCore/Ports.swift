@@ -110,19 +110,10 @@ public protocol BLECentral: Sendable {
     /// Whether the central serialises its connects itself (per adapter, ``AdapterSet``); if
     /// not, the bridge holds one gate around every connect (one adapter).
     var serialisesConnects: Bool { get }
-    /// This bridge now owns the device: it closes links to it that the same Bluetooth daemon
-    /// holds through adapters not in `keeping` (another bridge's on this host, which died with
-    /// its link up: bluetoothd keeps a link when its client goes).
-    /// Returns the adapters whose link it closed.
-    func takeOver(address: String, keeping adapters: Set<String>) async -> [String]
-    /// The adapters this central connects through.
-    var adapterNames: Set<String> { get }
 }
 
 extension BLECentral {
     public var serialisesConnects: Bool { false }
-    public func takeOver(address: String, keeping adapters: Set<String>) async -> [String] { [] }
-    public var adapterNames: Set<String> { [] }
 
     /// Centrals that cannot pair connect as usual (the first encrypted access then fails).
     public func connect(address: String, notify: [CharacteristicID], pair: Bool, timeout: Duration) async throws(BLEError) -> any BLELink {
@@ -220,12 +211,18 @@ public protocol BLEAdapterControl: Sendable {
     /// Closes such a link (`Device1.Disconnect`, waiting for `Connected=false`); the bond stays.
     /// Succeeds when there is none.
     func closeUnusedLink(to address: String) async throws(BLEError)
+    /// This bridge now owns the device: closes the links to it that the same Bluetooth daemon
+    /// holds through its other adapters, those not this central's nor in `keeping` (another
+    /// bridge's on this host that died with its link up: bluetoothd keeps it). Returns the
+    /// adapters whose link it closed.
+    func takeOver(address: String, keeping adapters: Set<String>) async -> [String]
 }
 
 extension BLEAdapterControl {
     /// A central that cannot tell never holds one.
     public func holdsUnusedLink(to address: String) -> Bool { false }
     public func closeUnusedLink(to address: String) async throws(BLEError) {}
+    public func takeOver(address: String, keeping adapters: Set<String>) async -> [String] { [] }
 }
 
 extension BLECentral {

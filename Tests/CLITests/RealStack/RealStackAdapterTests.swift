@@ -47,7 +47,7 @@ extension RealStackTests {
         /// Then the owner is killed (SIGKILL): its Will comes at once (the broker sees the socket
         /// close) and the other node claims the sensor. bluetoothd keeps the link the dead client
         /// made (the sensor, connected, advertises to nobody), so the new owner closes it — it is
-        /// held through another adapter of its own daemon (`BLECentral.takeOver`) — and connects
+        /// held through another adapter of its own daemon (`BLEAdapterControl.takeOver`) — and connects
         /// through its own adapter: the command is written once, answered by it. The killed node,
         /// restarted as its service manager would, does not own the sensor and leaves it alone.
         @Test func twoBridgesOnOneBluetoothd() async throws {
