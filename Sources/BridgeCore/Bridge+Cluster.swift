@@ -55,6 +55,8 @@ final class ClusterState: Sendable {
     /// This node's id.
     let node: String
 
+    /// How long the continuous scan waits before it starts again after it failed or ended.
+    static let scanRetry: Duration = .seconds(2)
     /// A loop that did not turn for this long was frozen (its ticks are 50 ms apart).
     static let stallLimit: Duration = .seconds(1)
 
@@ -119,8 +121,16 @@ extension Bridge {
         let json = m.payload.isEmpty ? nil : try? JSONValue(parsing: m.payload)
         switch route {
         case let .nodeState(node):
-            let online = json?.objectValue?["state"]?.stringValue == "online"
-            if node == cluster.node {
+            // `{"state":"online"|"offline",…}`; an empty payload (the retained state cleared) is
+            // a node gone. Anything else is somebody else's garbage: said, and ignored.
+            let state = m.payload.isEmpty ? "offline" : json?.objectValue?["state"]?.stringValue
+            guard state == "online" || state == "offline" else {
+                logger.warning("ignoring a malformed node state (expected {\"state\":\"online\"|\"offline\"})",
+                               metadata: ["topic": "\(m.topic)", "payload": "\(String(decoding: m.payload.prefix(200), as: UTF8.self))"])
+                break
+            }
+            let online = state == "online"
+            if node == cluster.node, !m.payload.isEmpty {
                 // Our own Will (offline) among the messages kept for us: what follows until our
                 // own `online` the other nodes took as if we were gone; our `online` ends that.
                 cluster.willSeen.withLock { $0 = !online }
@@ -128,8 +138,12 @@ extension Bridge {
             cluster.view.withLock { $0.node(node, online: online) }
         case let .nodeSeen(node):
             guard node != cluster.node else { break }  // this node's own report is applied as it is made
+            guard let devices = json?.objectValue?["devices"]?.objectValue ?? (m.payload.isEmpty ? [:] : nil) else {
+                logger.warning("ignoring a malformed node report (expected {\"devices\":{…}})", metadata: ["topic": "\(m.topic)"])
+                break
+            }
             var seen: [String: ClusterView.Sighting] = [:]
-            for (address, value) in json?.objectValue?["devices"]?.objectValue ?? [:] {
+            for (address, value) in devices {
                 guard let o = value.objectValue, case let .int(rssi)? = o["rssi"] else { continue }
                 var age: Int64 = 0
                 if case let .int(a)? = o["age_ms"], a > 0 { age = a }
@@ -560,7 +574,7 @@ extension Bridge {
                 logger.warning("cluster: scan failed", metadata: ["error": "\(error)"])
             }
             if Task.isCancelled { break }
-            try? await sleep(.seconds(2))
+            try? await sleep(ClusterState.scanRetry)
         }
     }
 }

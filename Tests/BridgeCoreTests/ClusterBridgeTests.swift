@@ -62,6 +62,14 @@ import Testing
             // b reports what it sees, retained.
             let seen = try await b.mqtt.wait(for: "gatt2mqtt/bridge/nodes/b/seen", until: { $0.contains { $0.text.contains(#""rssi":-70"#) } })
             #expect(seen.last?.retain == true)
+            // Garbage on a node state is ignored: a stays online, and b's own state is not taken
+            // for its Will.
+            b.inject("nodes/a/state", "garbage")
+            b.inject("nodes/b/state", #"{"state":"sleepy"}"#)
+            b.inject("nodes/a/seen", "{oops")
+            #expect(b.bridge.cluster!.view.withLock { $0.online.contains("a") })
+            #expect(b.bridge.cluster!.willSeen.withLock { !$0 })
+            #expect(b.bridge.cluster!.view.withLock { $0.sightings["a"]?[ClusterBridgeTests.address]?.rssi } == -50, "a's report stands")
             // a owns it: b neither executes nor answers (a does).
             b.set(#"{"command":"ping","value":1,"transaction":"t1"}"#)
             #expect(b.mqtt.messages("gatt2mqtt/dev/response").isEmpty)

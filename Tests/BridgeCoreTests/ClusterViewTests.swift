@@ -105,22 +105,20 @@ struct ClusterViewTests {
         // 5 dB better is within the hysteresis: nothing.
         a.report(from: "b", sees(-55))
         #expect(a.decide("cam", address: Self.address, at: Self.t0 + .seconds(20)) == nil)
+        // At second `t`: a, connected, still at -60; b at `rssi`; what a decides.
+        func step(b rssi: Int, at t: Int64) -> ClusterView.Decision? {
+            let now = Self.t0 + .seconds(t)
+            a.report(from: "b", sees(rssi, at: now))
+            a.report(from: "a", sees(-60, at: now, connected: true))
+            return a.decide("cam", address: Self.address, at: now)
+        }
         // 6 dB better: the clock starts; before handover_after nothing, after it a hands over.
-        a.report(from: "b", sees(-54, at: Self.t0 + .seconds(20)))
-        a.report(from: "a", sees(-60, at: Self.t0 + .seconds(20), connected: true))
-        #expect(a.decide("cam", address: Self.address, at: Self.t0 + .seconds(20)) == nil)
-        a.report(from: "b", sees(-54, at: Self.t0 + .seconds(29)))
-        a.report(from: "a", sees(-60, at: Self.t0 + .seconds(29), connected: true))
-        #expect(a.decide("cam", address: Self.address, at: Self.t0 + .seconds(29)) == nil)
+        #expect(step(b: -54, at: 20) == nil)
+        #expect(step(b: -54, at: 29) == nil)
         // It dips back within the hysteresis once: the clock starts again.
-        a.report(from: "b", sees(-57, at: Self.t0 + .seconds(29)))
-        #expect(a.decide("cam", address: Self.address, at: Self.t0 + .seconds(29)) == nil)
-        a.report(from: "b", sees(-50, at: Self.t0 + .seconds(30)))
-        a.report(from: "a", sees(-60, at: Self.t0 + .seconds(30), connected: true))
-        #expect(a.decide("cam", address: Self.address, at: Self.t0 + .seconds(30)) == nil)
-        a.report(from: "b", sees(-50, at: Self.t0 + .seconds(40)))
-        a.report(from: "a", sees(-60, at: Self.t0 + .seconds(40), connected: true))
-        let d = a.decide("cam", address: Self.address, at: Self.t0 + .seconds(40))
+        #expect(step(b: -57, at: 29) == nil)
+        #expect(step(b: -50, at: 30) == nil)
+        let d = step(b: -50, at: 40)
         #expect(d == .handOver(OwnershipClaim(node: "a", epoch: 1, handoverTo: "b")))
         a.receive(OwnershipClaim(node: "a", epoch: 1, handoverTo: "b"), for: "cam", at: Self.t0 + .seconds(40))
         #expect(a.role(of: "cam", at: Self.t0 + .seconds(40)) == .handingOver(to: "b"))
