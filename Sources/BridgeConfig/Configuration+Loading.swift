@@ -50,9 +50,17 @@ extension Configuration {
 
     /// Cross-field checks: unique device ids and addresses, topic-safe ids, each device's
     /// `adapter` one of `bluetooth.adapters`, and (after the environment) `cluster.lost_after`
-    /// above `cluster.seen_interval`. `adapterLines`: device index → line of its `adapter`.
+    /// above `cluster.seen_interval`; a frontend beyond loopback has a token or says
+    /// `allow_unauthenticated`. `adapterLines`: device index → line of its `adapter`.
     func validate(adapterLines: [Int: Int] = [:]) throws(ConfigError) {
         try cluster.checkLostAfter(path: "cluster.lost_after", line: nil)
+        if let f = frontend, !f.isLoopback, f.authTokenFile == nil, !f.allowUnauthenticated {
+            throw ConfigError(path: "frontend.auth_token_file", line: nil, message: """
+                frontend.listen \(f.listen) is reachable beyond this machine, and without a token anyone who reaches it \
+                drives the bridge: set frontend.auth_token_file (a file holding a token, chmod 600), listen on 127.0.0.1, \
+                or set frontend.allow_unauthenticated: true to serve it open on purpose
+                """)
+        }
         var ids = Set<String>(), addresses = Set<String>()
         for (i, d) in devices.enumerated() {
             if let a = d.adapter {
@@ -441,7 +449,37 @@ extension MetricsSettings {
             host = h
             port = p
         }
+        if let n = r.take("allowed_hosts") { allowedHosts = try Self.hostList(n, path: partial ? path : r.child("allowed_hosts"), fromEnvironment: partial) }
         try r.finish()
+    }
+
+    /// `allowed_hosts`: a list of host names or IP addresses, without scheme or port (from the
+    /// environment, `a.example,b.example`), in lower case.
+    static func hostList(_ node: ConfigNode, path: String, fromEnvironment: Bool) throws(ConfigError) -> [String] {
+        var names: [(name: String, path: String, line: Int?)] = []
+        switch node.kind {
+        case let .sequence(items):
+            for (i, item) in items.enumerated() {
+                guard case let .scalar(s) = item.kind else {
+                    throw ConfigError(path: "\(path)[\(i)]", line: item.line, message: "expected a host name like bridge.example")
+                }
+                names.append((s.string, "\(path)[\(i)]", item.line))
+            }
+        case let .scalar(s) where fromEnvironment:
+            names = s.string.split(separator: ",").map { (String($0).trimmingCharacters(in: " "), path, nil) }
+        default:
+            throw ConfigError(path: path, line: node.line, message: "expected a list of host names like [bridge.example, 192.168.1.20]")
+        }
+        for n in names {
+            let name = n.name.hasPrefix("[") && n.name.hasSuffix("]") ? String(n.name.dropFirst().dropLast()) : n.name
+            let hostName = !name.isEmpty && name.count <= 253 && !name.hasPrefix(".") && !name.hasPrefix("-")
+                && name.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "." || $0 == "-") }
+            guard hostName || isIP(name, family: AF_INET6) else {
+                throw ConfigError(path: n.path, line: n.line,
+                                  message: "'\(n.name)' is not a host name or IP address (no scheme, port or path: e.g. bridge.example, 192.168.1.20)")
+            }
+        }
+        return names.map { $0.name.lowercased() }
     }
 
     /// `HOST:PORT`, `[IPv6]:PORT` or `localhost:PORT` → the IP address and the port; nil when
@@ -486,6 +524,10 @@ extension FrontendSettings {
                                   message: "expected the path of a file holding the token")
             }
             authTokenFile = v
+        }
+        if let v = try r.bool("allow_unauthenticated") { allowUnauthenticated = v }
+        if let n = r.take("allowed_hosts") {
+            allowedHosts = try MetricsSettings.hostList(n, path: partial ? path : r.child("allowed_hosts"), fromEnvironment: partial)
         }
         try r.finish()
     }

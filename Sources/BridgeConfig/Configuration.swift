@@ -142,12 +142,16 @@ public struct MetricsSettings: Sendable, Equatable {
     /// An IP address (IPv6 without brackets); `localhost` is taken as `127.0.0.1`.
     public var host = "127.0.0.1"
     public var port = 9464
+    /// `metrics.allowed_hosts`: names (besides the loopback names and the listen address) a
+    /// request's `Host` may carry; any other is refused (DNS rebinding).
+    public var allowedHosts: [String] = []
 
     public init() {}
 
-    public init(host: String, port: Int) {
+    public init(host: String, port: Int, allowedHosts: [String] = []) {
         self.host = host
         self.port = port
+        self.allowedHosts = allowedHosts
     }
 
     /// `HOST:PORT` (`[HOST]:PORT` for IPv6).
@@ -161,17 +165,28 @@ public struct FrontendSettings: Sendable, Equatable {
     public var port = 8080
     /// A file holding the token every request must carry (nil: no authentication).
     public var authTokenFile: String?
+    /// `frontend.allow_unauthenticated`: serve without a token on an address beyond loopback
+    /// (without it, such a configuration is refused).
+    public var allowUnauthenticated = false
+    /// `frontend.allowed_hosts`: names (besides the loopback names and the listen address) a
+    /// request's `Host` (and a state-changing request's `Origin`) may carry; any other is refused.
+    public var allowedHosts: [String] = []
 
     public init() {}
 
-    public init(host: String, port: Int, authTokenFile: String? = nil) {
+    public init(host: String, port: Int, authTokenFile: String? = nil, allowUnauthenticated: Bool = false, allowedHosts: [String] = []) {
         self.host = host
         self.port = port
         self.authTokenFile = authTokenFile
+        self.allowUnauthenticated = allowUnauthenticated
+        self.allowedHosts = allowedHosts
     }
 
     /// `HOST:PORT` (`[HOST]:PORT` for IPv6).
     public var listen: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
+
+    /// Listening on a loopback address only (`127.x.y.z` or `::1`).
+    public var isLoopback: Bool { host.hasPrefix("127.") || host == "::1" }
 }
 
 public enum DeviceProfile: String, Sendable, Equatable, CaseIterable {

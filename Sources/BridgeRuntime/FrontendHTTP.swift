@@ -103,6 +103,7 @@ struct HTTPResponse: Sendable, Equatable {
         case 408: "Request Timeout"
         case 411: "Length Required"
         case 413: "Content Too Large"
+        case 421: "Misdirected Request"
         case 503: "Service Unavailable"
         case 504: "Gateway Timeout"
         default: "Status"
@@ -130,6 +131,67 @@ struct HTTPResponse: Sendable, Equatable {
     /// `{"error": message}`.
     static func error(_ status: Int, _ message: String, headers: [(String, String)] = []) -> HTTPResponse {
         json(status, #"{"error":\#(jsonString(message))}"#, headers: headers)
+    }
+}
+
+/// The names a server answers to: a request whose `Host` (or, when it changes state, whose
+/// `Origin`) names another is refused, so a page of another site whose name was made to point
+/// at the bridge (DNS rebinding) reaches nothing. Allowed: the loopback names (`localhost`,
+/// `127.x.y.z`, `[::1]`), the listen address when it is a specific one, and the configured
+/// `allowed_hosts`; the port is not compared. A request without `Host` (HTTP/1.0, a script)
+/// passes: browsers always send it.
+struct HostAllowList: Sendable, Equatable {
+    /// Lower case, IPv6 without brackets.
+    var names: Set<String>
+
+    /// `listen`: the address listened on (added unless it is `0.0.0.0` or `::`).
+    init(listen: String, allowed: [String]) {
+        names = Set(allowed.map { Self.name(ofHost: $0) ?? $0.lowercased() })
+        if listen != "0.0.0.0", listen != "::" { names.insert(listen.lowercased()) }
+    }
+
+    /// The loopback names only.
+    static let loopback = HostAllowList(listen: "0.0.0.0", allowed: [])
+
+    func allows(host: String?) -> Bool {
+        guard let host else { return true }
+        guard let name = Self.name(ofHost: host) else { return false }
+        return Self.isLoopback(name) || names.contains(name)
+    }
+
+    /// An `Origin` (`scheme://host[:port]`) naming an allowed host; `null` and others are not.
+    func allows(origin: String) -> Bool {
+        let lower = origin.lowercased()
+        guard let scheme = lower.range(of: "://"), ["http", "https"].contains(lower[..<scheme.lowerBound]) else { return false }
+        let rest = lower[scheme.upperBound...]
+        guard !rest.isEmpty, !rest.contains("/") else { return false }
+        return allows(host: String(rest))
+    }
+
+    /// `name`, `name:port`, `[v6]` or `[v6]:port` → the name in lower case (a trailing dot
+    /// dropped), nil when malformed.
+    static func name(ofHost host: String) -> String? {
+        var text = Substring(host.lowercased().trimmingCharacters(in: .whitespaces))
+        if text.hasPrefix("[") {
+            guard let close = text.firstIndex(of: "]") else { return nil }
+            let after = text[text.index(after: close)...]
+            guard after.isEmpty || (after.hasPrefix(":") && after.dropFirst().allSatisfy(\.isNumber)) else { return nil }
+            return String(text[text.index(after: text.startIndex)..<close])
+        }
+        if let colon = text.lastIndex(of: ":") {
+            guard text[text.index(after: colon)...].allSatisfy(\.isNumber) else { return nil }
+            text = text[..<colon]
+        }
+        if text.hasSuffix(".") { text = text.dropLast() }
+        guard !text.isEmpty, !text.contains(":") else { return nil }
+        return String(text)
+    }
+
+    /// `localhost`, `127.x.y.z` or `::1`.
+    static func isLoopback(_ name: String) -> Bool {
+        if name == "localhost" || name == "::1" { return true }
+        let parts = name.split(separator: ".", omittingEmptySubsequences: false)
+        return parts.count == 4 && parts[0] == "127" && parts.allSatisfy { UInt8($0) != nil }
     }
 }
 

@@ -22,36 +22,48 @@ public struct FrontendServer: Service {
     let logger: Logger
     let router: FrontendRouter
 
-    /// At most this many connections are served at once (event streams included).
-    static let maxConnections = 32
-    /// A connection must send its request (head and body) within this.
-    static let requestTimeout: Duration = .seconds(5)
+    /// At most 32 connections at once (event streams included), 8 from one address; a request
+    /// within 10 s; a client that takes nothing written to it for 10 s is dropped.
+    static let limits = HTTPListener.Limits(maxConnections: 32, maxPerClient: 8)
     /// The heartbeat of an event stream (an SSE comment).
     static let heartbeat: Duration = .seconds(15)
 
     /// Listens on `settings` and reads the token file, so a bad address or token stops the start
-    /// with the reason. `metrics`: also serve `/metrics` (bootstraps swift-metrics: make this
-    /// before the bridge).
+    /// with the reason (as does an address beyond loopback with neither a token nor
+    /// `allow_unauthenticated`). `metrics`: also serve `/metrics` (bootstraps swift-metrics: make
+    /// this before the bridge).
     public init(settings: FrontendSettings, hub: FrontendHub, metrics: Bool, logger: Logger) throws(StartupError) {
+        try self.init(settings: settings, hub: hub, metrics: metrics, logger: logger, limits: Self.limits)
+    }
+
+    init(settings: FrontendSettings, hub: FrontendHub, metrics: Bool, logger: Logger, limits: HTTPListener.Limits) throws(StartupError) {
         self.settings = settings
         self.logger = logger
         var token: String?
         if let file = settings.authTokenFile {
             do { token = try Self.readToken(file) } catch { throw StartupError("frontend.auth_token_file \(file): \(error.description)") }
+        } else if !settings.isLoopback, !settings.allowUnauthenticated {
+            throw StartupError("frontend.auth_token_file: frontend.listen \(settings.listen) is reachable beyond this machine: "
+                + "set frontend.auth_token_file, listen on 127.0.0.1, or set frontend.allow_unauthenticated: true")
         }
-        listener = try HTTPListener(host: settings.host, port: settings.port, what: "frontend.listen \(settings.listen)",
-                                    maxConnections: Self.maxConnections)
+        listener = try HTTPListener(host: settings.host, port: settings.port, what: "frontend.listen \(settings.listen)", limits: limits)
         router = FrontendRouter(hub: hub, token: token,
                                 metrics: metrics ? MetricsHandler(registry: PrometheusBackend.registry, process: PrometheusBackend.process) : nil,
-                                loopback: settings.host.hasPrefix("127.") || settings.host == "::1")
+                                hosts: HostAllowList(listen: settings.host, allowed: settings.allowedHosts))
     }
 
-    struct TokenError: Error { let description: String }
+    struct TokenError: Error, Equatable { let description: String }
 
     /// The token: the file's text without surrounding white space; at least 8 characters, all
-    /// of them printable ASCII that a cookie can carry (no space, `"`, `,`, `;` or `\`).
+    /// of them printable ASCII that a cookie can carry (no space, `"`, `,`, `;` or `\`). The file
+    /// must be readable by its owner only (mode 600 or stricter).
     static func readToken(_ path: String) throws(TokenError) -> String {
         guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { throw TokenError(description: "cannot be read") }
+        var info = stat()
+        guard stat(path, &info) == 0 else { throw TokenError(description: "cannot be read") }
+        guard info.st_mode & 0o077 == 0 else {
+            throw TokenError(description: "group or others may read or write it (mode \(String(info.st_mode & 0o777, radix: 8))): chmod 600 \(path)")
+        }
         let token = text.trimmingCharacters(in: .whitespacesAndNewlines)
         guard token.count >= 8 else { throw TokenError(description: "the token must have at least 8 characters") }
         guard token.unicodeScalars.allSatisfy({ $0.value > 0x20 && $0.value < 0x7F && !"\",;\\".unicodeScalars.contains($0) }) else {
@@ -61,16 +73,20 @@ public struct FrontendServer: Service {
     }
 
     public func run() async throws {
-        logger.info("web frontend on http://\(settings.listen)/\(router.token == nil ? "" : " (token required)")")
+        if router.token == nil, !settings.isLoopback {
+            logger.warning("web frontend on http://\(settings.listen)/ without a token (frontend.allow_unauthenticated): whoever reaches it drives the bridge")
+        } else {
+            logger.info("web frontend on http://\(settings.listen)/\(router.token == nil ? "" : " (token required)")")
+        }
         let hub = router.hub
         LogTap.shared.set { level, message in hub.log(level: level.rawValue, message: message) }
         defer { LogTap.shared.set(nil) }
         try await listener.run { connection in await serve(connection) }
     }
 
-    /// One connection: its request (within ``requestTimeout``), then one answer or an event stream.
+    /// One connection: its request (within the request timeout), then one answer or an event stream.
     func serve(_ connection: AsyncSocket) async {
-        let read = await withDeadline(Self.requestTimeout) { try? await Self.readRequest(connection) }
+        let read = await listener.read(connection) { try await Self.readRequest($0) }
         let request: HTTPRequest
         switch read {
         case nil: return
@@ -80,22 +96,21 @@ public struct FrontendServer: Service {
             case .tooLarge: .error(413, "the body is larger than \(HTTPRequest.maxBody) bytes")
             case .lengthRequired: .error(411, "send the body with a Content-Length")
             }
-            try? await connection.write(Data(response.bytes))
+            _ = await listener.write(connection, response.bytes)
             return
         case let .success(r)?: request = r
         }
         switch await router.route(request) {
         case let .response(response):
-            do { try await connection.write(Data(response.bytes)) } catch {
-                logger.debug("frontend: the answer was not sent", metadata: ["error": "\(error)"])
-            }
+            if await !listener.write(connection, response.bytes) { logger.debug("frontend: the answer was not sent") }
         case let .events(lastEventID):
             await stream(connection, lastEventID: lastEventID)
         }
     }
 
     /// An event stream: `hello`, the snapshot, `ready`, then every message the bridge publishes
-    /// and a heartbeat, until the page goes (a write fails) or the server stops.
+    /// and a heartbeat, until the page goes (a write fails, or does not go on within the write
+    /// timeout: a page that stopped reading) or the server stops.
     func stream(_ connection: AsyncSocket, lastEventID: String?) async {
         let hub = router.hub
         let subscription = hub.subscribe(lastEventID: lastEventID)
@@ -111,16 +126,13 @@ public struct FrontendServer: Service {
         first += router.hello(reset: subscription.reset)
         for item in subscription.snapshot { first += router.event(item) }
         first += SSE.event("ready", data: "{}")
-        do {
-            try await connection.write(Data(first))
-            for await event in subscription.events {
-                switch event {
-                case let .item(item): try await connection.write(Data(router.event(item)))
-                case .ping: try await connection.write(Data(SSE.comment("ping")))
-                }
+        guard await listener.write(connection, first) else { return logger.debug("frontend: an event stream ended") }
+        for await event in subscription.events {
+            let bytes = switch event {
+            case let .item(item): router.event(item)
+            case .ping: SSE.comment("ping")
             }
-        } catch {
-            logger.debug("frontend: an event stream ended", metadata: ["error": "\(error)"])
+            guard await listener.write(connection, bytes) else { return logger.debug("frontend: an event stream ended") }
         }
     }
 
@@ -155,10 +167,9 @@ struct FrontendRouter: Sendable {
     /// nil: no authentication.
     let token: String?
     let metrics: MetricsHandler?
-    /// Listening on a loopback address: without a token, only requests for a loopback name are
-    /// served (a page of another site whose name was made to point at 127.0.0.1 — DNS
-    /// rebinding — gets 403).
-    var loopback = false
+    /// The names requests may be for (421 for another: DNS rebinding), and a state-changing
+    /// request's `Origin` may name (403 for another).
+    var hosts = HostAllowList.loopback
 
     static let cookie = "gatt2mqtt_token"
 
@@ -181,7 +192,15 @@ struct FrontendRouter: Sendable {
     ]
 
     func route(_ r: HTTPRequest) async -> Outcome {
+        guard hosts.allows(host: r.header("host")) else {
+            return .response(.error(421, "this frontend does not answer to the name '\(r.header("host") ?? "")': "
+                + "add it to frontend.allowed_hosts to use it"))
+        }
         guard authorized(r) else {
+            if r.query["token"] != nil, r.path != "/" {
+                return .response(.error(401, "?token= is accepted on the page's address (/?token=TOKEN) only: send the cookie it sets, or Authorization: Bearer TOKEN",
+                                        headers: [("WWW-Authenticate", #"Bearer realm="gatt2mqtt""#)]))
+            }
             if r.method == "GET", r.header("accept")?.contains("text/html") == true {
                 // A browser: a page that says what to do (and runs nothing).
                 return .response(HTTPResponse(status: 401, headers: [("Content-Type", "text/html; charset=utf-8"), ("WWW-Authenticate", #"Bearer realm="gatt2mqtt""#)]
@@ -189,9 +208,6 @@ struct FrontendRouter: Sendable {
             }
             return .response(.error(401, "unauthorized: open /?token=TOKEN once in the browser (it sets a cookie), or send Authorization: Bearer TOKEN",
                                     headers: [("WWW-Authenticate", #"Bearer realm="gatt2mqtt""#)]))
-        }
-        if token == nil, loopback, !Self.isLoopbackHost(r.header("host")) {
-            return .response(.error(403, "this frontend answers to 127.0.0.1, [::1] and localhost only (set frontend.auth_token_file to use other names)"))
         }
         // Another site's page must not drive the bridge through a browser that can reach it.
         if r.method != "GET", r.method != "HEAD", crossSite(r) {
@@ -205,7 +221,7 @@ struct FrontendRouter: Sendable {
         if let asset = FrontendAssets.files[path == "/" ? "/index.html" : path] {
             guard r.method == "GET" || r.method == "HEAD" else { return .response(Self.notAllowed("GET, HEAD")) }
             var headers = [("Content-Type", asset.contentType)] + Self.pageHeaders
-            if token != nil, let t = r.query["token"], equal(t, token!) {
+            if path == "/", token != nil, let t = r.query["token"], equal(t, token!) {
                 // The token from the address bar becomes a cookie, and leaves the address bar.
                 headers.append(("Set-Cookie", "\(Self.cookie)=\(t); Path=/; HttpOnly; SameSite=Strict"))
                 return .response(HTTPResponse(status: 303, headers: [("Location", path), ("Set-Cookie", headers.last!.1), ("Cache-Control", "no-store")]))
@@ -241,31 +257,23 @@ struct FrontendRouter: Sendable {
         return .response(.error(404, "not found: \(path)"))
     }
 
-    /// `127.x.y.z`, `[::1]` or `localhost`, with or without a port (no Host header: HTTP/1.0, a script).
-    static func isLoopbackHost(_ host: String?) -> Bool {
-        guard let host else { return true }
-        var name = Substring(host.lowercased())
-        if name.hasPrefix("[") { return name.hasPrefix("[::1]") }
-        if let colon = name.lastIndex(of: ":") { name = name[..<colon] }
-        if name == "localhost" { return true }
-        let parts = name.split(separator: ".", omittingEmptySubsequences: false)
-        return parts.count == 4 && parts[0] == "127" && parts.allSatisfy { UInt8($0) != nil }
-    }
-
     static func notAllowed(_ allow: String) -> HTTPResponse { .error(405, "method not allowed (allowed: \(allow))", headers: [("Allow", allow)]) }
 
     func authorized(_ r: HTTPRequest) -> Bool {
         guard let token else { return true }
         if let a = r.header("authorization"), a.hasPrefix("Bearer "), equal(String(a.dropFirst(7)), token) { return true }
         if let c = r.cookies[Self.cookie], equal(c, token) { return true }
-        if let q = r.query["token"], equal(q, token) { return true }
+        // Only the page's address carries it (and the answer turns it into the cookie): in any
+        // other address it would end up in logs and histories.
+        if r.path == "/", r.method == "GET" || r.method == "HEAD", let q = r.query["token"], equal(q, token) { return true }
         return false
     }
 
-    /// `Sec-Fetch-Site: cross-site`, or an `Origin` that is not this server's.
+    /// `Sec-Fetch-Site: cross-site` (or `same-site`), or an `Origin` that names a host this
+    /// server does not answer to.
     func crossSite(_ r: HTTPRequest) -> Bool {
         if let site = r.header("sec-fetch-site"), site == "cross-site" || site == "same-site" { return true }
-        if let origin = r.header("origin"), let host = r.header("host"), origin != "http://\(host)", origin != "https://\(host)" { return true }
+        if let origin = r.header("origin"), !hosts.allows(origin: origin) { return true }
         return false
     }
 

@@ -25,11 +25,12 @@ public struct MetricsServer: Service {
     let listener: HTTPListener
     let logger: Logger
     let handler: MetricsHandler
+    /// The names a request may be for (421 for another: DNS rebinding).
+    let hosts: HostAllowList
 
-    /// At most this many connections are served at once; more are closed at once.
-    static let maxConnections = 16
-    /// A connection must send its request within this.
-    static let requestTimeout: Duration = .seconds(5)
+    /// At most 16 connections at once, 4 from one address; more are closed at once. A request
+    /// within 10 s; a client that takes nothing of the answer for 10 s is dropped.
+    static let limits = HTTPListener.Limits(maxConnections: 16, maxPerClient: 4)
     /// The longest request head read (request line and headers).
     static let maxHead = 8192
 
@@ -37,11 +38,15 @@ public struct MetricsServer: Service {
     /// bootstraps swift-metrics with the process' Prometheus registry if that was not done yet:
     /// make it before the bridge.
     public init(settings: MetricsSettings, logger: Logger) throws(StartupError) {
+        try self.init(settings: settings, logger: logger, limits: Self.limits)
+    }
+
+    init(settings: MetricsSettings, logger: Logger, limits: HTTPListener.Limits) throws(StartupError) {
         self.settings = settings
         self.logger = logger
-        listener = try HTTPListener(host: settings.host, port: settings.port, what: "metrics.listen \(settings.listen)",
-                                    maxConnections: Self.maxConnections)
+        listener = try HTTPListener(host: settings.host, port: settings.port, what: "metrics.listen \(settings.listen)", limits: limits)
         handler = MetricsHandler(registry: PrometheusBackend.registry, process: PrometheusBackend.process)
+        hosts = HostAllowList(listen: settings.host, allowed: settings.allowedHosts)
     }
 
     /// Serves until the graceful shutdown (or cancellation), then closes the socket.
@@ -50,13 +55,16 @@ public struct MetricsServer: Service {
         try await listener.run { connection in await serve(connection) }
     }
 
-    /// One connection: its request head (within ``requestTimeout``), one response.
+    /// One connection: its request head (within the request timeout), one response.
     func serve(_ connection: AsyncSocket) async {
-        guard let head = await withDeadline(Self.requestTimeout, { try? await Self.readHead(connection) }) else { return }
-        let response = handler.response(to: head)
-        do { try await connection.write(Data(response.bytes)) } catch {
-            logger.debug("metrics: the answer was not sent", metadata: ["error": "\(error)"])
+        guard let head = await listener.read(connection, { try await Self.readHead($0) }) else { return }
+        let response = if let request = try? HTTPRequest.parse(head: head), !hosts.allows(host: request.header("host")) {
+            MetricsHandler.Response(status: 421, reason: "Misdirected Request", headers: [("Content-Type", "text/plain; charset=utf-8")],
+                                    body: Array("this endpoint does not answer to the name '\(request.header("host") ?? "")': add it to metrics.allowed_hosts\n".utf8))
+        } else {
+            handler.response(to: head)
         }
+        if await !listener.write(connection, response.bytes) { logger.debug("metrics: the answer was not sent") }
     }
 
     /// Reads up to the blank line that ends a request head (at most ``maxHead`` bytes: a longer
@@ -184,7 +192,7 @@ final class ProcessMetrics: Sendable {
     }
 }
 
-/// This process' figures from `/proc/self/stat`, `/proc/self/statm` and `/proc/stat` (proc(5)).
+/// This process' figures from `/proc/self/stat` and `/proc/self/statm` (proc(5)), and the clocks.
 struct ProcessStat {
     /// User + system time, in seconds.
     var cpuSeconds: Double
@@ -206,13 +214,13 @@ struct ProcessStat {
         return ProcessStat(cpuSeconds: (utime + stime) / ticksPerSecond, startTime: bootTime.map { $0 + start / ticksPerSecond })
     }
 
-    /// `btime` of `/proc/stat`: when the system booted, in seconds since the Unix epoch.
+    /// When the system booted, in seconds since the Unix epoch: the wall clock less the time
+    /// since boot (`CLOCK_BOOTTIME`, which `starttime` counts from). Not `btime` of `/proc/stat`:
+    /// the systemd unit's `ProcSubset=pid` hides it (config/gatt2mqtt.service).
     static func bootTime() -> Double? {
-        guard let text = try? String(contentsOfFile: "/proc/stat", encoding: .utf8) else { return nil }
-        for line in text.split(separator: "\n") where line.hasPrefix("btime ") {
-            return Double(line.dropFirst(6).trimmingPrefix(" "))
-        }
-        return nil
+        var real = timespec(), boot = timespec()
+        guard clock_gettime(CLOCK_REALTIME, &real) == 0, clock_gettime(CLOCK_BOOTTIME, &boot) == 0 else { return nil }
+        return (Double(real.tv_sec) - Double(boot.tv_sec)) + (Double(real.tv_nsec) - Double(boot.tv_nsec)) / 1e9
     }
 
     /// The second field of `/proc/self/statm` (resident pages) × the page size.

@@ -30,4 +30,39 @@ import Testing
         #expect(off.frontend == nil)
         #expect(throws: ConfigError.self) { try Configuration(yaml: "", environment: ["GATT2MQTT_FRONTEND_LISTEN": "nowhere"]) }
     }
+
+    /// Beyond loopback without a token the frontend would be open to the network: refused,
+    /// unless `allow_unauthenticated: true` says so.
+    @Test func beyondLoopbackNeedsATokenOrAnExplicitOpening() throws {
+        for listen in ["0.0.0.0:8080", "192.168.1.20:8080", "[::]:8080"] {
+            #expect {
+                try Configuration(yaml: "frontend: {listen: \"\(listen)\"}")
+            } throws: { error in
+                guard let e = error as? ConfigError else { return false }
+                return e.path == "frontend.auth_token_file" && e.message.contains("frontend.allow_unauthenticated: true")
+                    && e.message.contains("is reachable beyond this machine")
+            }
+        }
+        #expect(throws: ConfigError.self) { try Configuration(yaml: "", environment: ["GATT2MQTT_FRONTEND_LISTEN": "0.0.0.0:8080"]) }
+        let open = try Configuration(yaml: "frontend: {listen: \"0.0.0.0:8080\", allow_unauthenticated: true}")
+        #expect(open.frontend == FrontendSettings(host: "0.0.0.0", port: 8080, allowUnauthenticated: true))
+        let fromEnvironment = try Configuration(yaml: "", environment: ["GATT2MQTT_FRONTEND_LISTEN": "0.0.0.0:8080",
+                                                                       "GATT2MQTT_FRONTEND_ALLOW_UNAUTHENTICATED": "true"])
+        #expect(fromEnvironment.frontend?.allowUnauthenticated == true)
+        #expect(try Configuration(yaml: "frontend: {listen: \"127.0.0.2:8080\"}").frontend?.isLoopback == true)
+        #expect(try Configuration(yaml: "frontend: {listen: \"[::1]:8080\"}").frontend?.isLoopback == true)
+    }
+
+    @Test func allowedHosts() throws {
+        let c = try Configuration(yaml: "frontend: {allowed_hosts: [Bridge.Example, 192.168.1.20, \"[fd00::1]\"]}\nmetrics: {allowed_hosts: [bridge.example]}")
+        #expect(c.frontend?.allowedHosts == ["bridge.example", "192.168.1.20", "[fd00::1]"])
+        #expect(c.metrics?.allowedHosts == ["bridge.example"])
+        let e = try Configuration(yaml: "", environment: ["GATT2MQTT_FRONTEND_LISTEN": "127.0.0.1:8080", "GATT2MQTT_FRONTEND_ALLOWED_HOSTS": "a.example, b.example"])
+        #expect(e.frontend?.allowedHosts == ["a.example", "b.example"])
+        #expect(throws: ConfigError(path: "frontend.allowed_hosts[0]", line: 1,
+                                    message: "'http://bridge.example:8080' is not a host name or IP address (no scheme, port or path: e.g. bridge.example, 192.168.1.20)")) {
+            try Configuration(yaml: "frontend: {allowed_hosts: [\"http://bridge.example:8080\"]}")
+        }
+        #expect(throws: ConfigError.self) { try Configuration(yaml: "frontend: {allowed_hosts: bridge.example}") }
+    }
 }

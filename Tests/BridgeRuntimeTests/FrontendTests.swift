@@ -180,6 +180,22 @@ import Testing
         #expect(login?.header("Set-Cookie") == "gatt2mqtt_token=\(Self.token); Path=/; HttpOnly; SameSite=Strict")
     }
 
+    /// `?token=` is taken on the page's address only (which turns it into the cookie), not on
+    /// the event stream, the API, the assets or /metrics.
+    @Test func tokenInTheAddressOnlyForThePage() async throws {
+        let (hub, received) = Self.hub()
+        let router = FrontendRouter(hub: hub, token: Self.token,
+                                    metrics: MetricsHandler(registry: PrometheusBackend.registry, process: PrometheusBackend.process))
+        for (method, path) in [("GET", "/api/events"), ("GET", "/api/state"), ("GET", "/metrics"), ("GET", "/app.js"), ("GET", "/index.html"),
+                               ("POST", "/api/request/info"), ("POST", "/api/devices/camera/set")] {
+            let r = Self.response(await router.route(try Self.request(method, "\(path)?token=\(Self.token)", body: "{}")))
+            #expect(r?.status == 401, "\(method) \(path)?token=")
+            #expect(Self.body(r).contains("?token= is accepted on the page's address"), "\(method) \(path)?token=")
+        }
+        #expect(received.withLock { $0 }.isEmpty)
+        #expect(Self.response(await router.route(try Self.request("GET", "/?token=\(Self.token)")))?.status == 303)
+    }
+
     @Test func noTokenConfiguredServesThePages() async throws {
         let (hub, _) = Self.hub()
         let router = FrontendRouter(hub: hub, token: nil, metrics: nil)
@@ -269,24 +285,40 @@ import Testing
         #expect(Self.response(await plain.route(try Self.request("GET", "/metrics")))?.status == 404)
     }
 
-    /// On a loopback address without a token, a request for another name (DNS rebinding) is refused.
-    @Test func loopbackNamesOnlyWithoutAToken() async throws {
-        let (hub, _) = Self.hub()
-        let router = FrontendRouter(hub: hub, token: nil, metrics: nil, loopback: true)
-        for host in ["127.0.0.1:8080", "localhost:8080", "[::1]:8080", "127.0.0.2"] {
-            var r = try Self.request("GET", "/api/state")
-            r.headers = [("host", host)]
-            #expect(Self.response(await router.route(r))?.status == 200, "\(host)")
+    /// Whatever the address and the token, a request for a name the frontend does not answer to
+    /// (DNS rebinding) is refused 421, and a state-changing one from a page of a foreign origin 403.
+    @Test func hostAndOriginAllowList() async throws {
+        let (hub, received) = Self.hub()
+        for token in [nil, Self.token] {
+            let router = FrontendRouter(hub: hub, token: token, metrics: nil,
+                                        hosts: HostAllowList(listen: "192.168.1.20", allowed: ["bridge.example"]))
+            let auth = token.map { ["Authorization: Bearer \($0)"] } ?? []
+            for host in ["127.0.0.1:8080", "localhost:8080", "[::1]:8080", "127.0.0.2", "192.168.1.20:8080", "Bridge.Example:8080", "bridge.example."] {
+                var r = try Self.request("GET", "/api/state", headers: auth)
+                r.headers = r.headers.filter { $0.name != "host" } + [("host", host)]
+                #expect(Self.response(await router.route(r))?.status == 200, "\(host)")
+            }
+            for host in ["evil.example:8080", "127.0.0.1.evil.example", "[::2]:8080", "bridge.example.evil.example", "192.168.1.21", "a:b:c", ""] {
+                var r = try Self.request("GET", "/api/state", headers: auth)
+                r.headers = r.headers.filter { $0.name != "host" } + [("host", host)]
+                let refused = Self.response(await router.route(r))
+                #expect(refused?.status == 421, "\(host)")
+                #expect(Self.body(refused).contains("frontend.allowed_hosts"))
+            }
+            for origin in ["http://evil.example", "null", "http://bridge.example.evil.example:8080", "file://"] {
+                let r = Self.response(await router.route(try Self.request("POST", "/api/request/info", headers: auth + ["Origin: \(origin)"])))
+                #expect(r?.status == 403, "\(origin)")
+            }
+            for origin in ["http://bridge.example:8080", "https://bridge.example", "http://127.0.0.1:8080"] {
+                let r = Self.response(await router.route(try Self.request("POST", "/api/request/info", headers: auth + ["Origin: \(origin)"])))
+                #expect(r?.status == 200, "\(origin)")
+            }
         }
-        for host in ["evil.example:8080", "127.0.0.1.evil.example", "[::2]:8080"] {
-            var r = try Self.request("GET", "/api/state")
-            r.headers = [("host", host)]
-            #expect(Self.response(await router.route(r))?.status == 403, "\(host)")
-        }
-        // With a token, the token decides.
-        var r = try Self.request("GET", "/api/state", headers: ["Authorization: Bearer \(Self.token)"])
-        r.headers = r.headers.filter { $0.name != "host" } + [("host", "bridge.example:8080")]
-        #expect(Self.response(await FrontendRouter(hub: hub, token: Self.token, metrics: nil, loopback: true).route(r))?.status == 200)
+        #expect(received.withLock { $0.count } == 6)
+        // Listening on every address adds no name.
+        #expect(HostAllowList(listen: "0.0.0.0", allowed: []) == .loopback)
+        #expect(!HostAllowList(listen: "::", allowed: []).allows(host: "[::]:8080"))
+        #expect(HostAllowList(listen: "fd00::1", allowed: []).allows(host: "[fd00::1]:8080"))
     }
 
     @Test func tokenFiles() throws {
@@ -295,6 +327,7 @@ import Testing
         defer { try? FileManager.default.removeItem(at: dir) }
         let good = dir.appendingPathComponent("good").path
         try " secret-token-1\n".write(toFile: good, atomically: true, encoding: .utf8)
+        chmod(good, 0o600)
         #expect(try FrontendServer.readToken(good) == "secret-token-1")
         let short = dir.appendingPathComponent("short").path
         try "abc".write(toFile: short, atomically: true, encoding: .utf8)
@@ -303,6 +336,40 @@ import Testing
         try "two words here".write(toFile: spaced, atomically: true, encoding: .utf8)
         #expect(throws: FrontendServer.TokenError.self) { try FrontendServer.readToken(spaced) }
         #expect(throws: FrontendServer.TokenError.self) { try FrontendServer.readToken(dir.appendingPathComponent("missing").path) }
+    }
+
+    /// A token file others may read is refused, with the fix.
+    @Test func tokenFileReadableByOthersIsRefused() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("frontend-token-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let file = dir.appendingPathComponent("token").path
+        try "secret-token-1\n".write(toFile: file, atomically: true, encoding: .utf8)
+        for mode: mode_t in [0o644, 0o640, 0o604, 0o660] {
+            chmod(file, mode)
+            #expect(throws: FrontendServer.TokenError(description: "group or others may read or write it (mode \(String(mode, radix: 8))): chmod 600 \(file)")) {
+                try FrontendServer.readToken(file)
+            }
+        }
+        chmod(file, 0o400)
+        #expect(try FrontendServer.readToken(file) == "secret-token-1")
+        // The server does not start with it.
+        chmod(file, 0o644)
+        #expect(throws: StartupError.self) {
+            try FrontendServer(settings: FrontendSettings(host: "127.0.0.1", port: try freeLoopbackPort(), authTokenFile: file), hub: FrontendHub(baseTopic: "gatt2mqtt"),
+                               metrics: false, logger: Logger(label: "frontend-test"))
+        }
+    }
+
+    /// Beyond loopback without a token the server does not start (the configuration refuses it
+    /// too: FrontendConfigTests), unless told to serve it open.
+    @Test func tokenRequiredBeyondLoopback() throws {
+        #expect {
+            try FrontendServer(settings: FrontendSettings(host: "0.0.0.0", port: try freeLoopbackPort()), hub: FrontendHub(baseTopic: "gatt2mqtt"),
+                               metrics: false, logger: Logger(label: "frontend-test"))
+        } throws: { error in
+            "\(error)".contains("frontend.auth_token_file") && "\(error)".contains("frontend.allow_unauthenticated: true")
+        }
     }
 
     // MARK: Over a socket
@@ -364,5 +431,170 @@ import Testing
             try await tasks.waitForAll()
         }
         #expect(await eventually { hub.subscriberCount == 0 })
+    }
+
+    // MARK: Limits, over sockets
+
+    /// A TCP connection from `source` (a loopback address) to 127.0.0.1:`port`; -1 when it failed.
+    /// `receiveBuffer`: a small SO_RCVBUF, for a client that stops reading.
+    static func connect(port: Int, from source: String, receiveBuffer: Int32? = nil) -> Int32 {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var tv = timeval(tv_sec: 10, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+        if var size = receiveBuffer { setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size)) }
+        var local = loopbackAddress(port: 0)
+        local.sin_addr.s_addr = inet_addr(source)
+        let bound = withUnsafePointer(to: &local) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
+        }
+        guard bound, connectLoopback(fd, port: port) else {
+            close(fd)
+            return -1
+        }
+        return fd
+    }
+
+    /// Reads `fd` until the peer closes it (or 10 s pass); what was read, and whether it closed.
+    static func readToEnd(_ fd: Int32) -> (text: String, closed: Bool) {
+        var out = [UInt8]()
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let n = recv(fd, &buffer, buffer.count, 0)
+            if n == 0 { return (String(decoding: out, as: UTF8.self), true) }
+            if n < 0 { return (String(decoding: out, as: UTF8.self), errno == ECONNRESET) }
+            out += buffer[..<n]
+        }
+    }
+
+    static func sendText(_ fd: Int32, _ text: String) { _ = text.withCString { send(fd, $0, strlen($0), 0) } }
+
+    /// Runs `server` while `body` runs, then stops it.
+    static func serving(_ server: some Service, _ body: () async throws -> Void) async throws {
+        let group = ServiceGroup(configuration: .init(services: [server], logger: Logger(label: "frontend-test")))
+        try await withThrowingTaskGroup(of: Void.self) { tasks in
+            tasks.addTask { try await group.run() }
+            try await body()
+            await group.triggerGracefulShutdown()
+            try await tasks.waitForAll()
+        }
+    }
+
+    /// A request for a name the frontend does not answer to is refused over the wire, the token
+    /// notwithstanding (before, a token switched the check off, and without a token it was made
+    /// on loopback addresses only).
+    @Test(.timeLimit(.minutes(1))) func foreignHostRefusedOverASocket() async throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("frontend-token-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let file = dir.appendingPathComponent("token").path
+        try Self.token.write(toFile: file, atomically: true, encoding: .utf8)
+        chmod(file, 0o600)
+        let (hub, received) = Self.hub()
+        let port = try freeLoopbackPort()
+        let server = try FrontendServer(settings: FrontendSettings(host: "127.0.0.1", port: port, authTokenFile: file), hub: hub, metrics: false,
+                                        logger: Logger(label: "frontend-test"))
+        try await Self.serving(server) {
+            let evil = await offThePool {
+                Self.exchange(port: port, "POST /api/request/health_check HTTP/1.1\r\nHost: evil.example\r\nOrigin: http://evil.example\r\n"
+                    + "Authorization: Bearer \(Self.token)\r\nContent-Length: 2\r\n\r\n{}")
+            }
+            #expect(evil.hasPrefix("HTTP/1.1 421 Misdirected Request\r\n"), "\(evil)")
+            let good = await offThePool {
+                Self.exchange(port: port, "GET /api/state HTTP/1.1\r\nHost: localhost:\(port)\r\nAuthorization: Bearer \(Self.token)\r\n\r\n")
+            }
+            #expect(good.hasPrefix("HTTP/1.1 200 OK\r\n"))
+        }
+        #expect(received.withLock { $0 }.isEmpty)
+    }
+
+    /// One address holding its share of connections does not lock another out; an idle
+    /// connection is closed after the request timeout, and its slot freed.
+    @Test(.timeLimit(.minutes(1))) func perClientConnectionLimit() async throws {
+        let (hub, _) = Self.hub()
+        let port = try freeLoopbackPort()
+        let server = try FrontendServer(settings: FrontendSettings(host: "127.0.0.1", port: port), hub: hub, metrics: false,
+                                        logger: Logger(label: "frontend-test"),
+                                        limits: .init(maxConnections: 4, maxPerClient: 2, requestTimeout: .seconds(3)))
+        try await Self.serving(server) {
+            let idle = [Self.connect(port: port, from: "127.0.0.1"), Self.connect(port: port, from: "127.0.0.1")]
+            defer { idle.forEach { close($0) } }
+            #expect(idle.allSatisfy { $0 >= 0 })
+            #expect(await eventually { server.listener.connections.count == 2 })
+            // A third from the same address: 503 and closed at once.
+            let third = Self.connect(port: port, from: "127.0.0.1")
+            defer { close(third) }
+            let refused = await offThePool { Self.readToEnd(third) }
+            #expect(refused.closed && refused.text.hasPrefix("HTTP/1.1 503 Service Unavailable\r\n"), "\(refused)")
+            // Another address is served.
+            let other = await offThePool { () -> String in
+                let fd = Self.connect(port: port, from: "127.0.0.2")
+                defer { close(fd) }
+                Self.sendText(fd, "GET /api/state HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+                return Self.readToEnd(fd).text
+            }
+            #expect(other.hasPrefix("HTTP/1.1 200 OK\r\n"), "\(other)")
+            // The idle ones are closed after the request timeout.
+            let ended = await offThePool { idle.map { Self.readToEnd($0).closed } }
+            #expect(ended == [true, true])
+            #expect(await eventually { server.listener.connections.count == 0 })
+        }
+    }
+
+    /// An event stream whose page stopped reading is dropped within the write timeout, and its
+    /// slot freed (before, it held the slot for as long as the bridge ran).
+    @Test(.timeLimit(.minutes(1))) func eventStreamThatIsNotReadIsDropped() async throws {
+        let (hub, _) = Self.hub()
+        let port = try freeLoopbackPort()
+        let server = try FrontendServer(settings: FrontendSettings(host: "127.0.0.1", port: port), hub: hub, metrics: false,
+                                        logger: Logger(label: "frontend-test"),
+                                        limits: .init(maxConnections: 4, maxPerClient: 2, writeTimeout: .milliseconds(500)))
+        try await Self.serving(server) {
+            let fd = Self.connect(port: port, from: "127.0.0.1", receiveBuffer: 4096)
+            defer { close(fd) }
+            Self.sendText(fd, "GET /api/events HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            #expect(await eventually { hub.subscriberCount == 1 })
+            // Never read: the socket buffers fill (a few MiB on loopback), then the writes block.
+            let big = [UInt8](repeating: UInt8(ascii: "a"), count: 256 * 1024)
+            var published = 0
+            #expect(await eventually(timeout: .seconds(30)) {
+                if published < 64 {
+                    hub.observe(OutboundMessage(topic: "gatt2mqtt/camera/big", payload: big, qos: 0, retain: true))
+                    published += 1
+                }
+                return server.listener.connections.count == 0
+            })
+            #expect(await eventually { hub.subscriberCount == 0 })
+        }
+    }
+
+    /// The metrics endpoint's own server: the same Host check and per-address limit.
+    @Test(.timeLimit(.minutes(1))) func metricsServerHostCheckAndLimits() async throws {
+        let port = try freeLoopbackPort()
+        let server = try MetricsServer(settings: MetricsSettings(host: "127.0.0.1", port: port, allowedHosts: ["prometheus.example"]),
+                                       logger: Logger(label: "metrics-test"),
+                                       limits: .init(maxConnections: 4, maxPerClient: 1, requestTimeout: .seconds(30)))
+        try await Self.serving(server) {
+            let evil = await offThePool { Self.exchange(port: port, "GET /metrics HTTP/1.1\r\nHost: evil.example:\(port)\r\n\r\n") }
+            #expect(evil.hasPrefix("HTTP/1.1 421 Misdirected Request\r\n"), "\(evil)")
+            #expect(evil.contains("metrics.allowed_hosts"))
+            for host in ["127.0.0.1:\(port)", "prometheus.example:\(port)"] {
+                let ok = await offThePool { Self.exchange(port: port, "GET /metrics HTTP/1.1\r\nHost: \(host)\r\n\r\n") }
+                #expect(ok.hasPrefix("HTTP/1.1 200 OK\r\n"), "\(host)")
+            }
+            let idle = Self.connect(port: port, from: "127.0.0.1")
+            defer { close(idle) }
+            #expect(await eventually { server.listener.connections.count == 1 })
+            let second = Self.connect(port: port, from: "127.0.0.1")
+            defer { close(second) }
+            let refused = await offThePool { Self.readToEnd(second) }
+            #expect(refused.closed && refused.text.hasPrefix("HTTP/1.1 503 Service Unavailable\r\n"), "\(refused)")
+            let other = await offThePool { () -> String in
+                let fd = Self.connect(port: port, from: "127.0.0.2")
+                defer { close(fd) }
+                Self.sendText(fd, "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+                return Self.readToEnd(fd).text
+            }
+            #expect(other.hasPrefix("HTTP/1.1 200 OK\r\n"))
+        }
     }
 }

@@ -1,3 +1,4 @@
+import Foundation
 import Prometheus
 import Testing
 @testable import BridgeRuntime
@@ -12,6 +13,19 @@ import Testing
         #expect(stat.startTime == 1_700_000_015)  // boot + 1500 / 100
         #expect(ProcessStat.parse(stat: "4242 (short) S 1 2", bootTime: 0, ticksPerSecond: 100) == nil)
         #expect(ProcessStat.parse(stat: line, bootTime: nil, ticksPerSecond: 100)?.startTime == nil)
+    }
+
+    /// The boot time comes from the clocks, not /proc/stat (which the systemd unit's
+    /// ProcSubset=pid hides): it agrees with /proc/stat's btime where that can be read.
+    @Test func bootTimeFromTheClocks() throws {
+        let boot = try #require(ProcessStat.bootTime())
+        #expect(boot < Date().timeIntervalSince1970)
+        if let text = try? String(contentsOfFile: "/proc/stat", encoding: .utf8),
+           let line = text.split(separator: "\n").first(where: { $0.hasPrefix("btime ") }), let btime = Double(line.dropFirst(6)) {
+            #expect(abs(boot - btime) < 2, "clocks: \(boot), /proc/stat: \(btime)")
+        }
+        let start = try #require(ProcessStat.read()?.startTime)
+        #expect(start <= Date().timeIntervalSince1970 + 1 && start > Date().timeIntervalSince1970 - 3600)
     }
 
     /// The samples of a text exposition: name → value.

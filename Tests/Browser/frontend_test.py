@@ -124,6 +124,9 @@ def main():
     browser = None
     try:
         wait_until("the frontend to listen", lambda: http(base + "/api/state", headers={"Authorization": "Bearer " + TOKEN})[0] == 200, 60)
+        # The frontend listens before the bridge runs (503 "the bridge is not running" until then).
+        wait_until("the bridge to run", lambda: http(base + "/api/request/info", method="POST", body=b"{}",
+                                                     headers={"Authorization": "Bearer " + TOKEN})[0] == 200, 60)
 
         # 1. No token, no frontend.
         for method, path in (("GET", "/"), ("GET", "/app.js"), ("GET", "/api/state"), ("GET", "/api/events"),

@@ -10,21 +10,23 @@ const model = {
   bridgeState: null,
   info: null,
   devices: [],          // bridge/devices
-  states: {},           // id -> the device state
-  availability: {},     // id -> "online" | "offline"
+  // Everything indexed by a name from outside (a device id, an address, a transaction) is a
+  // Map: a plain object would take "__proto__" or "constructor" for its own.
+  states: new Map(),    // id -> the device state
+  availability: new Map(), // id -> "online" | "offline"
   health: null,         // bridge/health or the last health_check answer
   events: [],           // [{time, topic, payload}] newest last (bridge/event, <id>/response, bridge/response/…)
   logs: [],             // [{time, level, message}] newest last (the log tail)
-  sightings: {},        // address -> bridge/scan payload
-  commands: {},         // transaction -> {device, command, status, history, error, data}
+  sightings: new Map(), // address -> bridge/scan payload
+  commands: new Map(),  // transaction -> {device, command, status, history, error, data}
   commandOrder: [],
   scanning: false,
 };
 const maxEvents = 300;
 
 function reset() {
-  Object.assign(model, { bridgeState: null, info: null, devices: [], states: {}, availability: {}, health: null,
-    events: [], logs: [], sightings: {}, scanning: false });
+  Object.assign(model, { bridgeState: null, info: null, devices: [], states: new Map(), availability: new Map(), health: null,
+    events: [], logs: [], sightings: new Map(), scanning: false });
 }
 
 function pushEvent(topic, payload) {
@@ -46,7 +48,7 @@ function apply(msg) {
       case "info": model.info = p; if (p) model.scanning = !!p.scanning; return;
       case "devices": model.devices = Array.isArray(p) ? p : []; return;
       case "health": model.health = p; return;
-      case "scan": if (p && p.address) model.sightings[p.address] = Object.assign({ seen: new Date() }, p); return;
+      case "scan": if (p && p.address) model.sightings.set(String(p.address), Object.assign({ seen: new Date() }, p)); return;
       case "event":
         if (p && p.type === "scan_started") model.scanning = true;
         if (p && p.type === "scan_stopped") model.scanning = false;
@@ -61,9 +63,9 @@ function apply(msg) {
   }
   const id = parts[0];
   if (parts.length === 1) {
-    if (p === null) delete model.states[id]; else model.states[id] = p;
+    if (p === null) model.states.delete(id); else model.states.set(id, p);
   } else if (parts.length === 2 && parts[1] === "availability") {
-    if (p === null) delete model.availability[id]; else model.availability[id] = p && p.state;
+    if (p === null) model.availability.delete(id); else model.availability.set(id, p && p.state);
   } else if (parts.length === 2 && parts[1] === "response") {
     pushEvent(msg.topic, p);
     trackCommand(id, p);
@@ -76,8 +78,8 @@ function apply(msg) {
 function trackCommand(device, p) {
   if (!p || p.transaction === undefined) return;
   const t = typeof p.transaction === "string" ? p.transaction : JSON.stringify(p.transaction);
-  let c = model.commands[t];
-  if (!c) { c = model.commands[t] = { device, command: p.command, history: [] }; model.commandOrder.push(t); }
+  let c = model.commands.get(t);
+  if (!c) { c = { device, command: p.command, history: [] }; model.commands.set(t, c); model.commandOrder.push(t); }
   c.status = p.status;
   c.history.push(p.status);
   if (p.command) c.command = p.command;
@@ -106,8 +108,8 @@ async function command(device, kind, body) {
   const r = await post("/api/devices/" + encodeURIComponent(device) + "/" + kind, body);
   if (r.ok && r.json && r.json.transaction) {
     const t = r.json.transaction;
-    if (!model.commands[t]) {
-      model.commands[t] = { device, command: typeof body === "string" ? body : body, status: "posted", history: ["posted"] };
+    if (!model.commands.has(t)) {
+      model.commands.set(t, { device, command: typeof body === "string" ? body : body, status: "posted", history: ["posted"] });
       model.commandOrder.push(t);
     }
   }
@@ -179,9 +181,13 @@ function battery(state) {
   }
   return null;
 }
+// obj[key] when it is obj's own (not Object.prototype's: key may be "__proto__").
+function own(obj, key) {
+  return obj && typeof obj === "object" && Object.prototype.hasOwnProperty.call(obj, key) ? obj[key] : undefined;
+}
 function deviceInfo(id) { return model.devices.find((d) => d.id === id); }
 function link(id) {
-  const d = model.health && model.health.devices && model.health.devices[id];
+  const d = model.health && own(model.health.devices, id);
   if (!d) return pill("?", "pending");
   return d.connected ? pill("connected", "ok") : pill("no link", "offline");
 }
@@ -241,8 +247,8 @@ function viewDevices(view) {
     return h("table", { id: "devices" },
       h("tr", {}, ["Name", "Id", "Profile", "Address", "Availability", "Link", "RSSI", "Battery", "Last seen"].map((t) => h("th", {}, t))),
       model.devices.map((d) => {
-        const st = model.states[d.id] || {};
-        const av = model.availability[d.id];
+        const st = model.states.get(d.id) || {};
+        const av = model.availability.get(d.id);
         return h("tr", { "data-device": d.id },
           h("td", {}, h("a", { href: "#/device/" + encodeURIComponent(d.id) }, d.name || d.id)),
           h("td", { class: "mono" }, d.id),
@@ -261,7 +267,7 @@ function viewDevice(view, id) {
   const title = h("h1", {});
   view.append(live(title, () => {
     const d = deviceInfo(id);
-    const av = model.availability[id];
+    const av = model.availability.get(id);
     return [d ? (d.name || id) + " " : id + " ", pill(av || "unknown", av || "pending"), " ", link(id),
       h("span", { class: "sub" }, d ? `  ${d.profile} · ${d.address || d.name_pattern || ""} · from ${d.source}` : "  (not configured)")];
   }));
@@ -271,7 +277,7 @@ function viewDevice(view, id) {
   const state = h("div", { class: "card" }, h("h2", {}, "State"));
   const stateBody = h("div", { id: "state" });
   state.append(live(stateBody, () => {
-    const st = model.states[id];
+    const st = model.states.get(id);
     if (!st) return h("p", { class: "muted" }, "No state yet.");
     return h("table", { class: "kv" }, Object.entries(st).map(([k, v]) => h("tr", { "data-key": k }, h("td", {}, k), h("td", { class: "mono" }, fmt(v)))));
   }));
@@ -283,11 +289,11 @@ function viewDevice(view, id) {
 
   const cmds = h("div", { class: "card" }, h("h2", {}, "Command lifecycle"));
   cmds.append(live(h("div", { id: "commands", class: "log" }), () => {
-    const rows = model.commandOrder.filter((t) => model.commands[t].device === id).slice(-20).reverse();
+    const rows = model.commandOrder.filter((t) => model.commands.get(t).device === id).slice(-20).reverse();
     if (!rows.length) return h("p", { class: "muted" }, "No commands sent from this page yet.");
     return h("table", {}, h("tr", {}, h("th", {}, "Command"), h("th", {}, "Status"), h("th", {}, "Steps"), h("th", {}, "Error")),
       rows.map((t) => {
-        const c = model.commands[t];
+        const c = model.commands.get(t);
         return h("tr", { "data-transaction": t },
           h("td", { class: "mono" }, fmt(c.command)),
           h("td", { class: "status" }, pill(c.status)),
@@ -339,14 +345,14 @@ async function loadControls(id, el) {
       case "select":
       case "setting": {
         const sel = h("select", { id: "control-" + c.object }, (c.options || []).map((o) => h("option", { value: o }, o)));
-        const cur = (model.states[id] || {})[c.object];
+        const cur = own(model.states.get(id), c.object);
         if (cur !== undefined && (c.options || []).includes(String(cur))) sel.value = String(cur);
         row.append(label, sel, h("button", { onclick: () => send(c.command_topic,
           c.command_template ? c.command_template.replace("{{ value }}", sel.value.replace(/["\\]/g, "\\$&")) : sel.value, fb) }, "Apply"));
         break;
       }
       case "number": {
-        const cur = (model.states[id] || {})[c.object];
+        const cur = own(model.states.get(id), c.object);
         const input = h("input", { id: "control-" + c.object, type: "number", min: c.min, max: c.max, step: c.step || 1, value: cur !== undefined ? cur : c.min });
         row.append(label, input, h("button", { onclick: () => send(c.command_topic, input.value, fb) }, "Set"));
         break;
@@ -417,16 +423,18 @@ function viewScan(view) {
   view.append(top);
   const table = h("div", { class: "card" });
   view.append(table);
-  const addFeedback = {};
+  const addFeedback = new Map();
   live(table, () => {
-    const list = Object.values(model.sightings).sort((a, b) => (b.rssi || -999) - (a.rssi || -999));
+    const list = Array.from(model.sightings.values()).sort((a, b) => (b.rssi || -999) - (a.rssi || -999));
     if (!list.length) return h("p", { class: "muted" }, "No device seen yet: start a scan.");
     return h("table", { id: "sightings" },
       h("tr", {}, ["Address", "Name", "RSSI", "Profile guess", "Services", ""].map((t) => h("th", {}, t))),
       list.map((s) => {
-        const fb = addFeedback[s.address] || (addFeedback[s.address] = h("span", { class: "feedback" }));
+        if (!addFeedback.has(s.address)) addFeedback.set(s.address, h("span", { class: "feedback" }));
+        const fb = addFeedback.get(s.address);
         const suggested = (s.name || "device_" + s.address.slice(-5)).toLowerCase().replace(/[^a-z0-9_-]+/g, "_").replace(/^_+|_+$/g, "") || "device";
-        const idInput = addFeedback[s.address + "/id"] || (addFeedback[s.address + "/id"] = h("input", { class: "add-id", value: suggested }));
+        if (!addFeedback.has(s.address + "/id")) addFeedback.set(s.address + "/id", h("input", { class: "add-id", value: suggested }));
+        const idInput = addFeedback.get(s.address + "/id");
         const configured = s.configured || model.devices.some((d) => d.address === s.address);
         return h("tr", { "data-address": s.address },
           h("td", { class: "mono" }, s.address), h("td", {}, s.name || "—"),
