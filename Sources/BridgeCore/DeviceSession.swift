@@ -319,7 +319,8 @@ actor DeviceSession {
                 return
             }
         }
-        switch queue.admission(of: cmd, linkUp: link != nil, busy: driver.isBusy, policy: config.offlinePolicy, device: id) {
+        switch queue.admission(of: cmd, linkUp: link != nil, busy: driver.isBusy, policy: config.offlinePolicy, device: id,
+                               limit: output.maxQueued) {
         case let .reject(error):
             finish(cmd, .error, error: error)
         case let .accept(immediate, announce):
