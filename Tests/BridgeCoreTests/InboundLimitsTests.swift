@@ -140,10 +140,25 @@ import Testing
         let h = try Harness(present: false) { $0.limits.maxQueued = 2 }
         try await h.running {
             for v in 1...3 { h.set(Array(#"{"command":"ping","value":\#(v),"transaction":\#(v)}"#.utf8)) }
-            let r = try await h.responses(3)
+            let r = try await h.responses(3).sorted { ($0["transaction"]?.intValue ?? 0) < ($1["transaction"]?.intValue ?? 0) }
             #expect(r.map { $0["status"] } == ["queued", "queued", "error"])
             #expect(r[2]["error"]?["code"] == "queue_full")
             #expect(r[2]["transaction"] == 3)
+        }
+    }
+
+    /// Commands not taken by the session yet count too: a flood cannot pile up ahead of it.
+    @Test func aFloodCannotPileUpAheadOfTheSession() async throws {
+        let h = try Harness(present: false) { $0.limits.maxQueued = 2 }
+        // The bridge is not running: nothing takes the commands.
+        for v in 1...5 { h.set(Array(#"{"command":"ping","value":\#(v),"transaction":\#(v)}"#.utf8)) }
+        let refused = h.mqtt.messages("gatt2mqtt/dev/response").compactMap { try? JSONValue(parsing: $0.payload) }
+        #expect(refused.map { $0["transaction"] } == [3, 4, 5])
+        #expect(refused.allSatisfy { $0["error"]?["code"] == "queue_full" })
+        try await h.running {
+            let r = try await h.responses(5)
+            #expect(r[3...].map { $0["status"] } == ["queued", "queued"])
+            #expect(h.bridge.session("dev")?.backlog.load(ordering: .relaxed) == 0)
         }
     }
 
