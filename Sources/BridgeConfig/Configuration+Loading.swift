@@ -33,6 +33,7 @@ extension Configuration {
             let nodeIDLine = top.line(of: "node_id")
             if let v = try top.string("node_id") { nodeID = try Self.checkedNodeID(v, path: "node_id", line: nodeIDLine) }
             if let n = top.take("cluster") { try cluster.load(n, path: "cluster") }
+            if let n = top.take("limits") { try limits.load(n, path: "limits") }
             if let n = top.take("devices") {
                 guard case let .sequence(items) = n.kind else {
                     throw ConfigError(path: "devices", line: n.line, message: "expected a list of devices")
@@ -85,11 +86,11 @@ extension Configuration {
     /// `hci0,hci1`), `GATT2MQTT_DATABASE_PATH`, `GATT2MQTT_METRICS_LISTEN` (which
     /// turns the endpoint on; empty turns it off), `GATT2MQTT_FRONTEND_LISTEN` and
     /// `GATT2MQTT_FRONTEND_AUTH_TOKEN_FILE` (the same for the web frontend),
-    /// `GATT2MQTT_CLUSTER_ENABLED`; and `GATT2MQTT_LOG_LEVEL` and `GATT2MQTT_NODE_ID` for the
+    /// `GATT2MQTT_CLUSTER_ENABLED`, `GATT2MQTT_LIMITS_MAX_PAYLOAD`; and `GATT2MQTT_LOG_LEVEL` and `GATT2MQTT_NODE_ID` for the
     /// top-level `log_level` and `node_id`.
     public mutating func applyEnvironment(_ environment: [String: String]) throws(ConfigError) {
         let sections = ["MQTT": "mqtt", "BLUETOOTH": "bluetooth", "DATABASE": "database", "HOMEASSISTANT": "homeassistant",
-                        "METRICS": "metrics", "FRONTEND": "frontend", "CLUSTER": "cluster"]
+                        "METRICS": "metrics", "FRONTEND": "frontend", "CLUSTER": "cluster", "LIMITS": "limits"]
         if environment["GATT2MQTT_BLUETOOTH_ADAPTER"] != nil, environment["GATT2MQTT_BLUETOOTH_ADAPTERS"] != nil {
             throw ConfigError(path: "GATT2MQTT_BLUETOOTH_ADAPTER", line: nil,
                               message: "not with GATT2MQTT_BLUETOOTH_ADAPTERS: set one (GATT2MQTT_BLUETOOTH_ADAPTERS=hci0,hci1 for several)")
@@ -110,7 +111,7 @@ extension Configuration {
             let rest = name.dropFirst("GATT2MQTT_".count)
             guard let sep = rest.firstIndex(of: "_"), let section = sections[String(rest[..<sep])] else {
                 if name == "GATT2MQTT_CONFIG" { continue }
-                throw ConfigError(path: name, line: nil, message: "unknown environment override (expected GATT2MQTT_<MQTT|BLUETOOTH|DATABASE|HOMEASSISTANT|METRICS|FRONTEND|CLUSTER>_<KEY>, GATT2MQTT_LOG_LEVEL or GATT2MQTT_NODE_ID)")
+                throw ConfigError(path: name, line: nil, message: "unknown environment override (expected GATT2MQTT_<MQTT|BLUETOOTH|DATABASE|HOMEASSISTANT|METRICS|FRONTEND|CLUSTER|LIMITS>_<KEY>, GATT2MQTT_LOG_LEVEL or GATT2MQTT_NODE_ID)")
             }
             let key = rest[rest.index(after: sep)...].lowercased()
             let path = "\(section).\(key) (from \(name))"
@@ -120,6 +121,7 @@ extension Configuration {
             case "bluetooth": try bluetooth.load(node, path: path, partial: true)
             case "database": try database.load(node, path: path, partial: true)
             case "cluster": try cluster.load(node, path: path, partial: true)
+            case "limits": try limits.load(node, path: path, partial: true)
             case "metrics":
                 if key == "listen", value.isEmpty {
                     metrics = nil
@@ -293,6 +295,7 @@ extension MQTTSettings {
         if let v = try r.bool("retain") { retainState = v }
         if let v = try r.duration("reconnect_min") { reconnectMin = v }
         if let v = try r.duration("reconnect_max") { reconnectMax = v }
+        if let v = try r.enumeration("api", BridgeAPIAccess.self) { api = v }
         if let n = r.take("tls") {
             var t = tls ?? TLS()
             var tr = try MappingReader(n, path: r.child("tls"))

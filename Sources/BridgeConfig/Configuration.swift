@@ -19,8 +19,49 @@ public struct Configuration: Sendable, Equatable {
     public var nodeID: String = Configuration.defaultNodeID
     /// `cluster`: several bridges on one broker sharing devices (docs/scale-out.md); off by default.
     public var cluster = ClusterSettings()
+    /// `limits`: bounds on what arrives over MQTT (docs/configuration.md).
+    public var limits = LimitSettings()
 
     public init() {}
+}
+
+/// `limits`: bounds on what arrives over MQTT, so that no publisher can make the bridge grow
+/// without end (issue 20). Each applies from the start of the bridge (a `config/reload` that
+/// changes one lists `limits` in `restart_required`).
+public struct LimitSettings: Sendable, Equatable {
+    /// `max_payload`: the largest payload taken from the broker, in bytes (default 256 KiB); a
+    /// larger one is answered `payload_too_large` and not parsed. Under MQTT 5 the broker is also
+    /// asked (CONNECT Maximum Packet Size) not to send packets much larger than this.
+    public var maxPayload = 256 * 1024
+    /// `max_commands`: the most commands one `/set` array may hold (default 100); more is
+    /// answered `too_many_commands` and none of them runs.
+    public var maxCommands = 100
+    /// `max_queued`: the most commands waiting per device (default 100); one more is answered
+    /// `queue_full`.
+    public var maxQueued = 100
+    /// `redelivery_cache`: the memory, in bytes, for recognising QoS 1 messages the broker
+    /// delivers again after a reconnect (default 1 MiB; digests, not payloads, are kept).
+    public var redeliveryCache = 1024 * 1024
+
+    public init() {}
+
+    /// The range of `max_payload`: 1 KiB to MQTT's largest payload.
+    public static let maxPayloadRange = 1024...268_435_455
+    public static let maxCommandsRange = 1...100_000
+    public static let maxQueuedRange = 1...1_000_000
+    /// The range of `redelivery_cache`: 0 (no redelivery check) to 256 MiB.
+    public static let redeliveryCacheRange = 0...(256 * 1024 * 1024)
+}
+
+/// `mqtt.api`: who may use `bridge/request/…` (docs/bridge-api.md).
+public enum BridgeAPIAccess: String, Sendable, Equatable, CaseIterable {
+    /// Every request (the default).
+    case full
+    /// Only the requests that read (`info`, `devices`, `health_check`); the others are answered
+    /// `forbidden`.
+    case readOnly = "read_only"
+    /// None: the bridge does not subscribe to `bridge/request/#`.
+    case off
 }
 
 /// `cluster`: several bridges on one broker sharing the devices, each device owned by the node
@@ -82,6 +123,8 @@ public struct MQTTSettings: Sendable, Equatable {
     public var retainState = true
     public var reconnectMin: Duration = .milliseconds(500)
     public var reconnectMax: Duration = .seconds(30)
+    /// `api`: what `bridge/request/…` may do (default `full`).
+    public var api = BridgeAPIAccess.full
 
     public init() {}
 }

@@ -36,8 +36,10 @@ struct Reply: Sendable {
         send(o)
     }
 
-    func error(_ text: String) {
+    /// `code`: for a request refused before what it asks was looked at (``RequestRefusal``).
+    func error(_ text: String, code: RequestRefusal? = nil) {
         var o: JSONObject = ["status": "error", "error": .string(text)]
+        if let code { o["code"] = .string(code.rawValue) }
         if let transaction { o["transaction"] = transaction }
         send(o)
         bridge.logger.warning("bridge request refused", metadata: ["request": "\(action)", "error": "\(text)"])
@@ -82,6 +84,7 @@ extension Bridge {
         }
         reply.transaction = body["transaction"]
         body["transaction"] = nil
+        if let refusal = forbidden(action) { return reply.error(refusal, code: .forbidden) }
         dispatch(action, body, reply)
     }
 
@@ -522,6 +525,7 @@ extension Bridge {
         if new.homeAssistant != old.homeAssistant { restart.append("homeassistant") }
         if new.nodeID != old.nodeID { restart.append("node_id") }
         if new.cluster != old.cluster { restart.append("cluster") }
+        if new.limits != old.limits { restart.append("limits") }
         restartRequired.withLock { $0 = restart }
         recordDiscoveryTopics()
         publishDevices()

@@ -91,11 +91,18 @@ public final class Bridge: Sendable {
     /// runs every device it is configured with.
     let cluster: ClusterState?
     /// The QoS 1 messages handled lately (``Redeliveries``).
-    let redeliveries = Mutex(Redeliveries())
+    let redeliveries: Mutex<Redeliveries>
+    /// The bounds on what arrives over MQTT (`limits`, as at start).
+    let limits: LimitSettings
+    /// What `bridge/request/…` may do (`mqtt.api`, as at start).
+    let api: BridgeAPIAccess
+    /// The retained requests this bridge cleared lately (``OwnClears``).
+    let ownClears = Mutex(OwnClears())
 
-    /// Every filter the bridge needs to subscribe to.
+    /// Every filter the bridge needs to subscribe to (`mqtt.api: off`: not `bridge/request/#`).
     public var subscriptions: [String] {
-        topics.subscriptions + (discovery.map { [$0.statusTopic] } ?? []) + clusterSubscriptions
+        let own = api == .off ? topics.subscriptions.filter { $0 != topics.requestFilter } : topics.subscriptions
+        return own + (discovery.map { [$0.statusTopic] } ?? []) + clusterSubscriptions
     }
 
     /// The default of `init`'s `connectAttempt`: long enough for a present device to connect and
@@ -137,6 +144,9 @@ public final class Bridge: Sendable {
         self.logger = logger
         self.version = version
         self.connectAttempt = connectAttempt
+        limits = configuration.limits
+        api = configuration.mqtt.api
+        redeliveries = Mutex(Redeliveries(budget: configuration.limits.redeliveryCache))
         cluster = configuration.cluster.enabled ? ClusterState(node: configuration.nodeID, settings: configuration.cluster) : nil
         logLevel = Mutex(control.logLevel ?? configuration.logLevel)
         discovery = configuration.homeAssistant.enabled
@@ -147,6 +157,7 @@ public final class Bridge: Sendable {
                                    retainState: configuration.mqtt.retainState, logger: logger, counters: counters,
                                    clock: self.clock)
         if configuration.cluster.enabled { output.node = configuration.nodeID }
+        output.maxQueued = configuration.limits.maxQueued
         if let discovery {
             // A device's `device` block follows what its state learnt (a GoPro's model, firmware, serial).
             output.deviceInfoChanged = { [mqtt] device, state in
@@ -323,7 +334,8 @@ public final class Bridge: Sendable {
         o["devices_from_mqtt"] = .int(Int64(all.filter { $0.source == .mqtt }.count))
         o["uptime_s"] = .int((ContinuousClock.now - started).components.seconds)
         o["mqtt"] = ["host": .string(c.mqtt.host), "port": .int(Int64(c.mqtt.port)), "client_id": .string(c.mqtt.clientID),
-                     "protocol": .string(c.mqtt.protocolVersion.rawValue), "tls": .bool(c.mqtt.useTLS)]
+                     "protocol": .string(c.mqtt.protocolVersion.rawValue), "tls": .bool(c.mqtt.useTLS),
+                     "api": .string(api.rawValue)]
         o["homeassistant"] = ["enabled": .bool(c.homeAssistant.enabled), "discovery_prefix": .string(c.homeAssistant.discoveryPrefix)]
         o["scanning"] = .bool(scanning.withLock { $0.scan != nil })
         o["restart_required"] = .array(restartRequired.withLock { $0 }.map { .string($0) })
@@ -428,25 +440,27 @@ public final class Bridge: Sendable {
 
     /// Handles one inbound MQTT message (any thread; returns at once).
     public func handle(_ message: InboundMessage) {
+        // Too large, a retained request, a clear: dealt with before anything is parsed (Bridge+Inbound).
+        guard admit(message) else { return }
         if handleCluster(message) { return }
-        // The broker's second delivery of a message already handled (its PUBACK was lost with
-        // the connection): acknowledged by the client, not acted on again (at most once).
-        if redeliveries.withLock({ $0.isRedelivery(message, at: clock.now()) }) {
-            logger.warning("ignoring a message the broker delivered again after a reconnect (already handled)",
-                           metadata: ["topic": "\(message.topic)", "packet_id": "\(message.packetID ?? 0)"])
-            return
-        }
         if let discovery, message.topic == discovery.statusTopic {
             if String(decoding: message.payload, as: UTF8.self) == "online" { publishDiscovery() }
             return
         }
         guard let route = topics.route(message.topic) else { return }
+        // The broker's second delivery of a message already handled (its PUBACK was lost with
+        // the connection): acknowledged by the client, not acted on again (at most once).
+        if isRedelivery(message, route) {
+            logger.warning("ignoring a message the broker delivered again after a reconnect (already handled)",
+                           metadata: ["topic": "\(message.topic)", "packet_id": "\(message.packetID ?? 0)"])
+            return
+        }
         switch route {
         case let .set(device):
             if message.retain { return ignoreRetained(message) }
             guard let session = session(device, message) else { return }
             let commands: [InboundCommand]
-            do throws(CommandError) { commands = try parseSetPayload(message.payload) } catch {
+            do throws(CommandError) { commands = try parseSetPayload(message.payload, maxCommands: limits.maxCommands) } catch {
                 return reject(device: device, message, transaction: nil, error: error)
             }
             for c in commands { routeCommand(pending(.command(c.body), c.transaction, message, session), to: session, device: device) }

@@ -39,6 +39,12 @@ public enum ErrorCode: String, Sendable, Equatable, CaseIterable {
     case unknownDevice = "unknown_device"
     /// Something inside the bridge failed.
     case internalError = "internal_error"
+    /// The payload is larger than `limits.max_payload`; it was not parsed.
+    case payloadTooLarge = "payload_too_large"
+    /// A `/set` array holds more than `limits.max_commands` commands; none of them ran.
+    case tooManyCommands = "too_many_commands"
+    /// The device has `limits.max_queued` commands waiting already.
+    case queueFull = "queue_full"
 }
 
 /// An error answer for a command: a stable code and a message for people.
@@ -92,7 +98,8 @@ public struct InboundCommand: Sendable, Equatable {
 /// Parses a `/set` payload: one JSON object or an array of objects, each with an optional
 /// `transaction` (an array's elements inherit a top-level transaction only if they have none —
 /// there is none at the top of an array, so each carries its own).
-public func parseSetPayload(_ payload: [UInt8]) throws(CommandError) -> [InboundCommand] {
+/// An array of more than `maxCommands` elements is refused whole (`too_many_commands`).
+public func parseSetPayload(_ payload: [UInt8], maxCommands: Int = .max) throws(CommandError) -> [InboundCommand] {
     let value: JSONValue
     do { value = try JSONValue(parsing: payload) } catch {
         throw CommandError(.invalidJSON, "\(error)")
@@ -109,6 +116,9 @@ public func parseSetPayload(_ payload: [UInt8]) throws(CommandError) -> [Inbound
     switch value {
     case .array(let items):
         if items.isEmpty { throw CommandError(.invalidValue, "empty command array") }
+        if items.count > maxCommands {
+            throw CommandError(.tooManyCommands, "\(items.count) commands in one message (limits.max_commands is \(maxCommands)); none was run")
+        }
         var out: [InboundCommand] = []
         for (i, item) in items.enumerated() { out.append(try one(item, "element \(i)")) }
         return out

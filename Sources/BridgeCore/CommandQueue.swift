@@ -109,10 +109,18 @@ struct CommandQueue: Sendable {
         case accept(immediate: Bool, announce: Bool)
     }
 
-    /// What becomes of `cmd` (already validated) arriving now.
-    func admission(of cmd: PendingCommand, linkUp: Bool, busy: Bool, policy: OfflinePolicy, device: String) -> Admission {
+    /// The user commands waiting (internal requests not counted).
+    var waitingCommands: Int { waiting.reduce(0) { $0 + ($1.isInternal ? 0 : 1) } }
+
+    /// What becomes of `cmd` (already validated) arriving now; `limit`: the most user commands
+    /// that may wait (`limits.max_queued`), one more is refused `queue_full`.
+    func admission(of cmd: PendingCommand, linkUp: Bool, busy: Bool, policy: OfflinePolicy, device: String,
+                   limit: Int = .max) -> Admission {
         if !linkUp, !cmd.isInternal, policy == .reject {
             return .reject(CommandError(.deviceOffline, "\(device) is not connected"))
+        }
+        if !cmd.isInternal, waitingCommands >= limit {
+            return .reject(CommandError(.queueFull, "\(device) has \(limit) commands waiting already (limits.max_queued)"))
         }
         let immediate = linkUp && isIdle && (!busy || cmd.bypassesBusyGate)
         let announce = (!linkUp || (inFlight != nil && busy)) && !cmd.announced && !cmd.isInternal

@@ -109,8 +109,21 @@ actor DeviceSession {
 
     var id: String { config.id }
 
-    /// Hands a command to the session (any thread).
-    nonisolated func submit(_ command: PendingCommand) { sink.yield(.command(command)) }
+    /// Commands handed to the session that it has not taken yet.
+    nonisolated let backlog = Atomic<Int>(0)
+
+    /// Hands a command to the session (any thread). A new command (not from the outbox) finding
+    /// `limits.max_queued` others not taken yet is answered `queue_full` at once: a flood of
+    /// commands cannot pile up ahead of the session either.
+    nonisolated func submit(_ command: PendingCommand) {
+        if command.outboxID == nil, !command.isInternal, backlog.load(ordering: .relaxed) >= output.maxQueued {
+            output.respond(command, device: config.id, .error,
+                           error: CommandError(.queueFull, "\(config.id) has \(output.maxQueued) commands not taken yet (limits.max_queued)"))
+            return
+        }
+        backlog.add(1, ordering: .relaxed)
+        sink.yield(.command(command))
+    }
 
     /// The bridge's ticker: deadlines, timeouts, keep-alives and polls are checked now.
     nonisolated func tickNow() { sink.yield(.tick) }
@@ -179,6 +192,7 @@ actor DeviceSession {
             case let .waitForLink(_, c): c.resume(returning: .stopped)
             case let .settle(c): c.resume()
             case let .command(cmd):
+                backlog.subtract(1, ordering: .relaxed)
                 let why = stopped.isEmpty ? "the bridge stopped before it took the command" : "\(id) was stopped (removed or reconfigured)"
                 output.respond(cmd, device: id, .error, error: CommandError(stopped.isEmpty ? .interrupted : .unknownDevice, why))
             default: break
@@ -262,7 +276,9 @@ actor DeviceSession {
 
     func handle(_ event: Event) async {
         switch event {
-        case let .command(cmd): accept(cmd)
+        case let .command(cmd):
+            backlog.subtract(1, ordering: .relaxed)
+            accept(cmd)
         case let .linkUp(l):
             if owned.isOwned { linkUp(l) } else { await l.disconnect() }  // connected as it lost the device
         case let .linkDown(reason):
@@ -319,7 +335,8 @@ actor DeviceSession {
                 return
             }
         }
-        switch queue.admission(of: cmd, linkUp: link != nil, busy: driver.isBusy, policy: config.offlinePolicy, device: id) {
+        switch queue.admission(of: cmd, linkUp: link != nil, busy: driver.isBusy, policy: config.offlinePolicy, device: id,
+                               limit: output.maxQueued) {
         case let .reject(error):
             finish(cmd, .error, error: error)
         case let .accept(immediate, announce):

@@ -7,35 +7,66 @@
 /// with the same packet identifier, topic and payload was handled within ``window``; the broker
 /// numbers a client's messages in turn (65 535 before a number comes back), so a new message
 /// matching all three within that time is not a thing that happens. A value, no I/O.
+///
+/// Only a digest of each message is kept (its packet identifier, length and a 64-bit FNV-1a hash
+/// of topic and payload: ``entryBytes`` each), never the payload, and at most as many as fit in
+/// the byte budget (`limits.redelivery_cache`), so a flood of large messages costs no memory
+/// here. Two different messages with the same identifier, length and hash within the window
+/// (a chance of 2⁻⁶⁴) would make the second one taken for a redelivery.
 public struct Redeliveries: Sendable {
     struct Key: Hashable {
         var packetID: Int
-        var topic: String
-        var payload: [UInt8]
+        var length: Int
+        var digest: UInt64
     }
 
     /// How long a handled message is remembered.
     public static let window: Duration = .seconds(300)
-    /// At most this many are remembered (the oldest go first).
-    public static let capacity = 4096
+    /// What one remembered message costs, counted generously (its key and instant in the table
+    /// and in the order, with the table's spare room).
+    public static let entryBytes = 128
+    /// The default byte budget (`limits.redelivery_cache`).
+    public static let defaultBudget = 1024 * 1024
 
+    /// At most this many are remembered (the oldest go first).
+    public let capacity: Int
     private var seen: [Key: ContinuousClock.Instant] = [:]
     private var order: [(Key, ContinuousClock.Instant)] = []
     private var head = 0
 
-    public init() {}
+    /// - Parameter budget: the bytes the remembered messages may take (0: none is remembered,
+    ///   no message is ever taken for a redelivery).
+    public init(budget: Int = Redeliveries.defaultBudget) {
+        capacity = max(0, budget / Self.entryBytes)
+    }
+
+    /// How many messages are remembered now.
+    public var count: Int { order.count - head }
 
     /// Records `message` as handled at `now`; true when it is a redelivery of one handled before
     /// (then it must not be acted on again). Messages without a packet identifier are never one.
     public mutating func isRedelivery(_ message: InboundMessage, at now: ContinuousClock.Instant) -> Bool {
-        guard let id = message.packetID else { return false }
+        guard let id = message.packetID, capacity > 0 else { return false }
         forget(before: now - Self.window)
-        let key = Key(packetID: id, topic: message.topic, payload: message.payload)
+        let key = Key(packetID: id, length: message.payload.count, digest: Self.digest(message.topic, message.payload))
         if seen[key] != nil { return true }
         seen[key] = now
         order.append((key, now))
-        if order.count - head > Self.capacity { drop() }
+        if order.count - head > capacity { drop() }
         return false
+    }
+
+    /// 64-bit FNV-1a over the topic's bytes, a 0 byte (never in a topic) and the payload.
+    static func digest(_ topic: String, _ payload: [UInt8]) -> UInt64 {
+        var h: UInt64 = 0xcbf2_9ce4_8422_2325
+        func add(_ byte: UInt8) {
+            h ^= UInt64(byte)
+            h = h &* 0x0000_0100_0000_01b3
+        }
+        for b in topic.utf8 { add(b) }
+        add(0)
+        for b in payload { add(b) }
+        return h
     }
 
     private mutating func forget(before limit: ContinuousClock.Instant) {

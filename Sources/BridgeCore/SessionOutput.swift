@@ -27,6 +27,8 @@ struct SessionOutput: Sendable {
     /// This bridge's node id when several share the broker (docs/scale-out.md): every lifecycle
     /// response then says which node answered.
     var node: String?
+    /// The most commands that may wait per device (`limits.max_queued`).
+    var maxQueued = Int.max
 
     /// Publishes a bridge event and keeps it in the bounded history.
     func event(_ kind: String, device: String, _ extra: JSONObject = [:]) {

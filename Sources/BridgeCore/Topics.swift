@@ -20,8 +20,11 @@ public struct Topics: Sendable, Equatable {
 
     /// The filters the bridge subscribes to.
     public var subscriptions: [String] {
-        ["\(base)/+/set", "\(base)/+/set/+", "\(base)/+/get", "\(base)/+/+/write", "\(base)/bridge/request/#"]
+        ["\(base)/+/set", "\(base)/+/set/+", "\(base)/+/get", "\(base)/+/+/write", requestFilter]
     }
+
+    /// The filter of the bridge API's requests.
+    public var requestFilter: String { "\(base)/bridge/request/#" }
 
     /// Routes an inbound topic; nil for topics that are not ours to act on (including our own
     /// output topics, so the bridge ignores its own publishes).

@@ -61,7 +61,12 @@ public struct BridgeService: Service {
         var o = MQTTConnectOptions(host: m.host, port: m.port, clientID: m.clientID,
                                    protocolVersion: m.protocolVersion == .v5 ? .v5 : .v311,
                                    keepAlive: Int(m.keepAlive.components.seconds), cleanSession: false)
-        if m.protocolVersion == .v5 { o.sessionExpiryInterval = 7 * 24 * 3600 }
+        if m.protocolVersion == .v5 {
+            o.sessionExpiryInterval = 7 * 24 * 3600
+            // The broker drops what the bridge would refuse anyway (`limits.max_payload`) instead
+            // of sending it; the bridge's own check stays for what fits between the two.
+            o.maximumPacketSize = maximumPacketSize(payload: c.limits.maxPayload)
+        }
         let topics = Topics(base: m.baseTopic)
         if c.cluster.enabled {
             o.will = MQTTWill(topic: topics.nodeState(c.nodeID), payload: Array(#"{"state":"offline","node":"\#(c.nodeID)"}"#.utf8),
@@ -81,6 +86,13 @@ public struct BridgeService: Service {
                                    verifyHostname: t.verifyHostname)
         }
         return o
+    }
+
+    /// The MQTT 5 Maximum Packet Size for payloads up to `payload` bytes: the payload, plus room
+    /// for the fixed header, the longest topic (65 535 bytes) and the properties (a response
+    /// topic, correlation data, user properties), at most MQTT's largest packet.
+    public static func maximumPacketSize(payload: Int) -> UInt32 {
+        UInt32(min(payload + 2 * 65_536 + 4_096, 268_435_460))
     }
 
     public func run() async throws {

@@ -213,6 +213,12 @@ final class MQTTClientCore: @unchecked Sendable {
                         &connectProperties.pointer, Int32(MQTT_PROP_SESSION_EXPIRY_INTERVAL.rawValue), expiry),
                     "session expiry interval")
             }
+            if let size = options.maximumPacketSize {
+                try connectProperties.check(
+                    mosquitto_property_add_int32(
+                        &connectProperties.pointer, Int32(MQTT_PROP_MAXIMUM_PACKET_SIZE.rawValue), size),
+                    "maximum packet size")
+            }
             try connectProperties.addUserProperties(options.connectUserProperties)
         }
         if let will = options.will {

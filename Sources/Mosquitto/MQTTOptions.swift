@@ -211,6 +211,10 @@ public struct MQTTConnectOptions: Sendable, Hashable {
     public var maxInflightMessages: Int
     /// Disable Nagle's algorithm (default true, lower latency).
     public var tcpNoDelay: Bool
+    /// MQTT 5 Maximum Packet Size (§3.1.2.11.4), sent in CONNECT: the broker does not send this
+    /// client a packet larger than this many bytes (it drops it instead). nil: no limit asked.
+    /// MQTT 5 only.
+    public var maximumPacketSize: UInt32?
 
     public init(
         host: String = "127.0.0.1", port: Int = 1883, bindAddress: String? = nil, clientID: String? = nil,
@@ -219,8 +223,9 @@ public struct MQTTConnectOptions: Sendable, Hashable {
         credentials: MQTTCredentials? = nil, tls: MQTTTLSOptions? = nil, reconnect: MQTTReconnectPolicy = MQTTReconnectPolicy(),
         offlinePolicy: MQTTOfflinePolicy = .queue(limit: 1000), inboundBufferLimit: Int = 1024,
         inboundOverflow: MQTTInboundOverflow = .dropNewest, maximumPayloadSize: Int = 268_435_455,
-        maxInflightMessages: Int = 20, tcpNoDelay: Bool = true
+        maxInflightMessages: Int = 20, tcpNoDelay: Bool = true, maximumPacketSize: UInt32? = nil
     ) {
+        self.maximumPacketSize = maximumPacketSize
         self.host = host
         self.port = port
         self.bindAddress = bindAddress
@@ -253,9 +258,10 @@ public struct MQTTConnectOptions: Sendable, Hashable {
             throw .invalidOptions("a persistent session (cleanSession false) needs a client id")
         }
         if let id = clientID, id.utf8.count > 65535 { throw .invalidOptions("client id longer than 65535 bytes") }
-        if protocolVersion == .v311 && (sessionExpiryInterval != nil || !connectUserProperties.isEmpty) {
+        if protocolVersion == .v311 && (sessionExpiryInterval != nil || !connectUserProperties.isEmpty || maximumPacketSize != nil) {
             throw .propertiesRequireMQTT5
         }
+        if maximumPacketSize == 0 { throw .invalidOptions("maximumPacketSize must be at least 1") }
         if inboundBufferLimit < 1 { throw .invalidOptions("inboundBufferLimit must be at least 1") }
         if !(0...268_435_455).contains(maximumPayloadSize) {
             throw .invalidOptions("maximumPayloadSize must be in 0…268435455")

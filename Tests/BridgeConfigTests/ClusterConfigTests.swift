@@ -93,7 +93,7 @@ import Testing
         #expect(error("", environment: ["GATT2MQTT_CLUSTER_COLOUR": "red"])?.path == "cluster.colour (from GATT2MQTT_CLUSTER_COLOUR)")
         #expect(error("", environment: ["GATT2MQTT_NODE": "x"]) == ConfigError(
             path: "GATT2MQTT_NODE", line: nil,
-            message: "unknown environment override (expected GATT2MQTT_<MQTT|BLUETOOTH|DATABASE|HOMEASSISTANT|METRICS|FRONTEND|CLUSTER>_<KEY>, GATT2MQTT_LOG_LEVEL or GATT2MQTT_NODE_ID)"))
+            message: "unknown environment override (expected GATT2MQTT_<MQTT|BLUETOOTH|DATABASE|HOMEASSISTANT|METRICS|FRONTEND|CLUSTER|LIMITS>_<KEY>, GATT2MQTT_LOG_LEVEL or GATT2MQTT_NODE_ID)"))
     }
 
     @Test(arguments: [

@@ -196,6 +196,25 @@ import Testing
         #expect(nextNumber(&q, busy: false) == 1)
     }
 
+    /// `limits.max_queued`: one user command more than the limit is refused `queue_full`;
+    /// internal requests (polls, keep-alives) neither count nor are refused.
+    @Test func admissionRefusesACommandBeyondTheQueueLimit() {
+        var q = CommandQueue()
+        q.append(command(1))
+        q.appendInternal(ping(9))
+        q.append(command(2))
+        #expect(q.waitingCommands == 2)
+        #expect(q.admission(of: command(3), linkUp: false, busy: false, policy: .queue, device: "d", limit: 3)
+            == .accept(immediate: false, announce: true))
+        #expect(q.admission(of: command(3), linkUp: false, busy: false, policy: .queue, device: "d", limit: 2)
+            == .reject(CommandError(.queueFull, "d has 2 commands waiting already (limits.max_queued)")))
+        #expect(q.admission(of: command(3), linkUp: true, busy: true, policy: .latest, device: "d", limit: 2)
+            == .reject(CommandError(.queueFull, "d has 2 commands waiting already (limits.max_queued)")))
+        let poll = PendingCommand(payload: .internal(ping(8)), deadline: nil)
+        #expect(q.admission(of: poll, linkUp: true, busy: false, policy: .queue, device: "d", limit: 2)
+            == .accept(immediate: false, announce: false))
+    }
+
     @Test func admissionFollowsTheOfflinePolicy() {
         var q = CommandQueue()
         let c = command(1)

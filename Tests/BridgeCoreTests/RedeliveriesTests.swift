@@ -28,10 +28,28 @@ struct RedeliveriesTests {
 
     @Test func theOldestAreForgottenPastTheCapacity() {
         var r = Redeliveries()
-        for id in 0..<(Redeliveries.capacity + 10) { _ = r.isRedelivery(message(id), at: Self.t0) }
+        for id in 0..<(r.capacity + 10) { _ = r.isRedelivery(message(id), at: Self.t0) }
         let oldest = r.isRedelivery(message(0), at: Self.t0)
-        let newest = r.isRedelivery(message(Redeliveries.capacity + 9), at: Self.t0)
+        let newest = r.isRedelivery(message(r.capacity + 9), at: Self.t0)
         #expect(!oldest, "forgotten: over capacity")
         #expect(newest, "the newest is remembered")
+    }
+
+    /// The cache is bounded in bytes (`limits.redelivery_cache`): digests, so a message's size
+    /// does not count; a budget of 0 remembers nothing.
+    @Test func theBudgetBoundsHowManyAreRememberedWhateverTheirSize() {
+        var r = Redeliveries(budget: 10 * Redeliveries.entryBytes)
+        #expect(r.capacity == 10)
+        let big = String(repeating: "x", count: 1 << 20)
+        for id in 0..<20 { _ = r.isRedelivery(message(id, big), at: Self.t0) }
+        #expect(r.count == 10)
+        let newest = r.isRedelivery(message(19, big), at: Self.t0)
+        let longer = r.isRedelivery(message(19, big + "y"), at: Self.t0)
+        #expect(newest, "the newest is remembered")
+        #expect(!longer, "another payload of another length is not it")
+        var none = Redeliveries(budget: 0)
+        let twice = (none.isRedelivery(message(1), at: Self.t0), none.isRedelivery(message(1), at: Self.t0))
+        #expect(!twice.0 && !twice.1)
+        #expect(Redeliveries().capacity == 1024 * 1024 / Redeliveries.entryBytes, "1 MiB by default")
     }
 }

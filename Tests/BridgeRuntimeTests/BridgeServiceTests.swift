@@ -13,13 +13,15 @@ import Testing
 /// `BridgeService` against a real mosquitto (started by the test) and a fake BLE central:
 /// commands and state travel through the broker exactly as a hub sees them.
 @Suite(.serialized) struct BridgeServiceTests {
-    static func config(port: Int, db: String) throws -> Configuration {
+    static func config(port: Int, db: String, mqtt: String = "", top: String = "") throws -> Configuration {
         try Configuration(yaml: """
+            \(top)
             mqtt:
               url: mqtt://127.0.0.1:\(port)
               client_id: bridge-under-test
               reconnect_min: 50ms
               reconnect_max: 200ms
+            \(mqtt)
             database:
               path: \(db)
             devices:
@@ -82,6 +84,43 @@ import Testing
             // After a graceful stop the retained bridge state says offline.
             let offline = await collect(try await hub.subscribe("gatt2mqtt/bridge/state"), count: 1)
             #expect(offline.first?.payloadString == #"{"state":"offline"}"# && offline.first?.retain == true)
+        }
+        await hub.disconnect()
+    }
+
+    /// `limits.max_payload` end to end: under MQTT 5 the bridge asks the broker (CONNECT Maximum
+    /// Packet Size, the limit plus room for topic and properties) not to send it more, so a
+    /// message far above the limit never arrives; one just above it arrives and is answered
+    /// `payload_too_large` by the bridge. Under 3.1.1 the bridge's check answers both.
+    @Test(arguments: ["5", "3.1.1"]) func oversizedPayloads(version: String) async throws {
+        let broker = try MosquittoBroker()
+        defer { broker.stop() }
+        let dir = try TemporaryDirectory()
+        let central = FakeCentral(["C0:FF:EE:00:00:09": FakeDevice()])
+        let loop = EventLoop(name: "t-bridge")
+        defer { loop.shutdown() }  // after the service stopped and the hub is disconnected
+        let configuration = try Self.config(port: broker.port, db: dir.path + "/state.sqlite", mqtt: "  protocol: \(version)",
+                                            top: "limits:\n  max_payload: 2KiB")
+        #expect(try BridgeService.mqttOptions(configuration).maximumPacketSize == (version == "5" ? 2048 + 135_168 : nil))
+        let service = BridgeService(configuration: configuration, central: central, logger: Logger(label: "test"), loop: loop)
+        let hub = try await broker.client(loop: loop)
+        let responses = try await hub.subscribe("gatt2mqtt/lamp/response")
+        let bridgeState = try await hub.subscribe("gatt2mqtt/bridge/state")
+        let group = ServiceGroup(configuration: .init(services: [service], logger: Logger(label: "test")))
+        try await withThrowingTaskGroup(of: Void.self) { tasks in
+            tasks.addTask { try await group.run() }
+            #expect(await collect(bridgeState, count: 1).first?.payloadString == #"{"state":"online"}"#)
+            let huge = Array(#"{"transaction":"huge","pad":""#.utf8) + Array(repeating: UInt8(ascii: "x"), count: 300_000) + Array(#""}"#.utf8)
+            try await hub.publish(topic: "gatt2mqtt/lamp/set", payload: huge, qos: .atLeastOnce)
+            let big = Array(#"{"transaction":"big","pad":""#.utf8) + Array(repeating: UInt8(ascii: "x"), count: 3_000) + Array(#""}"#.utf8)
+            try await hub.publish(topic: "gatt2mqtt/lamp/set", payload: big, qos: .atLeastOnce)
+            try await hub.publish(topic: "gatt2mqtt/lamp/set", payload: Array(#"{"nothing":1,"transaction":"last"}"#.utf8), qos: .atLeastOnce)
+            let r = await collectUntil(responses) { $0.payloadString.contains(#""transaction":"last""#) }.map(\.payloadString)
+            let tooLarge = r.filter { $0.contains(#""code":"payload_too_large""#) }
+            #expect(tooLarge.count == (version == "5" ? 1 : 2), "\(r.map { $0.prefix(120) })")
+            #expect(tooLarge.contains { $0.contains("3030 bytes") && $0.contains("2048") }, "the answer names the size and the limit")
+            await group.triggerGracefulShutdown()
+            try await tasks.next()
         }
         await hub.disconnect()
     }

@@ -144,6 +144,41 @@ import Testing
         await hub.disconnect()
     }
 
+    /// A retained `bridge/request/restart` left on the broker (issue 20: it restarted the bridge
+    /// at every start, 67 times in 25 s) is answered `retained_request`, never run, and cleared:
+    /// a later subscriber gets no retained request. Under MQTT 3.1.1 the bridge also receives
+    /// its own clear back (an empty payload), which is no request either.
+    @Test func aRetainedRestartRequestIsRefusedAndCleared() async throws {
+        let env = try await EndToEnd(simulate: ["--device", "hr@C0:FF:EE:00:00:03"])
+        defer { env.stop() }
+        let hub = try await env.broker.client(loop: env.loop)
+        try await hub.publish(topic: "gatt2mqtt/bridge/request/restart", payload: Array(#"{"transaction":"left"}"#.utf8),
+                              qos: .atLeastOnce, retain: true)
+        let responses = try await hub.subscribe("gatt2mqtt/bridge/response/#")
+        let states = try await hub.subscribe("gatt2mqtt/bridge/state")
+        let bridge = try env.startBridge(devices: Self.heartRate, mqtt: "  protocol: 3.1.1")
+        let refused = await Self.first(responses) { $0.topic == "gatt2mqtt/bridge/response/restart" }
+        let body = try JSONSerialization.jsonObject(with: Data(try #require(refused, "no answer to the retained restart").payload)) as? [String: Any]
+        #expect(body?["status"] as? String == "error" && body?["code"] as? String == "retained_request" && body?["transaction"] as? String == "left",
+                "\(body ?? [:])")
+        // The broker keeps no retained request: a new subscriber's first message is a live one.
+        let late = try await env.broker.client(loop: env.loop)
+        let requests = try await late.subscribe("gatt2mqtt/bridge/request/#")
+        let info = try await Self.request(hub, responses, "info")
+        #expect(info["status"] as? String == "ok")
+        let first = await collect(requests, count: 1).first
+        #expect(first?.topic == "gatt2mqtt/bridge/request/info" && first?.retain == false, "\(first?.topic ?? "none")")
+        // Never restarted: the bridge went online once and never offline; one answer only.
+        let seen = await collect(states, count: 100, timeout: .milliseconds(500))
+        #expect(!seen.contains { $0.payloadString.contains("offline") }, "\(seen.map(\.payloadString))")
+        #expect(bridge.isRunning)
+        #expect(env.bridgeLog().contains("gatt2mqtt/bridge/request/restart"), "the warning names the topic")
+        let more = await collect(responses, count: 1, timeout: .milliseconds(300))
+        #expect(!more.contains { $0.topic == "gatt2mqtt/bridge/response/restart" }, "the clear's echo was not taken for a request")
+        await late.disconnect()
+        await hub.disconnect()
+    }
+
     /// The bridge's own operations: info, health_check, options (log level at runtime),
     /// config/reload (by request and by SIGHUP) without dropping other links, restart in place,
     /// the MQTT 5 response topic, and bad input answered with errors while nothing changes.

@@ -38,6 +38,29 @@ import Glibc
         await publisher.disconnect()
     }
 
+    /// MQTT 5 Maximum Packet Size in CONNECT: the broker drops a message too large for the
+    /// client instead of sending it; the next one that fits arrives.
+    @Test func theBrokerSendsNothingAboveTheMaximumPacketSize() async throws {
+        let broker = try MosquittoBroker()
+        defer { broker.stop() }
+        let loop = EventLoop(name: "t-mqtt")
+        defer { loop.shutdown() }  // after the clients are disconnected
+        let limited = try await broker.client(loop: loop) { $0.maximumPacketSize = 2048 }
+        let unlimited = try await broker.client(loop: loop)
+        let publisher = try await broker.client(loop: loop)
+        let small = try await limited.subscribe("big/#", qos: .atLeastOnce)
+        let large = try await unlimited.subscribe("big/#", qos: .atLeastOnce)
+        try await publisher.publish(topic: "big/1", payload: Array(repeating: 0x61, count: 10_000), qos: .atLeastOnce)
+        try await publisher.publish(topic: "big/2", payload: Array("fits".utf8), qos: .atLeastOnce)
+        let got = await collect(small, count: 1)
+        #expect(got.map(\.topic) == ["big/2"], "the 10 000-byte message was not delivered")
+        let both = await collect(large, count: 2)
+        #expect(both.map(\.payload.count) == [10_000, 4], "without the limit both arrive")
+        await limited.disconnect()
+        await unlimited.disconnect()
+        await publisher.disconnect()
+    }
+
     @Test func retainedMessageReachesLateSubscriberAndCanBeCleared() async throws {
         let broker = try MosquittoBroker()
         defer { broker.stop() }

@@ -97,6 +97,11 @@ import Glibc
         rejects("TLS cert without key") { $0.tls = MQTTTLSOptions(caFile: "/etc/hostname", certificateFile: "/etc/hostname") }
         rejects("TLS version") { $0.tls = MQTTTLSOptions(caFile: "/etc/hostname", version: "sslv3") }
         rejects("buffer 0") { $0.inboundBufferLimit = 0 }
+        rejects("maximum packet size on 3.1.1") {
+            $0.protocolVersion = .v311
+            $0.maximumPacketSize = 4096
+        }
+        rejects("maximum packet size 0") { $0.maximumPacketSize = 0 }
         rejects("payload limit") { $0.maximumPayloadSize = 268_435_456 }
         rejects("reconnect min > max") {
             $0.reconnect.minimumDelay = .seconds(5)
