@@ -263,7 +263,13 @@ extension MQTTSettings {
             baseTopic = v
         }
         if let v = try r.enumeration("protocol", ProtocolVersion.self) { protocolVersion = v }
-        if let v = try r.duration("keepalive") { keepAlive = v }
+        if let line = r.line(of: "keepalive"), let v = try r.duration("keepalive") {
+            // MQTT's keep-alive is a 16-bit number of seconds (libmosquitto also wants 5 or more).
+            guard v == .zero || (Duration.seconds(5) ... .seconds(65_535)).contains(v) else {
+                throw ConfigError(path: r.child("keepalive"), line: line, message: "must be 0 (off) or 5 s to 65535 s, not \(formatDuration(v))")
+            }
+            keepAlive = v
+        }
         if let v = try r.string("username") { username = v }
         if let v = try r.string("password_file") { passwordFile = v }
         if let v = try r.string("password_env") { passwordEnvironment = v }

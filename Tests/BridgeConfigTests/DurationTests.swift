@@ -48,7 +48,7 @@ import Testing
 
     /// `command_timeout: 1e300` trapped ("Double value cannot be converted to Int64"): now the
     /// configuration error with the key path, the line and the limit.
-    @Test func aHugeDurationInTheFileIsAConfigError() {
+    @Test func aHugeDurationInTheFileIsAConfigError() throws {
         let yaml = "devices:\n  - id: cam\n    address: C0:FF:EE:00:00:01\n    profile: gopro\n    command_timeout: 1e300\n"
         #expect(throws: ConfigError(path: "devices[0].command_timeout", line: 5, message: "'1e300' is above the maximum of 31536000 s (365d)")) {
             try Configuration(yaml: yaml)
@@ -56,6 +56,11 @@ import Testing
         #expect(throws: ConfigError(path: "mqtt.keepalive", line: 2, message: "'nan' is not a duration (expected e.g. 500ms, 5s, 2m, 1h or 7d; a bare number is seconds)")) {
             try Configuration(yaml: "mqtt:\n  keepalive: nan\n")
         }
+        // A key with a narrower range names it: MQTT's keep-alive is 16 bits of seconds.
+        #expect(throws: ConfigError(path: "mqtt.keepalive", line: 2, message: "must be 0 (off) or 5 s to 65535 s, not 86400s")) {
+            try Configuration(yaml: "mqtt:\n  keepalive: 1d\n")
+        }
+        #expect(try Configuration(yaml: "mqtt:\n  keepalive: 65535\n").mqtt.keepAlive == .seconds(65535))
         #expect(throws: ConfigError(path: "database.history_max_age", line: 2, message: "'-1d' is negative (a duration is 0 or more)")) {
             try Configuration(yaml: "database:\n  history_max_age: -1d\n")
         }
