@@ -111,7 +111,7 @@ extension JSONValue {
         switch self {
         case let .int(i): return i
         case let .uint(u): return u <= UInt64(Int64.max) ? Int64(u) : nil
-        case let .double(d): return d.rounded() == d && abs(d) < 9.2e18 ? Int64(d) : nil
+        case let .double(d): return d.rounded() == d && abs(d) < 9.2e18 ? Int64(d) : nil  // checked: whole, in range (NaN fails ==)
         default: return nil
         }
     }
@@ -120,7 +120,7 @@ extension JSONValue {
         switch self {
         case let .int(i): return i >= 0 ? UInt64(i) : nil
         case let .uint(u): return u
-        case let .double(d): return d.rounded() == d && d >= 0 && d < 1.8e19 ? UInt64(d) : nil
+        case let .double(d): return d.rounded() == d && d >= 0 && d < 1.8e19 ? UInt64(d) : nil  // checked: whole, in range (NaN fails ==)
         default: return nil
         }
     }
@@ -394,7 +394,7 @@ extension JSONValue {
             if !v.isFinite {
                 out.append(contentsOf: "null".utf8)
             } else if v.rounded() == v, abs(v) < 1e15 {
-                out.append(contentsOf: String(Int64(v)).utf8)
+                out.append(contentsOf: String(Int64(v)).utf8)  // checked: finite, whole, |v| < 1e15
                 if v == 0, v.sign == .minus { out.insert(UInt8(ascii: "-"), at: out.count - 1) }
             } else {
                 out.append(contentsOf: "\(v)".utf8)

@@ -222,12 +222,14 @@ struct MappingReader {
         return b
     }
 
+    /// A duration (``checkedDuration(_:in:)``: 0 to ``DurationLimits/maximum``); out of range or
+    /// not a duration is an error with the key path, the line and the limit.
     mutating func duration(_ key: String) throws(ConfigError) -> Duration? {
         guard let n = take(key) else { return nil }
-        guard case let .scalar(s) = n.kind, let d = parseDuration(s.string) else {
+        guard case let .scalar(s) = n.kind else {
             throw ConfigError(path: child(key), line: n.line, message: "expected a duration like 500ms, 5s, 2m, 1h or 7d (a bare number is seconds)")
         }
-        return d
+        do { return try checkedDuration(s.string) } catch { throw ConfigError(path: child(key), line: n.line, message: error.message) }
     }
 
     /// ``duration(_:)`` that must be longer than zero.
@@ -257,19 +259,6 @@ extension String {
     }
 }
 
-/// `500ms`, `5s`, `2m`, `1h`, `7d`, or a bare number of seconds (may be fractional).
-func parseDuration(_ text: String) -> Duration? {
-    let t = text.trimmingCharacters(in: " ")
-    let units: [(String, Double)] = [("ms", 0.001), ("s", 1), ("m", 60), ("h", 3600), ("d", 86400)]
-    for (suffix, scale) in units where t.hasSuffix(suffix) {
-        let number = t.dropLast(suffix.count)
-        guard let v = Double(number), v >= 0, v.isFinite else { return nil }
-        return .milliseconds(Int64((v * scale * 1000).rounded()))
-    }
-    guard let v = Double(t), v >= 0, v.isFinite else { return nil }
-    return .milliseconds(Int64((v * 1000).rounded()))
-}
-
 // MARK: - Sections
 
 extension MQTTSettings {
@@ -284,7 +273,13 @@ extension MQTTSettings {
             baseTopic = v
         }
         if let v = try r.enumeration("protocol", ProtocolVersion.self) { protocolVersion = v }
-        if let v = try r.duration("keepalive") { keepAlive = v }
+        if let line = r.line(of: "keepalive"), let v = try r.duration("keepalive") {
+            // MQTT's keep-alive is a 16-bit number of seconds (libmosquitto also wants 5 or more).
+            guard v == .zero || (Duration.seconds(5) ... .seconds(65_535)).contains(v) else {
+                throw ConfigError(path: r.child("keepalive"), line: line, message: "must be 0 (off) or 5 s to 65535 s, not \(formatDuration(v))")
+            }
+            keepAlive = v
+        }
         if let v = try r.string("username") { username = v }
         if let v = try r.string("password_file") { passwordFile = v }
         if let v = try r.string("password_env") { passwordEnvironment = v }

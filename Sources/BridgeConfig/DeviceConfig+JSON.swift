@@ -69,9 +69,8 @@ extension DeviceConfig {
                                       message: "no mapping with topic '\(topic)' (the device has \(characteristics.map(\.topic).joined(separator: ", ")))")
                 }
                 let text = polls[topic]?.stringValue ?? polls[topic].flatMap { $0.isNull ? "0" : $0.jsonText } ?? "0"
-                guard let d = parseDuration(text) else {
-                    throw ConfigError(path: "\(path).poll.\(topic)", line: nil, message: "'\(text)' is not a duration (e.g. 30s, 5m)")
-                }
+                let d: Duration
+                do { d = try checkedDuration(text) } catch { throw ConfigError(path: "\(path).poll.\(topic)", line: nil, message: error.message) }
                 mappings[i].pollInterval = d > .zero ? d : nil
                 if d > .zero { mappings[i].directions.insert(.read) }
             }

@@ -142,18 +142,19 @@ extension Bridge {
                 logger.warning("ignoring a malformed node report (expected {\"devices\":{…}})", metadata: ["topic": "\(m.topic)"])
                 break
             }
-            var seen: [String: ClusterView.Sighting] = [:]
-            for (address, value) in devices {
-                guard let o = value.objectValue, case let .int(rssi)? = o["rssi"] else { continue }
-                var age: Int64 = 0
-                if case let .int(a)? = o["age_ms"], a > 0 { age = a }
-                seen[address.uppercased()] = ClusterView.Sighting(rssi: Int(rssi), at: now - .milliseconds(age),
-                                                                   connected: o["connected"]?.boolValue ?? false)
+            // Every number range-checked: a report with garbage in it is said and ignored whole
+            // (the node's previous report stands).
+            switch ClusterView.sightings(devices, at: now) {
+            case let .success(seen): cluster.view.withLock { $0.report(from: node, seen) }
+            case let .failure(error):
+                logger.warning("ignoring a malformed node report", metadata: ["topic": "\(m.topic)", "error": "\(error)"])
             }
-            cluster.view.withLock { $0.report(from: node, seen) }
         case let .owner(device):
             guard let json, let claim = OwnershipClaim(json: json) else {
-                if !m.payload.isEmpty { logger.warning("ignoring a malformed ownership claim", metadata: ["topic": "\(m.topic)"]) }
+                if !m.payload.isEmpty {
+                    logger.warning("ignoring a malformed ownership claim (expected {\"node\":…,\"epoch\":0…\(OwnershipClaim.maxEpoch)})",
+                                   metadata: ["topic": "\(m.topic)", "payload": "\(String(decoding: m.payload.prefix(200), as: UTF8.self))"])
+                }
                 break
             }
             let me = cluster.node
@@ -396,7 +397,7 @@ extension Bridge {
         var devices = JSONObject()
         for address in seen.keys.sorted() {
             let s = seen[address]!
-            let age = max(0, Int64((now - s.at).seconds * 1000))
+            let age = max(0, (now - s.at).wholeMilliseconds)
             devices[address] = ["rssi": .int(Int64(s.rssi)), "age_ms": .int(age), "connected": .bool(s.connected)]
         }
         mqtt.send(OutboundMessage(topic: topics.nodeSeen(cluster.node), json: ["node": .string(cluster.node), "devices": .object(devices)],
@@ -525,7 +526,7 @@ extension Bridge {
         let now = clock.now()
         let claim = cluster.view.withLock { v -> OwnershipClaim? in
             guard let c = v.claims[id], c.node == v.me, c.handoverTo == next else { return nil }
-            let claim = OwnershipClaim(node: next, epoch: c.epoch + 1)
+            let claim = OwnershipClaim(node: next, epoch: c.nextEpoch)
             v.receive(claim, for: id, at: now)
             return claim
         }

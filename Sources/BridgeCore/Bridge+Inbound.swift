@@ -5,17 +5,6 @@ import BridgeConfig
 // (issue 20): `limits.max_payload`, retained `bridge/request/…` (answered, cleared, never run),
 // and `mqtt.api` (who may use `bridge/request/…`). docs/bridge-api.md, docs/configuration.md.
 
-/// The codes of a refused `bridge/request/…` that the bridge refuses before looking at what it
-/// asks (`{"status":"error","error":"…","code":"…"}`).
-enum RequestRefusal: String, Sendable {
-    /// The request was a retained message: it is never run (it would run at every start).
-    case retainedRequest = "retained_request"
-    /// The payload is above `limits.max_payload`.
-    case payloadTooLarge = "payload_too_large"
-    /// `mqtt.api` does not allow the action.
-    case forbidden
-}
-
 /// The bridge's own clears of retained requests, so their echo (an empty payload on the same
 /// topic, delivered back when the subscription does not exclude the bridge's own messages) is
 /// not taken for an empty request (which means `{}`).

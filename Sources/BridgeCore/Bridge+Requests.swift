@@ -36,8 +36,10 @@ struct Reply: Sendable {
         send(o)
     }
 
-    /// `code`: for a request refused before what it asks was looked at (``RequestRefusal``).
-    func error(_ text: String, code: RequestRefusal? = nil) {
+    /// - Parameter code: why, for a client to tell: `invalid_value` for a value out of range or of
+    ///   the wrong kind; `retained_request`, `payload_too_large` or `forbidden` for a request refused
+    ///   before what it asks was looked at (`ErrorCode`, shared with the command errors).
+    func error(_ text: String, code: ErrorCode? = nil) {
         var o: JSONObject = ["status": "error", "error": .string(text)]
         if let code { o["code"] = .string(code.rawValue) }
         if let transaction { o["transaction"] = transaction }
@@ -51,13 +53,30 @@ struct Reply: Sendable {
     }
 }
 
-/// A request that cannot be carried out, with what is wrong.
+/// A request that cannot be carried out, with what is wrong (and `invalid_value` when a value is).
 struct RequestError: Error {
     let message: String
-    init(_ message: String) { self.message = message }
+    let code: ErrorCode?
+    init(_ message: String) { self.message = message; code = nil }
+    init(_ code: ErrorCode, _ message: String) { self.message = message; self.code = code }
+
+    /// A number of seconds in a request (`key`: a JSON number) within `range`: an
+    /// `invalid_value` error that names the key and the limit otherwise (NaN, infinite,
+    /// negative, too large), never a trap.
+    static func seconds(_ value: JSONValue, key: String, in range: ClosedRange<Duration>) throws(RequestError) -> Duration {
+        guard let s = value.doubleValue else {
+            throw RequestError(.invalidValue, "\(key): expected a number of seconds from \(secondsText(range.lowerBound)) to \(secondsText(range.upperBound))")
+        }
+        do { return try checkedDuration(seconds: s, in: range) } catch {
+            throw RequestError(.invalidValue, "\(key): \(s.isFinite ? value.jsonText : "\(s)") \(error.message)")
+        }
+    }
 }
 
 extension Bridge {
+    /// How long `device/add` may wait for its device (`timeout`, seconds; default 30).
+    public static let addTimeouts: ClosedRange<Duration> = .milliseconds(1) ... .seconds(300)
+
     /// Every action, as the error for an unknown one lists them.
     static let actions = ["scan", "device/add", "device/remove", "device/rename", "device/options", "pair", "unpair",
                           "health_check", "restart", "config/reload", "options", "info", "devices"]
@@ -111,7 +130,7 @@ extension Bridge {
                 do throws(RequestError) {
                     reply.ok(try await self.change(action, body))
                 } catch {
-                    reply.error(error.message)
+                    reply.error(error.message, code: error.code)
                 }
             }
         default:
@@ -160,19 +179,22 @@ extension Bridge {
     // MARK: scan
 
     func scan(_ body: JSONObject, _ reply: Reply) async {
-        let seconds: Double
+        let seconds: Double, span: Duration
         switch body["seconds"] {
-        case nil: seconds = 30
+        case nil: (seconds, span) = (30, .seconds(30))
         case let v?:
-            guard let s = v.doubleValue, s >= 0, s <= 600 else { return reply.error("seconds: expected a number from 0 (stop) to 600") }
-            seconds = s
+            // 0 (stop) to 600 s.
+            do throws(RequestError) { span = try RequestError.seconds(v, key: "seconds", in: .zero ... .seconds(600)) } catch {
+                return reply.error(error.message, code: error.code)
+            }
+            seconds = v.doubleValue ?? 0
         }
-        if seconds == 0 {
+        if span == .zero {
             await stopScan()
             return reply.ok(["scanning": false])
         }
         guard let adapter = central.adapterControl else { return reply.error("this Bluetooth central cannot scan") }
-        let until = clock.now() + .milliseconds(Int64(seconds * 1000))
+        let until = clock.now() + span
         let (running, generation) = scanning.withLock { s -> (Bool, Int) in
             s.generation += 1
             s.until = until
@@ -190,7 +212,7 @@ extension Bridge {
         }
         publishInfo()
         reply.ok(["scanning": true, "seconds": .double(seconds)])
-        try? await sleep(.milliseconds(Int64(seconds * 1000)))
+        try? await sleep(span)
         if scanning.withLock({ $0.generation == generation }) { await stopScan() }
     }
 
@@ -293,22 +315,20 @@ extension Bridge {
                 device = try device.applying(options: o)
             }
         } catch {
-            throw RequestError("\(error)")
+            throw RequestError(.invalidValue, "\(error)")
         }
         if let clash = Self.clash(device, with: deviceConfigs) { throw RequestError(clash) }
-        let timeout: Double
+        let timeout: Duration
         switch body["timeout"] {
-        case nil: timeout = 30
-        case let v?:
-            guard let t = v.doubleValue, t > 0, t <= 300 else { throw RequestError("timeout: expected seconds from 1 to 300") }
-            timeout = t
+        case nil: timeout = .seconds(30)
+        case let v?: timeout = try RequestError.seconds(v, key: "timeout", in: Self.addTimeouts)
         }
         let session: DeviceSession
         do { session = try makeSession(device, state: nil) } catch { throw RequestError("\(error)") }
         registry.withLock { $0[device.id] = Registered(config: device, source: .mqtt, session: session) }
         registerInStore(device)
         spawnSink.yield(.session(session))
-        switch await session.waitForLink(timeout: .milliseconds(Int64(timeout * 1000))) {
+        switch await session.waitForLink(timeout: timeout) {
         case .up:
             break
         case let outcome:
@@ -318,7 +338,7 @@ extension Bridge {
             clearRetained(device)
             let reason: String
             if case let .timedOut(error?) = outcome { reason = ": \(error)" } else { reason = "" }
-            throw RequestError("\(device.address ?? "no device named like '\(device.namePattern ?? "")'") was not connected within \(formatSeconds(timeout)) s\(reason); nothing was added")
+            throw RequestError("\(device.address ?? "no device named like '\(device.namePattern ?? "")'") was not connected within \(secondsText(timeout))\(reason); nothing was added")
         }
         do { try store.saveRuntimeDevice(id: device.id, config: device.json.jsonText) } catch { throw RequestError("the store: \(error)") }
         publishDiscovery(of: device)
@@ -400,7 +420,7 @@ extension Bridge {
             throw RequestError("options: required, an object of \(DeviceConfig.optionKeys.joined(separator: ", "))")
         }
         let changed: DeviceConfig
-        do { changed = try r.config.applying(options: options) } catch { throw RequestError("\(error)") }
+        do { changed = try r.config.applying(options: options) } catch { throw RequestError(.invalidValue, "\(error)") }
         if changed != r.config {
             try? store.saveRuntimeDevice(id: changed.id, config: changed.json.jsonText)
             try await replace(r, with: changed)
@@ -576,10 +596,6 @@ extension Bridge {
         retained += device.characteristics.map { topics.characteristic(device.id, $0.topic) }
         for t in retained { mqtt.send(OutboundMessage(topic: t, payload: [], qos: 1, retain: true)) }
     }
-}
-
-func formatSeconds(_ s: Double) -> String {
-    s == s.rounded() ? String(Int(s)) : String(s)
 }
 
 extension Date {

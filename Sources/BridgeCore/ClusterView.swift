@@ -1,4 +1,5 @@
 import BinaryCoding
+import BridgeConfig
 
 /// A device's ownership claim, as retained on `<base>/bridge/owners/<device>`
 /// (docs/scale-out.md): the node that owns it (nil: released), an epoch that only grows, and,
@@ -14,21 +15,31 @@ public struct OwnershipClaim: Sendable, Equatable {
         self.handoverTo = handoverTo
     }
 
+    /// The highest epoch a claim may carry: 2^53, the largest integer every JSON reader takes
+    /// exactly. A claim above it (or below 0) is garbage, ignored; a node's next epoch stops at it
+    /// (a claim per millisecond would take 285 000 years to get there).
+    public static let maxEpoch = 1 << 53
+
+    /// The epoch after this claim's, for the next claim of the device: never past ``maxEpoch``
+    /// (no overflow, whatever a retained claim said).
+    public var nextEpoch: Int { epoch < Self.maxEpoch ? epoch + 1 : Self.maxEpoch }
+
     public var json: JSONValue {
         var o: JSONObject = ["node": node.map { .string($0) } ?? .null, "epoch": .int(Int64(epoch))]
         if let handoverTo { o["handover_to"] = .string(handoverTo) }
         return .object(o)
     }
 
-    /// Parses a retained claim; nil for anything else (an empty payload clears the topic).
+    /// Parses a retained claim; nil for anything else (an empty payload clears the topic), an
+    /// epoch out of 0…``maxEpoch`` included.
     public init?(json: JSONValue) {
-        guard let o = json.objectValue, case let .int(e)? = o["epoch"], e >= 0 else { return nil }
+        guard let o = json.objectValue, case let .int(e)? = o["epoch"], e >= 0, e <= Self.maxEpoch else { return nil }
         switch o["node"] {
         case let .string(n)?: node = n
         case .null?, nil: node = nil
         default: return nil
         }
-        epoch = Int(e)
+        epoch = Int(e)  // 0…2^53: exact
         handoverTo = o["handover_to"]?.stringValue
     }
 
@@ -71,6 +82,12 @@ public struct ClusterView: Sendable {
 
     /// One node's latest sighting of an address.
     public struct Sighting: Sendable, Equatable {
+        /// The RSSI a report may give, in dBm: Bluetooth's -127 (none) to +20.
+        public static let rssiRange = -127...20
+        /// How old a reported sighting may be, in milliseconds: 0 to the longest duration
+        /// (``DurationLimits/maximum``); older ones never count anyway (`lost_after`).
+        public static let ageRange: ClosedRange<Int64> = 0...(DurationLimits.maximumSeconds * 1000)
+
         public var rssi: Int
         public var at: ContinuousClock.Instant
         /// The node holds a link to it (its RSSI is the last one seen before connecting).
@@ -142,6 +159,34 @@ public struct ClusterView: Sendable {
         sightings[node] = seen
     }
 
+    /// The devices of a node's report (`{"<address>":{"rssi","age_ms","connected"}}`) as
+    /// sightings at `now`, or what is wrong with it: every number range-checked (``Sighting/rssiRange``,
+    /// ``Sighting/ageRange``), so garbage is refused whole rather than taken in part.
+    public static func sightings(_ devices: JSONObject, at now: ContinuousClock.Instant) -> Result<[String: Sighting], ReportError> {
+        var seen: [String: Sighting] = [:]
+        for (address, value) in devices {
+            guard let o = value.objectValue else { return .failure(ReportError("\(address): expected {\"rssi\",\"age_ms\",\"connected\"}")) }
+            guard let rssi = o["rssi"]?.int64Value, let r = Int(exactly: rssi), Sighting.rssiRange.contains(r) else {
+                return .failure(ReportError("\(address).rssi: \(o["rssi"]?.jsonText ?? "missing") is not a whole number of dBm in \(Sighting.rssiRange.lowerBound)…\(Sighting.rssiRange.upperBound)"))
+            }
+            var age: Int64 = 0
+            if let a = o["age_ms"] {
+                guard let ms = a.int64Value, Sighting.ageRange.contains(ms) else {
+                    return .failure(ReportError("\(address).age_ms: \(a.jsonText) is not a whole number of milliseconds in 0…\(Sighting.ageRange.upperBound)"))
+                }
+                age = ms
+            }
+            seen[address.uppercased()] = Sighting(rssi: r, at: now - .milliseconds(age), connected: o["connected"]?.boolValue ?? false)
+        }
+        return .success(seen)
+    }
+
+    /// What is wrong with a node's report.
+    public struct ReportError: Error, Sendable, Equatable, CustomStringConvertible {
+        public let description: String
+        init(_ description: String) { self.description = description }
+    }
+
     /// A claim arrived (or this node publishes one). Returns whether it is now the claim in
     /// force, and whether the owner changed.
     @discardableResult
@@ -191,7 +236,7 @@ public struct ClusterView: Sendable {
         guard let owner = owner(of: device), let claim else {
             // Nobody owns it: the node that sees it best claims it.
             guard seen.first?.node == me else { return nil }
-            return .claim(OwnershipClaim(node: me, epoch: (claim?.epoch ?? 0) + 1))
+            return .claim(OwnershipClaim(node: me, epoch: claim?.nextEpoch ?? 1))
         }
         guard owner == me else { return nil }
         if let to = claim.handoverTo {
@@ -200,7 +245,7 @@ public struct ClusterView: Sendable {
         guard let mine = seen.first(where: { $0.node == me }) else {
             // Neither a link nor a recent sighting: let another node have it.
             if let at = claimedAt[device], now - at < parameters.lostAfter { return nil }
-            return .release(OwnershipClaim(node: nil, epoch: claim.epoch + 1))
+            return .release(OwnershipClaim(node: nil, epoch: claim.nextEpoch))
         }
         guard let best = seen.first(where: { $0.node != me }), best.rssi >= mine.rssi + parameters.hysteresis else {
             betterSince[device] = nil

@@ -45,6 +45,11 @@ public enum ErrorCode: String, Sendable, Equatable, CaseIterable {
     case tooManyCommands = "too_many_commands"
     /// The device has `limits.max_queued` commands waiting already.
     case queueFull = "queue_full"
+    /// A `bridge/request/…` that was a retained message: never run (it would run at every
+    /// start); the bridge clears it from the broker.
+    case retainedRequest = "retained_request"
+    /// `mqtt.api` does not allow the request.
+    case forbidden
 }
 
 /// An error answer for a command: a stable code and a message for people.

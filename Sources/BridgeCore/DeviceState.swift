@@ -39,7 +39,9 @@ struct DeviceState: Sendable {
     /// at least ``BridgeDefaults/rssiStep`` dBm from the published value.
     func rssiIsNews(_ rssi: Int) -> Bool {
         guard let published = values["rssi"]?.intValue else { return true }
-        return abs(published - rssi) >= BridgeDefaults.rssiStep
+        // The state's `rssi` may be anything a device or the store said: no overflow, no abs(.min).
+        let (difference, overflow) = published.subtractingReportingOverflow(rssi)
+        return overflow || difference.magnitude >= UInt(BridgeDefaults.rssiStep)
     }
 
     /// ``timestamp(_:)`` of `date`, from the cache when it is in the same second.

@@ -110,7 +110,8 @@ public struct BridgeService: Service {
             throw StartupError("MQTT: \(error)")
         }
         let port = MosquittoPort(client: client, logger: logger)
-        let clock = { @Sendable () -> UInt64 in UInt64(Date().timeIntervalSince1970 * 1e9) }
+        // Wall-clock nanoseconds; a clock set before 1970 (or absurdly late) reads 0, not a trap.
+        let clock = { @Sendable () -> UInt64 in UInt64(exactly: (max(0, Date().timeIntervalSince1970) * 1e9).rounded(.down)) ?? 0 }
         let bridge = try Bridge(configuration: configuration, store: store, mqtt: frontend.map { FrontendTee(inner: port, hub: $0) } ?? port,
                                 central: central,
                                 drivers: { try makeDriver(for: $0, now: clock) }, logger: logger,

@@ -295,12 +295,16 @@ struct FrontendRouter: Sendable {
         }) else {
             return .error(404, "not found: expected /api/request/<action>, e.g. /api/request/health_check")
         }
-        // A device/add waits up to its `timeout` for the device.
-        var wait = 30.0
-        if let t = (try? JSONValue(parsing: body))?.objectValue?["timeout"]?.doubleValue, t > 0 { wait = min(t, 300) + 15 }
+        // A device/add waits up to its `timeout` for the device (checked as the bridge checks it:
+        // one it refuses is answered at once).
+        var wait: Duration = .seconds(30)
+        if let t = (try? JSONValue(parsing: body))?.objectValue?["timeout"]?.doubleValue,
+           let d = try? checkedDuration(seconds: t, in: Bridge.addTimeouts) {
+            wait = d + .seconds(15)
+        }
         do {
-            guard let reply = try await hub.request(action, payload: body, timeout: .milliseconds(Int64(wait * 1000))) else {
-                return .error(504, "no answer from the bridge within \(Int(wait)) s")
+            guard let reply = try await hub.request(action, payload: body, timeout: wait) else {
+                return .error(504, "no answer from the bridge within \(secondsText(wait))")
             }
             let ok = (try? JSONValue(parsing: reply.payload))?.objectValue?["status"]?.stringValue == "ok"
             return .json(ok ? 200 : 400, reply.text)

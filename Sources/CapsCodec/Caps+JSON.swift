@@ -196,7 +196,7 @@ enum CapsJSONReader {
         switch v {
         case let .int(i): return i
         case let .double(d):
-            return d.rounded() == d && d >= -9223372036854775808.0 && d < 9223372036854775808.0 ? Int64(d) : nil
+            return d.rounded() == d && d >= -9223372036854775808.0 && d < 9223372036854775808.0 ? Int64(d) : nil  // checked: whole, in range
         case let .string(s): return Int64(s)
         default: return nil
         }
@@ -206,7 +206,7 @@ enum CapsJSONReader {
         switch v {
         case let .int(i): return i >= 0 ? UInt64(i) : nil
         case let .uint(u): return u
-        case let .double(d): return d >= 0 && d < 18446744073709551616.0 && d.rounded() == d ? UInt64(d) : nil
+        case let .double(d): return d >= 0 && d < 18446744073709551616.0 && d.rounded() == d ? UInt64(d) : nil  // checked: whole, in range
         case let .string(s): return UInt64(s)
         default: return nil
         }

@@ -266,15 +266,15 @@ struct LayoutEncoder {
         if numeric.isScaled {
             let raw = numeric.unscaled(d).rounded(.toNearestOrAwayFromZero)
             if format.isSigned {
-                guard raw >= Double(minSigned), raw < -Double(minSigned), Int64(raw) <= maxSigned else {
+                guard raw >= Double(minSigned), raw < -Double(minSigned), Int64(raw) <= maxSigned else {  // checked: raw in [-2^63, 2^63) first
                     throw .invalidValue(path: path.text, reason: "\(numeric.unscaledText(d)) gives raw \(GattLayout.Numeric.text(raw)), outside \(rangeText)")
                 }
-                return UInt64(bitPattern: Int64(raw))
+                return UInt64(bitPattern: Int64(raw))  // checked: the guard above
             }
-            guard raw >= 0, raw < 18446744073709551616.0, UInt64(raw) <= maxUnsigned else {
+            guard raw >= 0, raw < 18446744073709551616.0, UInt64(raw) <= maxUnsigned else {  // checked: raw in [0, 2^64) first
                 throw .invalidValue(path: path.text, reason: "\(numeric.unscaledText(d)) gives raw \(GattLayout.Numeric.text(raw)), outside \(rangeText)")
             }
-            return UInt64(raw)
+            return UInt64(raw)  // checked: the guard above
         }
         if format.isSigned {
             guard let i = value.int64Value else {

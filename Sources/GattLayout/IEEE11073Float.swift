@@ -67,7 +67,7 @@ public enum IEEE11073Float {
                 let scaled = e < 0 ? v * powerOfTen(-e) : v / powerOfTen(e)
                 let r = scaled.rounded(.toNearestOrAwayFromZero)
                 guard abs(r) <= Double(format.half) else { continue }
-                var m = Int64(r)
+                var m = Int64(r)  // checked: |r| <= half (guard above), r finite
                 guard fits(mantissa: m, exponent: e, format: format) else { continue }
                 var exponent = e
                 if m == 0 { return 0 }

@@ -470,7 +470,7 @@ public final class EventLoop: @unchecked Sendable {
     static func nanoseconds(_ d: Duration) -> UInt64 {
         let c = d.components
         if c.seconds < 0 { return 0 }
-        return UInt64(c.seconds) &* 1_000_000_000 &+ UInt64(c.attoseconds / 1_000_000_000)
+        return UInt64(c.seconds) &* 1_000_000_000 &+ UInt64(c.attoseconds / 1_000_000_000)  // checked: c.seconds is Duration.components' Int64
     }
 }
 

@@ -21,19 +21,12 @@ struct DeviceTimingOptions: ParsableArguments {
     /// The options as ``SimulatedDeviceTimings``; throws for a value out of range.
     var timings: SimulatedDeviceTimings {
         get throws {
-            guard heartRateInterval >= 0 else { throw CLIError("--heart-rate-interval must not be negative") }
-            guard thermoInterval >= 0, thermoInterval <= 86400 else {
-                throw CLIError("--thermo-interval must be in [0, 86400] seconds, got \(thermoInterval)")
-            }
-            for (name, v) in [("--gopro-sleep-after", goproSleepAfter), ("--gopro-battery-drain", goproBatteryDrain),
-                              ("--rokid-battery-interval", rokidBatteryInterval)] where !(v >= 0 && v <= 86400) {
-                throw CLIError("\(name) must be in [0, 86400] seconds, got \(v)")
-            }
-            return SimulatedDeviceTimings(goproSleepAfter: SimulateCommand.period(goproSleepAfter),
-                                          goproBatteryDrain: SimulateCommand.period(goproBatteryDrain),
-                                          rokidBatteryInterval: SimulateCommand.period(rokidBatteryInterval),
-                                          heartRateInterval: SimulateCommand.period(heartRateInterval),
-                                          thermoInterval: SimulateCommand.period(thermoInterval))
+            // Each 0 (never) to a day: SimulateCommand.period.
+            SimulatedDeviceTimings(goproSleepAfter: try SimulateCommand.period("gopro-sleep-after", goproSleepAfter),
+                                   goproBatteryDrain: try SimulateCommand.period("gopro-battery-drain", goproBatteryDrain),
+                                   rokidBatteryInterval: try SimulateCommand.period("rokid-battery-interval", rokidBatteryInterval),
+                                   heartRateInterval: try SimulateCommand.period("heart-rate-interval", heartRateInterval),
+                                   thermoInterval: try SimulateCommand.period("thermo-interval", thermoInterval))
         }
     }
 }

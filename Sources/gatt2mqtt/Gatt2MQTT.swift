@@ -1,4 +1,5 @@
 import ArgumentParser
+import BridgeConfig
 import Foundation
 
 /// The `gatt2mqtt` executable: argument parsing and dispatch only; the work lives in the modules.
@@ -36,6 +37,13 @@ struct Gatt2MQTT: AsyncParsableCommand {
 struct CLIError: Error, CustomStringConvertible {
     let description: String
     init(_ description: String) { self.description = description }
+
+    /// A `--<option>` number of seconds as a duration within `range` (the one checked parser,
+    /// ``checkedDuration(seconds:in:)``): NaN, infinite, negative or too large is an error naming
+    /// the option and the limit.
+    static func seconds(_ option: String, _ value: Double, in range: ClosedRange<Duration>) throws(CLIError) -> Duration {
+        do { return try checkedDuration(seconds: value, in: range) } catch { throw CLIError("--\(option) \(value) \(error.message)") }
+    }
 }
 
 /// Reads the argument, or all of standard input when the argument is absent or "-".
@@ -74,11 +82,11 @@ final class StopSignals {
 
     /// Returns on SIGINT or SIGTERM (since ``init()``), or after `seconds` when given: how
     /// `simulate` and `peripherals` run until stopped.
-    func wait(after seconds: Double?) async {
+    func wait(after duration: Duration?) async {
         let continuation = stop.continuation
         let timer = Task {
-            guard let seconds else { return }
-            try? await Task.sleep(for: .milliseconds(Int64(seconds * 1000)))
+            guard let duration else { return }
+            try? await Task.sleep(for: duration)
             continuation.yield()
         }
         defer { timer.cancel() }

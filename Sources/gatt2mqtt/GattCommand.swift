@@ -1,6 +1,7 @@
 import ArgumentParser
 import BinaryCoding
 import BlueZ
+import BridgeConfig
 import DBus
 import Foundation
 
@@ -41,11 +42,14 @@ struct GattCommand: AsyncParsableCommand {
     @Option(help: "Seconds to connect, and to listen with --listen.")
     var seconds: Double = 10
 
+    /// `--seconds`, checked: more than 0, up to an hour.
+    var timeout: Duration { get throws(CLIError) { try CLIError.seconds("seconds", seconds, in: .milliseconds(1) ... .seconds(3600)) } }
+
     func validate() throws {
         for u in [read, listen, write.first].compactMap({ $0 }) where BluetoothUUID(u) == nil {
             throw CLIError("\(u): not a 16/32/128-bit UUID or GP-XXXX")
         }
-        guard seconds > 0, seconds <= 3600 else { throw CLIError("--seconds must be in (0, 3600], got \(seconds)") }
+        _ = try timeout
         if !write.isEmpty {
             guard write.count == 2 else { throw CLIError("--write takes a characteristic and a hex value") }
             do { _ = try Hex.decode(write[1]) } catch { throw CLIError("--write value: \(error)") }
@@ -59,7 +63,7 @@ struct GattCommand: AsyncParsableCommand {
     func run() async throws {
         try await busOptions.withClient { client in
             let adapter = try client.adapter(named: busOptions.adapter)
-            let timeout = Duration.milliseconds(Int64(seconds * 1000))
+            let timeout = try timeout
             var found = client.device(device, adapter: adapter)
             if found == nil {
                 let scan = try await client.scan(adapter, filter: DiscoveryFilter(pattern: device.uppercased()))

@@ -35,7 +35,7 @@ struct PeripheralsCommand: AsyncParsableCommand {
     func validate() throws {
         let specs = try SimulateCommand.specs(devices, default: "C0:FF:EE:00:00:01")
         guard Set(specs.map(\.address)).count == specs.count else { throw CLIError("--device: two devices with one address") }
-        if let seconds, !(seconds > 0) { throw CLIError("--seconds must be positive") }
+        _ = try SimulateCommand.runTime(seconds)
         _ = try timings
     }
 
@@ -65,7 +65,7 @@ struct PeripheralsCommand: AsyncParsableCommand {
             guard let thermo else { return }
             await SimulatedPeripheral.readings(peripherals, every: thermo)
         }
-        await signals.wait(after: seconds)
+        await signals.wait(after: try SimulateCommand.runTime(seconds))
         beats.cancel()
         readings.cancel()
         await server.stop()

@@ -1,6 +1,7 @@
 import ArgumentParser
 import BinaryCoding
 import BlueZ
+import BridgeConfig
 import DBus
 import Foundation
 import Reactor
@@ -51,8 +52,11 @@ struct ScanCommand: AsyncParsableCommand {
     @Flag(help: "One JSON object per line (address, name, rssi, uuids, manufacturer and service data).")
     var json = false
 
+    /// `--seconds`, checked: more than 0, up to an hour.
+    var duration: Duration { get throws(CLIError) { try CLIError.seconds("seconds", seconds, in: .milliseconds(1) ... .seconds(3600)) } }
+
     func validate() throws {
-        guard seconds > 0, seconds <= 3600 else { throw CLIError("--seconds must be in (0, 3600], got \(seconds)") }
+        _ = try duration
         for u in uuids where BluetoothUUID(u) == nil { throw CLIError("--uuid \(u): not a 16/32/128-bit UUID or GP-XXXX") }
     }
 
@@ -60,8 +64,9 @@ struct ScanCommand: AsyncParsableCommand {
         try await busOptions.withClient { client in
             let adapter = try client.adapter(named: busOptions.adapter)
             let scan = try await client.scan(adapter, filter: DiscoveryFilter(uuids: uuids, pattern: pattern))
+            let duration = try duration
             let timer = Task {
-                try? await Task.sleep(for: .milliseconds(Int64(seconds * 1000)))
+                try? await Task.sleep(for: duration)
                 try? await scan.stop()
             }
             var seen: Set<String> = []

@@ -1,5 +1,6 @@
 import ArgumentParser
 import BlueZSimulator
+import BridgeConfig
 import DeviceSimulators
 import Foundation
 
@@ -49,9 +50,15 @@ struct SimulateCommand: AsyncParsableCommand {
     @Option(help: "While discovering, each device in range and not connected advertises every this many seconds: PropertiesChanged RSSI (and ManufacturerData/ServiceData when changed) on its Device1, as bluetoothd reports advertisements (0: announced once, then silent).")
     var advertisingInterval: Double = 1
 
-    /// Seconds as a duration, nil for 0 (never).
-    static func period(_ seconds: Double) -> Duration? {
-        seconds > 0 ? .milliseconds(Int64(seconds * 1000)) : nil
+    /// `--<option>` seconds (0 to a day) as a duration, nil for 0 (never).
+    static func period(_ option: String, _ seconds: Double) throws(CLIError) -> Duration? {
+        let d = try CLIError.seconds(option, seconds, in: .zero ... .seconds(86400))
+        return d > .zero ? d : nil
+    }
+
+    /// `--seconds`, checked: how long to run (more than 0), nil for until a signal.
+    static func runTime(_ seconds: Double?) throws(CLIError) -> Duration? {
+        try seconds.map { s throws(CLIError) in try CLIError.seconds("seconds", s, in: .milliseconds(1) ... DurationLimits.maximum) }
     }
 
     static func isAddress(_ a: String) -> Bool { SimulatedDeviceSpec.isAddress(a) }
@@ -143,12 +150,10 @@ struct SimulateCommand: AsyncParsableCommand {
             let parsed = try Self.rssiOverride(r, adapters: adapterNames)
             guard addresses.contains(parsed.address) else { throw CLIError("--rssi \(r): no simulated device \(parsed.address)") }
         }
-        if let seconds, !(seconds > 0) { throw CLIError("--seconds must be positive") }
+        _ = try Self.runTime(seconds)
         _ = try timings
         _ = try rokidAuthMode
-        guard advertisingInterval >= 0, advertisingInterval <= 86400 else {
-            throw CLIError("--advertising-interval must be in [0, 86400] seconds, got \(advertisingInterval)")
-        }
+        _ = try Self.period("advertising-interval", advertisingInterval)
     }
 
     func run() async throws {
@@ -157,7 +162,7 @@ struct SimulateCommand: AsyncParsableCommand {
         let adapterNames = try Self.adapterNames(adapters)
         let options = EmulatedBlueZ.Options(
             devices: try Self.specs(devices, default: address), timings: try timings, rokidAuth: try rokidAuthMode,
-            advertisingInterval: Self.period(advertisingInterval), faults: try faults.map(Self.fault),
+            advertisingInterval: try Self.period("advertising-interval", advertisingInterval), faults: try faults.map(Self.fault),
             adapterOff: adapterOff, rssi: try rssi.map { try Self.rssiOverride($0, adapters: adapterNames) },
             adapters: adapterNames)
         let emulator: EmulatedBlueZ
@@ -168,6 +173,6 @@ struct SimulateCommand: AsyncParsableCommand {
         }
         defer { emulator.stop() }
         emit("DBUS_SYSTEM_BUS_ADDRESS=\(emulator.busAddress)")
-        await signals.wait(after: seconds)
+        await signals.wait(after: try Self.runTime(seconds))
     }
 }

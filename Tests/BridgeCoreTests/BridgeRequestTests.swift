@@ -99,6 +99,51 @@ import Testing
         #expect(try store.runtimeDevices().isEmpty)
     }
 
+    /// Numbers in requests are checked (issue 20): huge, negative, infinite or not a number is
+    /// an `invalid_value` error naming the key and the limit, nothing changes, and the bridge goes
+    /// on (`"options":{"command_timeout":"1e16"}` used to kill it).
+    @Test func outOfRangeNumbersAreInvalidValues() async throws {
+        let store = try BridgeStore.inMemory()
+        let mqtt = FakeMQTT()
+        let bridge = try Self.bridge(store, mqtt, central: Self.central())
+        try await Self.running(bridge) {
+            func refused(_ action: String, _ body: String, _ expected: String) async throws {
+                let r = try await Self.request(bridge, mqtt, action, body)
+                #expect(r.objectValue?["status"] == "error", "\(r.jsonText)")
+                #expect(r.objectValue?["code"] == "invalid_value", "\(r.jsonText)")
+                #expect(r.objectValue?["error"]?.stringValue == expected, "\(r.jsonText)")
+                #expect(r.objectValue?["transaction"] == "t", "\(r.jsonText)")
+            }
+            let add = #"{"id":"strap","address":"C0:FF:EE:00:00:0A","profile":"heart_rate","transaction":"t""#
+            try await refused("device/add", add + #","options":{"command_timeout":"1e16"}}"#,
+                              "options.command_timeout: '1e16' is above the maximum of 31536000 s (365d)")
+            try await refused("device/add", add + #","options":{"offline":{"deadline":"-5s"}}}"#,
+                              "options.offline.deadline: '-5s' is negative (a duration is 0 or more)")
+            try await refused("device/add", add + #","options":{"availability_timeout":"nan"}}"#,
+                              "options.availability_timeout: 'nan' is not a duration (expected e.g. 500ms, 5s, 2m, 1h or 7d; a bare number is seconds)")
+            try await refused("device/add", add + #","timeout":1e300}"#, "timeout: 1e+300 is above the maximum of 300 s")
+            try await refused("device/add", add + #","timeout":1e999}"#, "timeout: inf is not a finite number of seconds")
+            try await refused("device/add", add + #","timeout":-1}"#, "timeout: -1 is negative (a duration is 0 or more)")
+            try await refused("device/add", add + #","timeout":"soon"}"#, "timeout: expected a number of seconds from 0.001 s to 300 s")
+            try await refused("scan", #"{"seconds":1e16,"transaction":"t"}"#, "seconds: 1e+16 is above the maximum of 600 s")
+            try await refused("scan", #"{"seconds":-5,"transaction":"t"}"#, "seconds: -5 is negative (a duration is 0 or more)")
+            try await refused("scan", #"{"seconds":"all","transaction":"t"}"#, "seconds: expected a number of seconds from 0 s to 600 s")
+            #expect(bridge.session("strap") == nil)
+            #expect(try store.runtimeDevices().isEmpty)
+            // A runtime device's options: the same checks.
+            let added = try await Self.request(bridge, mqtt, "device/add", add + "}")
+            #expect(added.objectValue?["status"] == "ok", "\(added.jsonText)")
+            try await refused("device/options", #"{"id":"strap","options":{"command_timeout":1e300},"transaction":"t"}"#,
+                              "options.command_timeout: '1e+300' is above the maximum of 31536000 s (365d)")
+            try await refused("device/options", #"{"id":"strap","options":{"poll":{"heart_rate":"400d"}},"transaction":"t"}"#,
+                              "options.poll.heart_rate: '400d' is above the maximum of 31536000 s (365d)")
+            // The bridge goes on: a command to the file's device still works.
+            bridge.handle(InboundMessage(topic: "gatt2mqtt/dev/set", payload: Array(#"{"command":"ping","value":4}"#.utf8)))
+            let ok = try await mqtt.wait(for: "gatt2mqtt/dev/response")
+            #expect(ok.last?.text.contains(#""status":"ok""#) == true)
+        }
+    }
+
     @Test func aDeviceThatNeverConnectsIsNotAdded() async throws {
         let store = try BridgeStore.inMemory()
         let mqtt = FakeMQTT()

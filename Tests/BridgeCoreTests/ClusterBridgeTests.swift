@@ -86,6 +86,34 @@ import Testing
         }
     }
 
+    /// Garbage numbers on the cluster topics (issue 20): a retained claim at Int64.max made the
+    /// node trap on `epoch + 1` at every start, until the message was cleared; reports with
+    /// numbers out of range are refused whole. Both are said and ignored; the node goes on.
+    @Test func garbageNumbersOnTheClusterTopicsAreIgnored() async throws {
+        let b = try Node("b")
+        b.inject("owners/dev", #"{"node":null,"epoch":9223372036854775807}"#)
+        b.inject("nodes/a/state", #"{"state":"online","node":"a"}"#)
+        b.inject("nodes/a/seen", #"{"node":"a","devices":{"C0:FF:EE:00:00:09":{"rssi":-90,"age_ms":0,"connected":false}}}"#)
+        #expect(b.bridge.cluster!.view.withLock { $0.claims["dev"] } == nil, "the claim is garbage")
+        for report in [#"{"C0:FF:EE:00:00:09":{"rssi":9223372036854775807}}"#, #"{"C0:FF:EE:00:00:09":{"rssi":-10,"age_ms":9223372036854775807}}"#,
+                       #"{"C0:FF:EE:00:00:09":{"rssi":-10,"age_ms":-1}}"#, #"{"C0:FF:EE:00:00:09":{"rssi":1e300}}"#] {
+            b.inject("nodes/a/seen", #"{"node":"a","devices":"# + report + "}")
+            #expect(b.bridge.cluster!.view.withLock { $0.sightings["a"]?[ClusterBridgeTests.address]?.rssi } == -90, "a's report stands: \(report)")
+        }
+        try await b.running {
+            // b sees it best (-70 against a's -90) and claims it with the first epoch.
+            let claims = try await b.claims { $0.contains { $0.text == #"{"node":"b","epoch":1}"# } }
+            #expect(claims == [#"{"node":"b","epoch":1}"#])
+            // The same garbage while running: ignored, b keeps it.
+            b.inject("owners/dev", #"{"node":"a","epoch":9223372036854775807}"#)
+            b.inject("owners/dev", #"{"node":"a","epoch":-1}"#)
+            #expect(b.bridge.cluster!.view.withLock { $0.claims["dev"] } == OwnershipClaim(node: "b", epoch: 1))
+            b.set(#"{"command":"ping","value":5,"transaction":"t5"}"#)
+            let r = try await b.mqtt.wait(for: "gatt2mqtt/dev/response", until: { $0.contains { $0.text.contains(#""status":"ok""#) } })
+            #expect(r.last?.text.contains(#""transaction":"t5""#) == true)
+        }
+    }
+
     @Test func aCompetingClaimOfTheSameEpochLosesToTheLowerNodeID() async throws {
         let b = try Node("b")
         try await b.running {

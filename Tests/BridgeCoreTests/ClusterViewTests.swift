@@ -29,6 +29,53 @@ struct ClusterViewTests {
         #expect(OwnershipClaim(json: try JSONValue(parsing: Array(#"{"node":7,"epoch":1}"#.utf8))) == nil, "node not a string")
     }
 
+    /// A retained `{"node":null,"epoch":9223372036854775807}` made every node trap on `epoch + 1`
+    /// at every start (issue 20): epochs out of 0…2^53 are garbage, and the next epoch never
+    /// goes past 2^53.
+    @Test func epochsAreBoundedAndTheNextOneNeverOverflows() throws {
+        func claim(_ text: String) throws -> OwnershipClaim? { OwnershipClaim(json: try JSONValue(parsing: Array(text.utf8))) }
+        #expect(OwnershipClaim.maxEpoch == 9_007_199_254_740_992)
+        #expect(try claim(#"{"node":null,"epoch":9223372036854775807}"#) == nil)
+        #expect(try claim(#"{"node":"a","epoch":9007199254740993}"#) == nil)
+        #expect(try claim(#"{"node":"a","epoch":-1}"#) == nil)
+        #expect(try claim(#"{"node":"a","epoch":18446744073709551615}"#) == nil)
+        #expect(try claim(#"{"node":"a","epoch":1e300}"#) == nil)
+        #expect(try claim(#"{"node":null,"epoch":9007199254740992}"#) == OwnershipClaim(node: nil, epoch: OwnershipClaim.maxEpoch))
+        // At the bound the next epoch stays there: released, claimed, released again, no trap.
+        var a = view("a")
+        a.report(from: "a", sees(-50))
+        a.receive(OwnershipClaim(node: nil, epoch: OwnershipClaim.maxEpoch), for: "cam", at: Self.t0)
+        #expect(a.decide("cam", address: Self.address, at: Self.t0) == .claim(OwnershipClaim(node: "a", epoch: OwnershipClaim.maxEpoch)))
+        a.receive(OwnershipClaim(node: "a", epoch: OwnershipClaim.maxEpoch), for: "cam", at: Self.t0)
+        a.report(from: "a", [:])
+        #expect(a.decide("cam", address: Self.address, at: Self.t0 + .seconds(60)) == .release(OwnershipClaim(node: nil, epoch: OwnershipClaim.maxEpoch)))
+        #expect(OwnershipClaim(node: "a", epoch: OwnershipClaim.maxEpoch - 1).nextEpoch == OwnershipClaim.maxEpoch)
+        #expect(OwnershipClaim(node: "a", epoch: 41).nextEpoch == 42)
+    }
+
+    /// Every number of a node's report is range-checked: garbage is refused whole.
+    @Test func reportsWithNumbersOutOfRangeAreRefused() throws {
+        func parse(_ text: String) throws -> Result<[String: ClusterView.Sighting], ClusterView.ReportError> {
+            ClusterView.sightings(try JSONValue(parsing: Array(text.utf8)).objectValue ?? [:], at: Self.t0)
+        }
+        let ok = try parse(#"{"c0:ff:ee:00:00:01":{"rssi":-52,"age_ms":800,"connected":true}}"#)
+        #expect(ok == .success([Self.address: .init(rssi: -52, at: Self.t0 - .milliseconds(800), connected: true)]))
+        #expect(try parse(#"{"C0:FF:EE:00:00:01":{"rssi":-127}}"#) == .success([Self.address: .init(rssi: -127, at: Self.t0, connected: false)]))
+        for (text, error) in [
+            (#"{"A":{"rssi":9223372036854775807,"age_ms":0}}"#, "A.rssi: 9223372036854775807 is not a whole number of dBm in -127…20"),
+            (#"{"A":{"rssi":-1e300}}"#, "A.rssi: -1e+300 is not a whole number of dBm in -127…20"),
+            (#"{"A":{"rssi":21}}"#, "A.rssi: 21 is not a whole number of dBm in -127…20"),
+            (#"{"A":{"rssi":-50.5}}"#, "A.rssi: -50.5 is not a whole number of dBm in -127…20"),
+            (#"{"A":{"age_ms":5}}"#, "A.rssi: missing is not a whole number of dBm in -127…20"),
+            (#"{"A":{"rssi":-50,"age_ms":9223372036854775807}}"#, "A.age_ms: 9223372036854775807 is not a whole number of milliseconds in 0…31536000000"),
+            (#"{"A":{"rssi":-50,"age_ms":-9223372036854775808}}"#, "A.age_ms: -9223372036854775808 is not a whole number of milliseconds in 0…31536000000"),
+            (#"{"A":{"rssi":-50,"age_ms":"soon"}}"#, #"A.age_ms: "soon" is not a whole number of milliseconds in 0…31536000000"#),
+            (#"{"A":7}"#, #"A: expected {"rssi","age_ms","connected"}"#),
+        ] {
+            #expect(try parse(text) == .failure(ClusterView.ReportError(error)), "\(text)")
+        }
+    }
+
     @Test func competingClaimsResolveTheSameWayInEitherOrder() {
         let a = OwnershipClaim(node: "a", epoch: 2)
         let b = OwnershipClaim(node: "b", epoch: 2)

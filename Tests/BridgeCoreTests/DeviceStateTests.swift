@@ -48,4 +48,14 @@ import Testing
         #expect(s.rssiIsNews(-75) && s.rssiIsNews(-65))
         #expect(BridgeDefaults.rssiStep == 5)
     }
+
+    /// A state whose `rssi` came from elsewhere (a device's own field, the store) may hold any
+    /// integer: comparing with it does not overflow (Int64.max - -70 trapped).
+    @Test func rssiIsNewsWhateverTheStateHolds() {
+        for published: Int64 in [.max, .min, .min + 1] {
+            var s = DeviceState([:])
+            _ = s.stamp(["rssi": .int(published)], at: noon)
+            #expect(s.rssiIsNews(-70) && s.rssiIsNews(20), "\(published)")
+        }
+    }
 }

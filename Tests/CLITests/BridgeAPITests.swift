@@ -223,7 +223,7 @@ import Testing
             ("device/remove", #"{"id":"nobody"}"#, "no device 'nobody'"),
             ("pair", #"{"id":"nobody"}"#, "no device 'nobody'"),
             ("options", #"{"log_level":"loud"}"#, "log_level: expected one of"),
-            ("scan", #"{"seconds":-1}"#, "seconds: expected a number"),
+            ("scan", #"{"seconds":-1}"#, "seconds: -1 is negative"),
         ]
         for (action, body, error) in bad {
             let r = try await Self.request(hub, responses, action, body)

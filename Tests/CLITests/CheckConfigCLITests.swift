@@ -50,6 +50,31 @@ import Testing
         #expect(lines.first?.contains("line 5: devices[0].adapter: 'hci1' is not one of the bridge's adapters (bluetooth.adapters: hci0)") == true, "\(bad.stderr)")
     }
 
+    /// `command_timeout: 1e300` ended in a trap (exit 132, a backtrace): now one line with the
+    /// key path, the line and the limit, and exit 1 (issue 20).
+    @Test func aHugeDurationIsOneLineWithPathLineAndLimit() async throws {
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("huge-\(UUID().uuidString).yaml")
+        try "devices:\n  - id: cam\n    address: C0:FF:EE:00:00:01\n    profile: gopro\n    command_timeout: 1e300\n"
+            .write(to: file, atomically: true, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(at: file) }
+        try await CLI.expectOneLineFailure(["check-config", file.path],
+                                           mentioning: "line 5: devices[0].command_timeout: '1e300' is above the maximum of 31536000 s (365d)")
+    }
+
+    /// The commands' `--seconds` and interval options go through the same checked parser: a
+    /// huge, infinite or NaN number is one line naming the option and the limit (`simulate
+    /// --seconds 1e300` used to start and then trap).
+    @Test func hugeSecondsOptionsAreOneLineFailures() async throws {
+        try await CLI.expectOneLineFailure(["simulate", "--seconds", "1e300"],
+                                           mentioning: "--seconds 1e+300 is above the maximum of 31536000 s (365d)")
+        try await CLI.expectOneLineFailure(["simulate", "--heart-rate-interval", "inf"],
+                                           mentioning: "--heart-rate-interval inf is not a finite number of seconds")
+        try await CLI.expectOneLineFailure(["peripherals", "--socket", "/tmp/never-made.sock", "--seconds", "nan"], mentioning: "--seconds nan is not a finite number of seconds")
+        try await CLI.expectOneLineFailure(["scan", "--seconds", "1e16"], mentioning: "--seconds 1e+16 is above the maximum of 3600 s")
+        try await CLI.expectOneLineFailure(["gatt", "--device", "C0:FF:EE:00:00:01", "--services", "--seconds=-1"],
+                                           mentioning: "--seconds -1.0 is negative")
+    }
+
     @Test func missingFile() async throws {
         let r = try await CLI.run(["check-config", "/nonexistent/gatt2mqtt.yaml"])
         #expect(r.status == 1)
