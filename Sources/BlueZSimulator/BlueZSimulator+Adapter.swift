@@ -2,7 +2,9 @@ import DBus
 
 extension BlueZSimulator {
     /// `/org/bluez` `org.bluez.AgentManager1`: registrations are accepted and remembered per caller
-    /// (spec/bluez.md, "Objects a client sees").
+    /// (spec/bluez.md, "Objects a client sees"); `RequestDefaultAgent` makes the caller's agent the
+    /// default (bluetoothd 5.66 src/agent.c: the newest request is the default, unregistering it
+    /// falls back to the one before). Who answers a pairing: docs/bluez.md, "Pairing agent".
     func agentManager() -> DBusInterface {
         DBusInterface("org.bluez.AgentManager1", methods: [
             DBusMethod("RegisterAgent", in: [DBusArgument("agent", .objectPath), DBusArgument("capability", .string)]) {
@@ -21,8 +23,11 @@ extension BlueZSimulator {
             },
             DBusMethod("RequestDefaultAgent", in: [DBusArgument("agent", .objectPath)]) { [weak self] call in
                 let path: DBusObjectPath = try call.decode(0)
-                guard self?.state.withLock({ $0.agents[call.sender ?? ""] == path }) == true else {
-                    throw BlueZErrors.doesNotExist
+                let sender = call.sender ?? ""
+                try self?.state.withLock { (s) throws(DBusError) in
+                    guard s.agents[sender] == path else { throw BlueZErrors.doesNotExist }
+                    s.defaultAgents.removeAll { $0 == sender }
+                    s.defaultAgents.insert(sender, at: 0)
                 }
                 return []
             },
@@ -31,6 +36,7 @@ extension BlueZSimulator {
                 try self?.state.withLock { (s) throws(DBusError) in
                     guard s.agents[call.sender ?? ""] == path else { throw BlueZErrors.doesNotExist }
                     s.agents[call.sender ?? ""] = nil
+                    s.defaultAgents.removeAll { $0 == call.sender ?? "" }
                 }
                 return []
             },

@@ -276,7 +276,11 @@ public final class BlueZSimulator: Sendable {
         var received: [String: [Received]] = [:]
         var started = false
         var stopped = false
+        /// Registered agents by the unique bus name of the client that registered them.
         var agents: [String: DBusObjectPath] = [:]
+        /// The clients that asked `RequestDefaultAgent`, newest first (bluetoothd 5.66 keeps a
+        /// queue: the head is the default agent; unregistering it makes the next one default).
+        var defaultAgents: [String] = []
         /// The last advertiser generation handed out (``AdapterState/advertiser``).
         var advertiserGeneration: UInt64 = 0
         /// SplitMix64 state of the RSSI jitter.
