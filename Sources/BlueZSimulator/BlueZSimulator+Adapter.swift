@@ -2,9 +2,10 @@ import DBus
 
 extension BlueZSimulator {
     /// `/org/bluez` `org.bluez.AgentManager1`: registrations are accepted and remembered per caller
-    /// (spec/bluez.md, "Objects a client sees"); `RequestDefaultAgent` makes the caller's agent the
-    /// default (bluetoothd 5.66 src/agent.c: the newest request is the default, unregistering it
-    /// falls back to the one before). Who answers a pairing: docs/bluez.md, "Pairing agent".
+    /// (spec/bluez.md, "Objects a client sees"), in bluetoothd 5.66's default-agent queue
+    /// (``State/defaultAgents``: the first agent registered becomes the default by itself,
+    /// `RequestDefaultAgent` makes the caller's the default). Who answers a pairing:
+    /// docs/bluez.md, "Pairing agent".
     func agentManager() -> DBusInterface {
         DBusInterface("org.bluez.AgentManager1", methods: [
             DBusMethod("RegisterAgent", in: [DBusArgument("agent", .objectPath), DBusArgument("capability", .string)]) {
@@ -18,6 +19,8 @@ extension BlueZSimulator {
                         throw DBusError.remote(name: "org.bluez.Error.AlreadyExists", message: "Already Exists")
                     }
                     s.agents[call.sender ?? ""] = path
+                    s.agentManagerCalls.append((call.sender ?? "", "RegisterAgent"))
+                    if s.defaultAgents.isEmpty { s.defaultAgents = [call.sender ?? ""] } else { s.defaultAgents.append(call.sender ?? "") }
                 }
                 return []
             },
@@ -25,6 +28,7 @@ extension BlueZSimulator {
                 let path: DBusObjectPath = try call.decode(0)
                 let sender = call.sender ?? ""
                 try self?.state.withLock { (s) throws(DBusError) in
+                    s.agentManagerCalls.append((sender, "RequestDefaultAgent"))
                     guard s.agents[sender] == path else { throw BlueZErrors.doesNotExist }
                     s.defaultAgents.removeAll { $0 == sender }
                     s.defaultAgents.insert(sender, at: 0)
@@ -34,6 +38,7 @@ extension BlueZSimulator {
             DBusMethod("UnregisterAgent", in: [DBusArgument("agent", .objectPath)]) { [weak self] call in
                 let path: DBusObjectPath = try call.decode(0)
                 try self?.state.withLock { (s) throws(DBusError) in
+                    s.agentManagerCalls.append((call.sender ?? "", "UnregisterAgent"))
                     guard s.agents[call.sender ?? ""] == path else { throw BlueZErrors.doesNotExist }
                     s.agents[call.sender ?? ""] = nil
                     s.defaultAgents.removeAll { $0 == call.sender ?? "" }

@@ -27,7 +27,13 @@ extension BlueZSimulator {
         state.withLock { $0.agents[owner] }
     }
 
-    /// The default agent (the newest `RequestDefaultAgent` whose agent is still registered).
+    /// The `AgentManager1` methods the client `owner` called, in order.
+    public func agentManagerCalls(from owner: String) -> [String] {
+        state.withLock { $0.agentManagerCalls.filter { $0.0 == owner }.map(\.1) }
+    }
+
+    /// The default agent: the head of bluetoothd's default-agent queue (the first agent
+    /// registered, unless another asked `RequestDefaultAgent` since).
     public var defaultAgent: Agent? {
         state.withLock { s -> Agent? in
             for owner in s.defaultAgents {
