@@ -10,7 +10,7 @@ extension RealStackTests {
     /// it reconnects). The host's adapter
     /// is made connectable by an LE advertisement this test registers, as any other program on
     /// the host might.
-    @Test func anotherCentralCannotPairWithTheHostWhileTheBridgePairsTheGoPro() async throws {
+    @Test func anotherCentralCannotPairWithTheHostOnceTheBridgePairedTheGoPro() async throws {
         let stack = try RealStack(devices: ["gopro@\(Self.gopro)"])
         defer { stack.stop() }
         let bus = try await DBusConnection.connect(.system, loop: stack.loop)
