@@ -39,6 +39,10 @@ public final class BlueZClient: Sendable {
         var echo: [DBusObjectPath: ReadEchoFilter] = [:]
         /// AcquireNotify sockets by subscription id, with their characteristic path.
         var acquired: [UInt64: (DBusObjectPath, PacketSocket)] = [:]
+        /// Devices whose `Pair` call from this client is in flight (a count per path: two calls
+        /// for one device may overlap, the second failing `InProgress`): the only devices the
+        /// client's pairing agent says yes for (``registerPairingAgent(path:)``).
+        var pairing: [DBusObjectPath: Int] = [:]
         var nextID: UInt64 = 1
         var pump: Task<Void, Never>?
         /// Follows `org.bluez`'s owner: bluetoothd restarting (spec/bluez.md, field reports).

@@ -152,10 +152,24 @@ extension BlueZClient {
         }
     }
 
-    /// Pairs (`Device1.Pair`); headless pairing needs an agent registered with `NoInputNoOutput`
-    /// (see ``registerAgent(path:capability:)``).
+    /// Pairs (`Device1.Pair`). While the call is in flight the device is one this client is
+    /// pairing (``isPairing(_:)``), the only kind of device its pairing agent accepts
+    /// (``registerPairingAgent(path:)``); bluetoothd hands the requests of a `Pair` to the agent
+    /// of the client that called it (docs/bluez.md, "Pairing agent").
     public func pair(_ device: BlueZDevice, timeout: Duration = .seconds(60)) async throws(BlueZError) {
+        store.withLock { $0.pairing[device.path, default: 0] += 1 }
+        defer {
+            store.withLock { s in
+                let n = (s.pairing[device.path] ?? 1) - 1
+                s.pairing[device.path] = n > 0 ? n : nil
+            }
+        }
         try await call(device.path, Self.device1, "Pair", timeout: timeout)
+    }
+
+    /// Whether a `Pair` call of this client for the device at `path` is in flight now.
+    public func isPairing(_ path: DBusObjectPath) -> Bool {
+        store.withLock { $0.pairing[path] != nil }
     }
 
     /// Sets `Trusted`.
@@ -163,34 +177,61 @@ extension BlueZClient {
         try await setProperty(device.path, Self.device1, "Trusted", .boolean(trusted))
     }
 
-    /// Registers an agent object path with `AgentManager1` and makes it the default. (The agent
-    /// object itself must be exported by the caller; Just Works pairing needs no answers.)
+    /// Registers an agent object path with `AgentManager1` (`RegisterAgent`) for this client's
+    /// own pairings. It does not ask to be the default agent (`RequestDefaultAgent`): bluetoothd
+    /// gives the requests of a `Pair` to the caller's agent, default or not, and the default
+    /// agent is the one that answers pairings other devices start (docs/bluez.md, "Pairing
+    /// agent"). The agent object itself must be exported by the caller.
     public func registerAgent(path: DBusObjectPath, capability: String = "NoInputNoOutput") async throws(BlueZError) {
         try await call("/org/bluez", "org.bluez.AgentManager1", "RegisterAgent", [.objectPath(path), .string(capability)])
-        try await call("/org/bluez", "org.bluez.AgentManager1", "RequestDefaultAgent", [.objectPath(path)])
     }
 
-    /// Exports an `org.bluez.Agent1` at `path` on this client's connection that accepts every
-    /// request without user interaction (Just Works confirmation and authorisation, passkey 0),
-    /// then registers it as the default agent with capability `NoInputNoOutput` — what a
-    /// headless bridge needs to pair (spec/bluez.md behaviour 9).
-    public func registerHeadlessAgent(path: DBusObjectPath = "/gatt2mqtt/agent") async throws(BlueZError) {
+    /// The D-Bus error the pairing agent answers with for a device this client is not pairing.
+    public static let agentRejected = "org.bluez.Error.Rejected"
+
+    /// Exports an `org.bluez.Agent1` at `path` on this client's connection and registers it
+    /// (not as the default) with capability `NoInputNoOutput` — what a headless client needs to
+    /// pair (spec/bluez.md behaviour 9). It says yes only for a device whose ``pair(_:timeout:)``
+    /// from this client is in flight: `RequestConfirmation` and `RequestAuthorization` succeed,
+    /// `RequestPinCode` answers "0000", `RequestPasskey` 0, `DisplayPinCode`/`DisplayPasskey`
+    /// succeed, and `AuthorizeService` succeeds. Every one of these for any other device —
+    /// a pairing or a service connection another device starts — fails with
+    /// `org.bluez.Error.Rejected` (``agentRejected``). `Release` and `Cancel` succeed.
+    public func registerPairingAgent(path: DBusObjectPath = "/gatt2mqtt/agent") async throws(BlueZError) {
         let ok: @Sendable (DBusMethodCall) async throws -> [DBusValue] = { _ in [] }
+        // The answer for a request about the device in argument 0, or Rejected.
+        let answer: @Sendable (DBusMethodCall, [DBusValue]) throws -> [DBusValue] = { [weak self] call, reply in
+            let device: DBusObjectPath = try call.decode(0)
+            guard let self, self.isPairing(device) else {
+                throw DBusError.remote(name: BlueZClient.agentRejected,
+                                       message: "Rejected: \(device) is not being paired by this client")
+            }
+            return reply
+        }
         let agent = DBusInterface("org.bluez.Agent1", methods: [
             DBusMethod("Release", handler: ok),
-            DBusMethod("RequestPinCode", in: [DBusArgument("device", .objectPath)], out: [DBusArgument("pincode", .string)]) { _ in
-                [.string("0000")]
+            DBusMethod("RequestPinCode", in: [DBusArgument("device", .objectPath)], out: [DBusArgument("pincode", .string)]) { call in
+                try answer(call, [.string("0000")])
             },
-            DBusMethod("DisplayPinCode", in: [DBusArgument("device", .objectPath), DBusArgument("pincode", .string)], handler: ok),
-            DBusMethod("RequestPasskey", in: [DBusArgument("device", .objectPath)], out: [DBusArgument("passkey", .uint32)]) { _ in
-                [.uint32(0)]
+            DBusMethod("DisplayPinCode", in: [DBusArgument("device", .objectPath), DBusArgument("pincode", .string)]) { call in
+                try answer(call, [])
+            },
+            DBusMethod("RequestPasskey", in: [DBusArgument("device", .objectPath)], out: [DBusArgument("passkey", .uint32)]) { call in
+                try answer(call, [.uint32(0)])
             },
             DBusMethod("DisplayPasskey", in: [DBusArgument("device", .objectPath), DBusArgument("passkey", .uint32),
-                                              DBusArgument("entered", .uint16)], handler: ok),
-            DBusMethod("RequestConfirmation", in: [DBusArgument("device", .objectPath), DBusArgument("passkey", .uint32)],
-                       handler: ok),
-            DBusMethod("RequestAuthorization", in: [DBusArgument("device", .objectPath)], handler: ok),
-            DBusMethod("AuthorizeService", in: [DBusArgument("device", .objectPath), DBusArgument("uuid", .string)], handler: ok),
+                                              DBusArgument("entered", .uint16)]) { call in
+                try answer(call, [])
+            },
+            DBusMethod("RequestConfirmation", in: [DBusArgument("device", .objectPath), DBusArgument("passkey", .uint32)]) { call in
+                try answer(call, [])
+            },
+            DBusMethod("RequestAuthorization", in: [DBusArgument("device", .objectPath)]) { call in
+                try answer(call, [])
+            },
+            DBusMethod("AuthorizeService", in: [DBusArgument("device", .objectPath), DBusArgument("uuid", .string)]) { call in
+                try answer(call, [])
+            },
             DBusMethod("Cancel", handler: ok),
         ])
         do {

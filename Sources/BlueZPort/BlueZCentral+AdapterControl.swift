@@ -18,7 +18,7 @@ extension BlueZCentral: BLEAdapterControl {
         }
     }
 
-    /// Pairs with `address` (Just Works, through the headless agent, spec/bluez.md behaviour 9).
+    /// Pairs with `address` (Just Works, through the pairing agent, spec/bluez.md behaviour 9).
     /// A device BlueZ does not know is looked up first, as `connect` does; `Device1.Pair`
     /// connects it when needed (bluez doc/org.bluez.Device.rst) and the link is left to BlueZ.
     /// Already paired (as cached, or `AlreadyExists` from BlueZ) is success. Returns once the

@@ -33,7 +33,9 @@ extension BLEError {
 /// Pairing (spec/bluez.md behaviour 9, gopro.md §2): when the profile asks for it (`pair: true`,
 /// GoPro) and BlueZ says the device is not `Paired`, the central pairs right after the link is
 /// up and *before* subscribing — Just Works through a `NoInputNoOutput` agent it registers once
-/// — so no encrypted access ever fails with "Insufficient authentication". Profiles that do not
+/// (``BlueZClient/registerPairingAgent(path:)``: not the default agent, and it says yes only to
+/// the device this client's `Pair` is pairing) — so no encrypted access ever fails with
+/// "Insufficient authentication". Profiles that do not
 /// ask are never paired (many devices refuse it).
 public final class BlueZCentral: BLECentral {
     public let client: BlueZClient
@@ -87,12 +89,12 @@ public final class BlueZCentral: BLECentral {
         try await connect(address: address, notify: notify, pair: false, timeout: timeout)
     }
 
-    /// Registers the Just Works agent the first time pairing is needed. A failure is not fatal
+    /// Registers the pairing agent the first time pairing is needed. A failure is not fatal
     /// (already registered on this connection by another central, or the system's own agent
     /// answers): `Pair` itself then says whether pairing works.
     func ensureAgent() async {
         guard agentRegistered.withLock({ (done: inout Bool) -> Bool in defer { done = true }; return !done }) else { return }
-        try? await client.registerHeadlessAgent()
+        try? await client.registerPairingAgent()
     }
 
     public func connect(address: String, notify: [CharacteristicID], pair: Bool, timeout: Duration) async throws(BLEError)

@@ -2,7 +2,10 @@ import DBus
 
 extension BlueZSimulator {
     /// `/org/bluez` `org.bluez.AgentManager1`: registrations are accepted and remembered per caller
-    /// (spec/bluez.md, "Objects a client sees").
+    /// (spec/bluez.md, "Objects a client sees"), in bluetoothd 5.66's default-agent queue
+    /// (``State/defaultAgents``: the first agent registered becomes the default by itself,
+    /// `RequestDefaultAgent` makes the caller's the default). Who answers a pairing:
+    /// docs/bluez.md, "Pairing agent".
     func agentManager() -> DBusInterface {
         DBusInterface("org.bluez.AgentManager1", methods: [
             DBusMethod("RegisterAgent", in: [DBusArgument("agent", .objectPath), DBusArgument("capability", .string)]) {
@@ -16,21 +19,29 @@ extension BlueZSimulator {
                         throw DBusError.remote(name: "org.bluez.Error.AlreadyExists", message: "Already Exists")
                     }
                     s.agents[call.sender ?? ""] = path
+                    s.agentManagerCalls.append((call.sender ?? "", "RegisterAgent"))
+                    if s.defaultAgents.isEmpty { s.defaultAgents = [call.sender ?? ""] } else { s.defaultAgents.append(call.sender ?? "") }
                 }
                 return []
             },
             DBusMethod("RequestDefaultAgent", in: [DBusArgument("agent", .objectPath)]) { [weak self] call in
                 let path: DBusObjectPath = try call.decode(0)
-                guard self?.state.withLock({ $0.agents[call.sender ?? ""] == path }) == true else {
-                    throw BlueZErrors.doesNotExist
+                let sender = call.sender ?? ""
+                try self?.state.withLock { (s) throws(DBusError) in
+                    s.agentManagerCalls.append((sender, "RequestDefaultAgent"))
+                    guard s.agents[sender] == path else { throw BlueZErrors.doesNotExist }
+                    s.defaultAgents.removeAll { $0 == sender }
+                    s.defaultAgents.insert(sender, at: 0)
                 }
                 return []
             },
             DBusMethod("UnregisterAgent", in: [DBusArgument("agent", .objectPath)]) { [weak self] call in
                 let path: DBusObjectPath = try call.decode(0)
                 try self?.state.withLock { (s) throws(DBusError) in
+                    s.agentManagerCalls.append((call.sender ?? "", "UnregisterAgent"))
                     guard s.agents[call.sender ?? ""] == path else { throw BlueZErrors.doesNotExist }
                     s.agents[call.sender ?? ""] = nil
+                    s.defaultAgents.removeAll { $0 == call.sender ?? "" }
                 }
                 return []
             },

@@ -25,7 +25,9 @@ extension BlueZSimulator {
     /// adapter's name first (`SetInRangeOn(s adapter, s address, b in_range)`,
     /// `SetRSSIOn(s adapter, s address, n rssi)`, `SetAdapterPoweredOn(s adapter, b powered)`).
     /// The others are about the device, whichever adapter sees it (`DropLink` drops its one
-    /// link). Errors are `org.gatt2mqtt.Simulator.Error.UnknownDevice` / `.UnknownAdapter` /
+    /// link). `IncomingPairing(s address) → s` is ``incomingPairing(_:adapter:)`` on the first
+    /// adapter: `accepted`, `rejected: <error name>` or `no agent`. Errors are
+    /// `org.gatt2mqtt.Simulator.Error.UnknownDevice` / `.UnknownAdapter` /
     /// `.InvalidArguments`.
     func controlInterface() -> DBusInterface {
         @Sendable func device(_ call: DBusMethodCall, at index: Int = 0) throws -> String {
@@ -126,6 +128,17 @@ extension BlueZSimulator {
                                       DBusArgument("value", .array(.byte))], out: [DBusArgument("sent", .boolean)]) { [weak self] call in
                 let sent = self?.notify(try device(call), characteristic: try call.decode(1), try call.decode(2)) ?? false
                 return [.boolean(sent)]
+            },
+            DBusMethod("IncomingPairing", in: [DBusArgument("address", .string)], out: [DBusArgument("outcome", .string)]) {
+                [weak self] call in
+                guard let self else { return [.string("no agent")] }
+                do {
+                    switch try await self.incomingPairing(try device(call)) {
+                    case .accepted: return [.string("accepted")]
+                    case let .rejected(name): return [.string("rejected: " + name)]
+                    case .noAgent: return [.string("no agent")]
+                    }
+                } catch let e as BlueZSimulatorError { throw mapped(e) }
             },
             DBusMethod("Received", in: [DBusArgument("address", .string)],
                        out: [DBusArgument("calls", .array(.properties))]) { [weak self] call in

@@ -208,11 +208,14 @@ extension BlueZSimulator {
         }
     }
 
-    /// Device1.Pair: Just Works (no agent needed); Paired and Bonded go true on this adapter's
-    /// object (a bond is per adapter). A disconnected device is connected first, as bluetoothd
-    /// does ("This method will connect to the remote device, initiate pairing and then retrieve
-    /// all SDP records (or GATT primary services)", bluez doc/org.bluez.Device.rst); the link
-    /// stays up and services resolve as after Connect.
+    /// Device1.Pair: Just Works; Paired and Bonded go true on this adapter's object (a bond is
+    /// per adapter). A disconnected device is connected first, as bluetoothd does ("This method
+    /// will connect to the remote device, initiate pairing and then retrieve all SDP records (or
+    /// GATT primary services)", bluez doc/org.bluez.Device.rst); the link stays up and services
+    /// resolve as after Connect. The pairing agent (``pairingAgent(for:)``: the caller's own,
+    /// else the default) is asked `RequestAuthorization(device)`; a refusal fails the call with
+    /// `AuthenticationRejected`. With no agent at all the pairing goes ahead (docs/bluez.md,
+    /// "Pairing agent").
     func pair(_ key: DeviceKey, sender: String?) async throws(DBusError) {
         try await gate(key, "Pair", sender: sender,
                        record: Received(method: "Pair", value: [], delivered: true, sender: sender))
@@ -222,6 +225,12 @@ extension BlueZSimulator {
             return !d.connected && s.hears(key) && !p.faults.silent
         }
         if needsLink { try await establishLink(key) }
+        if let agent = pairingAgent(for: sender), let devicePath = state.withLock({ $0.devices[key]?.path }),
+           let refused = await askAuthorization(agent, device: devicePath)
+        {
+            throw DBusError.remote(name: "org.bluez.Error.AuthenticationRejected",
+                                   message: "Authentication Rejected (the agent answered \(refused))")
+        }
         let path = try state.withLock { (s) throws(DBusError) -> DBusObjectPath in
             guard let d = s.devices[key], let p = s.peripherals[key.address] else { throw BlueZErrors.doesNotExist }
             guard !d.paired else { throw DBusError.remote(name: "org.bluez.Error.AlreadyExists", message: "Already Exists") }

@@ -276,7 +276,15 @@ public final class BlueZSimulator: Sendable {
         var received: [String: [Received]] = [:]
         var started = false
         var stopped = false
+        /// Registered agents by the unique bus name of the client that registered them.
         var agents: [String: DBusObjectPath] = [:]
+        /// bluetoothd 5.66's default-agent queue (`src/agent.c`), by client: every registered
+        /// agent is in it — the first one registered while it is empty at the head, later ones at
+        /// the tail (`agent_create`) — and `RequestDefaultAgent` moves one to the head. The head
+        /// is the default agent; unregistering it makes the next one default.
+        var defaultAgents: [String] = []
+        /// The `AgentManager1` calls received, in order: (caller, method).
+        var agentManagerCalls: [(String, String)] = []
         /// The last advertiser generation handed out (``AdapterState/advertiser``).
         var advertiserGeneration: UInt64 = 0
         /// SplitMix64 state of the RSSI jitter.

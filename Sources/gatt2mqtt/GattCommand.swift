@@ -76,7 +76,7 @@ struct GattCommand: AsyncParsableCommand {
                 try await client.connect(dev, timeout: timeout)
                 if pair, !client.isPaired(dev) {
                     step = "pair"
-                    try? await client.registerHeadlessAgent()  // not fatal: another agent may answer
+                    try? await client.registerPairingAgent()  // not fatal: another agent may answer
                     try await client.pair(dev, timeout: timeout)
                 }
                 var notifications: AsyncStream<[UInt8]>?

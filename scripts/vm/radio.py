@@ -601,6 +601,8 @@ class Radio:
         # The vhci transports of the kernel's controllers (hci0, hci1, …), and their addresses.
         self.vhcis = []
         self.central_addresses = []
+        # A central of its own on the link that asks the host to pair (op pair_host), made on first use.
+        self.intruder = None
 
     async def start(self):
         self.models = ModelClient()
@@ -677,6 +679,8 @@ class Radio:
                 "centrals": self.central_addresses,
                 "peripherals": [await p.status() for p in self.peripherals.values()],
             }
+        if op == "pair_host":
+            return await self.pair_host(request)
         if op not in ("drop", "away", "notify"):
             return {"op": "error", "message": f"unknown op {op!r}"}
         p = self.peripherals.get(str(request.get("address", "")).upper())
@@ -701,6 +705,70 @@ class Radio:
             if uuid not in p.characteristics:
                 return {"op": "error", "message": f"{p.address} has no characteristic {uuid}"}
             return {"op": "ok", "sent": p.notify(uuid, value, force=bool(request.get("force", False)))}
+
+    async def pair_host(self, request):
+        """A nearby device of nobody's (public address `address`, default C0:FF:EE:00:00:66) acting
+        as a central: it scans for a connectable advertiser on the link that is none of the models
+        (the host's adapter, while something makes it advertise; `target` narrows it to one
+        address), connects, and asks to pair (Just Works, LE Secure Connections, bonding), as a
+        keyboard would. Answers what came of it."""
+        address = str(request.get("address", "C0:FF:EE:00:00:66")).upper()
+        target = request.get("target")
+        if self.intruder is None:
+            controller = RadioController(f"intruder-{address}", link=self.link, public_address=address)
+            config = DeviceConfiguration()
+            config.name = "intruder"
+            config.address = hci.Address("D0:00:00:00:FF:66", hci.Address.RANDOM_DEVICE_ADDRESS)
+            device = Device(config=config, host=Host(controller, AsyncPipeSink(controller)))
+            device.pairing_config_factory = lambda connection: PairingConfig(
+                sc=True,
+                mitm=False,
+                bonding=True,
+                delegate=PairingDelegate(io_capability=PairingDelegate.NO_OUTPUT_NO_INPUT),
+                identity_address_type=PairingConfig.AddressType.PUBLIC,
+            )
+            await device.power_on()
+            self.intruder = device
+        device = self.intruder
+        found = asyncio.get_running_loop().create_future()
+
+        def on_advertisement(adv):
+            seen = adv.address.to_string(False).upper()
+            if seen in self.peripherals or not adv.is_connectable:
+                return
+            if target and seen != str(target).upper():
+                return
+            if not found.done():
+                found.set_result(adv.address)
+
+        device.on("advertisement", on_advertisement)
+        try:
+            await device.start_scanning(active=False, own_address_type=hci.OwnAddressType.PUBLIC)
+            peer = await asyncio.wait_for(found, 15)
+        except asyncio.TimeoutError:
+            return {"op": "ok", "connected": False, "paired": False, "error": "no connectable advertiser"}
+        finally:
+            device.remove_listener("advertisement", on_advertisement)
+            await device.stop_scanning()
+        answer = {"op": "ok", "peer": peer.to_string(False), "connected": False, "paired": False, "error": None}
+        try:
+            connection = await device.connect(peer, own_address_type=hci.OwnAddressType.PUBLIC, timeout=10)
+        except Exception as error:
+            answer["error"] = f"connect: {type(error).__name__}: {error}"
+            return answer
+        answer["connected"] = True
+        log.info("intruder %s connected to %s, asks to pair", address, answer["peer"])
+        try:
+            await asyncio.wait_for(connection.pair(), 20)
+            answer["paired"] = True
+        except Exception as error:
+            answer["error"] = f"{type(error).__name__}: {error}"
+        log.info("intruder %s pairing with %s: %s", address, answer["peer"], "paired" if answer["paired"] else answer["error"])
+        try:
+            await asyncio.wait_for(connection.disconnect(), 5)
+        except Exception:
+            pass
+        return answer
 
     async def serve_control(self, path):
         async def client(reader, writer):
