@@ -63,9 +63,12 @@ public struct BridgeService: Service {
                                    keepAlive: Int(m.keepAlive.components.seconds), cleanSession: false)
         if m.protocolVersion == .v5 {
             o.sessionExpiryInterval = 7 * 24 * 3600
-            // The broker drops what the bridge would refuse anyway (`limits.max_payload`) instead
-            // of sending it; the bridge's own check stays for what fits between the two.
-            o.maximumPacketSize = maximumPacketSize(payload: c.limits.maxPayload)
+            // No CONNECT Maximum Packet Size (`limits.max_payload` is checked here instead):
+            // mosquitto 2.0.11 (Debian 12) keeps a QoS 1 message larger than a client's maximum in
+            // that client's in-flight window instead of dropping it, and after `max_inflight`
+            // (20) of them it delivers nothing more to the client — twenty oversized messages
+            // from a stranger would cut the bridge off (docs/mqtt.md, "Limits";
+            // HostileInputTests.floodOfLargeMessagesLeavesMemoryFlat).
         }
         let topics = Topics(base: m.baseTopic)
         if c.cluster.enabled {
@@ -86,13 +89,6 @@ public struct BridgeService: Service {
                                    verifyHostname: t.verifyHostname)
         }
         return o
-    }
-
-    /// The MQTT 5 Maximum Packet Size for payloads up to `payload` bytes: the payload, plus room
-    /// for the fixed header, the longest topic (65 535 bytes) and the properties (a response
-    /// topic, correlation data, user properties), at most MQTT's largest packet.
-    public static func maximumPacketSize(payload: Int) -> UInt32 {
-        UInt32(min(payload + 2 * 65_536 + 4_096, 268_435_460))
     }
 
     public func run() async throws {
