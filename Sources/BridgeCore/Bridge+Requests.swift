@@ -46,6 +46,7 @@ struct Reply: Sendable {
     func send(_ body: JSONObject) {
         let topic = message.responseTopic ?? bridge.topics.bridgeResponse(action)
         bridge.mqtt.send(OutboundMessage(topic: topic, json: .object(body), qos: 1, retain: false, correlationData: message.correlationData))
+        bridge.handledRequest(message)
     }
 }
 

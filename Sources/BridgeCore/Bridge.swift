@@ -92,6 +92,8 @@ public final class Bridge: Sendable {
     let cluster: ClusterState?
     /// The QoS 1 messages handled lately (``Redeliveries``).
     let redeliveries = Mutex(Redeliveries())
+    /// The messages the previous run died handling (``AfterCrash``).
+    let afterCrash = Mutex(AfterCrash())
 
     /// Every filter the bridge needs to subscribe to.
     public var subscriptions: [String] {
@@ -240,6 +242,7 @@ public final class Bridge: Sendable {
         for r in gone { try? store.removeDevice(r.id) }
         for device in current { registerInStore(device) }
         announce()
+        answerCrashed()
         resumeOutbox()
         await withDiscardingTaskGroup { group in
             runCluster(in: &group)
@@ -275,6 +278,7 @@ public final class Bridge: Sendable {
             group.cancelAll()
         }
         await stopScan()
+        try? store.clearAllInflight()  // a clean stop: nothing is being handled
         publishNodeState(online: false)
         // With several bridges, the bridge is offline when the last of them stops.
         if cluster?.view.withLock({ $0.online.count > 1 }) != true {
@@ -428,6 +432,8 @@ public final class Bridge: Sendable {
 
     /// Handles one inbound MQTT message (any thread; returns at once).
     public func handle(_ message: InboundMessage) {
+        guard let mark = beginHandling(message) else { return }  // the message that crashed the last run, again
+        defer { mark.end() }
         if handleCluster(message) { return }
         // The broker's second delivery of a message already handled (its PUBACK was lost with
         // the connection): acknowledged by the client, not acted on again (at most once).

@@ -39,6 +39,9 @@ public enum ErrorCode: String, Sendable, Equatable, CaseIterable {
     case unknownDevice = "unknown_device"
     /// Something inside the bridge failed.
     case internalError = "internal_error"
+    /// The bridge stopped (crashed) while handling this message; it is not handled again, even
+    /// when the broker delivers it again (answered by the next run, at its start).
+    case crashed
 }
 
 /// An error answer for a command: a stable code and a message for people.
