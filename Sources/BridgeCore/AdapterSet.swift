@@ -32,8 +32,9 @@ public final class AdapterSet: BLECentral, BLEAdapterControl, Sendable {
     struct State {
         /// The addresses linked (or being connected) through each adapter.
         var links: [String: Set<String>] = [:]
-        /// The last sighting of each address through each adapter.
-        var sightings: [String: [String: (rssi: Int, at: ContinuousClock.Instant)]] = [:]
+        /// The last sighting of each address through each adapter (of the ``ScanState/capacity``
+        /// addresses heard last: random addresses must not grow this).
+        var sightings = RecentMap<String, [String: (rssi: Int, at: ContinuousClock.Instant)]>(capacity: ScanState.capacity)
         /// When a connect to an address through an adapter last failed.
         var failures: [String: [String: ContinuousClock.Instant]] = [:]
         /// When each address was last surveyed (``survey(_:within:)``).
@@ -233,7 +234,11 @@ public final class AdapterSet: BLECentral, BLEAdapterControl, Sendable {
         let a = ad.address.uppercased()
         let now = ContinuousClock.now
         return state.withLock { s in
-            if let r = ad.rssi { s.sightings[a, default: [:]][adapter] = (r, now) }
+            if let r = ad.rssi {
+                var through = s.sightings[a] ?? [:]
+                through[adapter] = (r, now)
+                s.sightings[a] = through
+            }
             return s.sightings[a]?.values.filter { now - $0.at <= Self.sightingLifetime }.map(\.rssi).max() ?? ad.rssi
         }
     }

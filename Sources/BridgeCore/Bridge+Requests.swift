@@ -15,11 +15,14 @@ struct ScanState: Sendable {
     /// Bumped by every start and stop, so an old timer cannot stop a newer scan.
     var generation = 0
     var until: ContinuousClock.Instant?
-    /// Every device seen by the last scans, by address (kept for `device/add` without a profile).
-    var seen: [String: Advertisement] = [:]
+    /// The devices seen by the last scans, by address (kept for `device/add` without a profile):
+    /// the ``capacity`` last heard (addresses can be random: a flood of them must not grow this).
+    var seen = RecentMap<String, Advertisement>(capacity: ScanState.capacity)
     /// What was last published per address, and when (a sighting is published when it says
-    /// something new, or once a second).
-    var published: [String: (at: ContinuousClock.Instant, payload: JSONValue)] = [:]
+    /// something new, or once a second), for as many addresses.
+    var published = RecentMap<String, (at: ContinuousClock.Instant, payload: JSONValue)>(capacity: ScanState.capacity)
+    /// How many addresses a scan remembers.
+    static let capacity = 1000
 }
 
 /// A request's answer: `{"status":"ok","data":…}` or `{"status":"error","error":"…"}`, with the
@@ -50,6 +53,7 @@ struct Reply: Sendable {
     func send(_ body: JSONObject) {
         let topic = message.responseTopic ?? bridge.topics.bridgeResponse(action)
         bridge.mqtt.send(OutboundMessage(topic: topic, json: .object(body), qos: 1, retain: false, correlationData: message.correlationData))
+        bridge.handledRequest(message)
     }
 }
 

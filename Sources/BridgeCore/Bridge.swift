@@ -98,6 +98,8 @@ public final class Bridge: Sendable {
     let api: BridgeAPIAccess
     /// The retained requests this bridge cleared lately (``OwnClears``).
     let ownClears = Mutex(OwnClears())
+    /// The messages the previous run died handling (``AfterCrash``).
+    let afterCrash = Mutex(AfterCrash())
 
     /// Every filter the bridge needs to subscribe to (`mqtt.api: off`: not `bridge/request/#`).
     public var subscriptions: [String] {
@@ -251,6 +253,7 @@ public final class Bridge: Sendable {
         for r in gone { try? store.removeDevice(r.id) }
         for device in current { registerInStore(device) }
         announce()
+        answerCrashed()
         resumeOutbox()
         await withDiscardingTaskGroup { group in
             runCluster(in: &group)
@@ -286,6 +289,7 @@ public final class Bridge: Sendable {
             group.cancelAll()
         }
         await stopScan()
+        try? store.clearAllInflight()  // a clean stop: nothing is being handled
         publishNodeState(online: false)
         // With several bridges, the bridge is offline when the last of them stops.
         if cluster?.view.withLock({ $0.online.count > 1 }) != true {
@@ -442,6 +446,8 @@ public final class Bridge: Sendable {
     public func handle(_ message: InboundMessage) {
         // Too large, a retained request, a clear: dealt with before anything is parsed (Bridge+Inbound).
         guard admit(message) else { return }
+        guard let mark = beginHandling(message) else { return }  // the message that crashed the last run, again
+        defer { mark.end() }
         if handleCluster(message) { return }
         if let discovery, message.topic == discovery.statusTopic {
             if String(decoding: message.payload, as: UTF8.self) == "online" { publishDiscovery() }

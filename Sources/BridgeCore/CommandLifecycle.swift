@@ -50,6 +50,9 @@ public enum ErrorCode: String, Sendable, Equatable, CaseIterable {
     case retainedRequest = "retained_request"
     /// `mqtt.api` does not allow the request.
     case forbidden
+    /// The bridge stopped (crashed) while handling this message; it is not handled again, even
+    /// when the broker delivers it again (answered by the next run, at its start).
+    case crashed
 }
 
 /// An error answer for a command: a stable code and a message for people.

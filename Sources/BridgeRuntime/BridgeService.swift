@@ -125,6 +125,7 @@ public struct BridgeService: Service {
             // own queues.
             let noLocal = !bridge.ownPublishesWanted.contains(filter)
             subscriptions.append(try await client.subscribe(filter, qos: .atLeastOnce, options: MQTTSubscribeOptions(noLocal: noLocal)) { m in
+                CrashTrace.noteMessage(topic: m.topic, payload: m.payload)
                 bridge.handle(InboundMessage(topic: m.topic, payload: m.payload, retain: m.retain,
                                              responseTopic: m.properties.responseTopic, correlationData: m.properties.correlationData,
                                              packetID: m.packetID))

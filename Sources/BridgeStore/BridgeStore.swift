@@ -304,6 +304,16 @@ public struct BridgeStore: Sendable {
                 CREATE TABLE runtimeDevice (id TEXT PRIMARY KEY NOT NULL, config TEXT NOT NULL, addedAt DATETIME NOT NULL)
                 """)
         }
+        // v6: the messages being handled (a marker written before a message that can act is
+        // handled, removed after), so that one which killed the process is not handled again.
+        migrator.registerMigration("v6") { db in
+            try db.execute(sql: """
+                CREATE TABLE inflight (
+                    topic TEXT NOT NULL, digest INTEGER NOT NULL, packetID INTEGER, responseTopic TEXT,
+                    correlationData BLOB, payload BLOB NOT NULL, at DATETIME NOT NULL,
+                    PRIMARY KEY (topic, digest)) WITHOUT ROWID
+                """)
+        }
         do { try migrator.migrate(writer) } catch { throw .operationFailed(reason: "migration: \(error)") }
     }
 
@@ -574,5 +584,88 @@ public struct BridgeStore: Sendable {
     /// The newest events first.
     public func recentEvents(limit: Int) throws(StoreError) -> [EventRecord] {
         try read { db in try EventRecord.order(Column("id").desc).limit(limit).fetchAll(db) }
+    }
+}
+
+/// A message being handled (``BridgeStore/markInflight(_:)``): what is needed to recognise it
+/// when the broker delivers it again, and to answer it.
+public struct InflightMessage: Sendable, Equatable {
+    /// How much of the payload is kept (enough for its `transaction`; the digest covers all of it).
+    public static let payloadPrefix = 1024
+
+    public var topic: String
+    /// ``digest(_:)`` of the whole payload.
+    public var digest: Int64
+    public var packetID: Int?
+    public var responseTopic: String?
+    public var correlationData: [UInt8]?
+    /// The payload's first ``payloadPrefix`` bytes.
+    public var payload: [UInt8]
+    public var at: Date
+
+    public init(topic: String, payload: [UInt8], packetID: Int?, responseTopic: String? = nil,
+                correlationData: [UInt8]? = nil, at: Date) {
+        self.topic = topic
+        self.digest = Self.digest(payload)
+        self.packetID = packetID
+        self.responseTopic = responseTopic
+        self.correlationData = correlationData
+        self.payload = Array(payload.prefix(Self.payloadPrefix))
+        self.at = at
+    }
+
+    /// FNV-1a (64-bit) of the bytes and their count: tells the same payload from another
+    /// (not a cryptographic digest: only the bridge's own markers are compared with it).
+    public static func digest(_ bytes: [UInt8]) -> Int64 {
+        var h: UInt64 = 0xcbf2_9ce4_8422_2325
+        for b in bytes {
+            h ^= UInt64(b)
+            h = h &* 0x100_0000_01b3
+        }
+        h ^= UInt64(bytes.count)
+        h = h &* 0x100_0000_01b3
+        return Int64(bitPattern: h)
+    }
+}
+
+extension BridgeStore {
+    static let markInflightSQL = """
+        INSERT OR REPLACE INTO inflight (topic, digest, packetID, responseTopic, correlationData, payload, at)
+        VALUES (?, ?, ?, ?, ?, ?, ?)
+        """
+    static let clearInflightSQL = "DELETE FROM inflight WHERE topic = ? AND digest = ?"
+
+    /// Records that `message` is being handled (one statement, on the hot path of every command).
+    public func markInflight(_ message: InflightMessage) throws(StoreError) {
+        try writeStatement(Self.markInflightSQL, [message.topic, message.digest, message.packetID, message.responseTopic,
+                                                  message.correlationData.map { Data($0) }, Data(message.payload),
+                                                  message.at.timeIntervalSince1970])
+    }
+
+    /// The message was handled: its marker goes.
+    public func clearInflight(topic: String, digest: Int64) throws(StoreError) {
+        try writeStatement(Self.clearInflightSQL, [topic, digest])
+    }
+
+    /// Removes and returns the markers left (by a process that died while handling them), oldest first.
+    public func takeInflight() throws(StoreError) -> [InflightMessage] {
+        try write { db in
+            let rows = try Row.fetchAll(db, sql: "SELECT * FROM inflight ORDER BY at")
+            try db.execute(sql: "DELETE FROM inflight")
+            return rows.map { row in
+                let payload: Data = row["payload"]
+                var m = InflightMessage(topic: row["topic"], payload: [], packetID: row["packetID"], responseTopic: row["responseTopic"],
+                                        correlationData: (row["correlationData"] as Data?).map { Array($0) },
+                                        at: Date(timeIntervalSince1970: row["at"]))
+                m.digest = row["digest"]
+                m.payload = Array(payload)
+                return m
+            }
+        }
+    }
+
+    /// Removes every marker (a clean stop: nothing is being handled any more).
+    public func clearAllInflight() throws(StoreError) {
+        try write { db in try db.execute(sql: "DELETE FROM inflight") }
     }
 }

@@ -1,5 +1,6 @@
 import ArgumentParser
 import BridgeConfig
+import BridgeRuntime
 import Foundation
 
 /// The `gatt2mqtt` executable: argument parsing and dispatch only; the work lives in the modules.
@@ -14,6 +15,7 @@ struct Gatt2MQTT: AsyncParsableCommand {
 
     /// Contract: any invalid input exits with status 1 and one line on stderr; help exits 0.
     static func main() async {
+        CrashTrace.install()  // a crash says so on stderr, with the last message and a backtrace
         do {
             var command = try parseAsRoot()
             if var asyncCommand = command as? AsyncParsableCommand {

@@ -1,8 +1,8 @@
 import ArgumentParser
 import BinaryCoding
 import Foundation
+import BridgeConfig
 import GattLayout
-import Yams
 
 /// `gatt2mqtt layout`: decode and encode characteristic values with a declarative layout
 /// (docs/layouts.md). Any invalid input exits 1 with one line on stderr.
@@ -59,7 +59,7 @@ enum LayoutSource {
             return try GattLayout(json: definition)
         } catch {
             var message = "layout \(source): \(error.description)"
-            if case let .invalidLayout(path, _) = error, let line = YAMLDocument.line(of: path, in: root) {
+            if case let .invalidLayout(path, _) = error, let line = root?.line(of: path) {
                 message += " (line \(line))"
             }
             throw CLIError(message)
@@ -67,7 +67,7 @@ enum LayoutSource {
     }
 
     /// The layout's JSON definition, and the YAML tree it came from (for line numbers).
-    static func definition(_ source: String) throws -> (JSONValue, Node?) {
+    static func definition(_ source: String) throws -> (JSONValue, YAMLTree?) {
         if source.hasPrefix("builtin:") {
             let name = String(source.dropFirst("builtin:".count))
             guard let builtin = BuiltinLayout(rawValue: name) else {
@@ -88,8 +88,8 @@ enum LayoutSource {
             do throws(JSONParseError) { return (try JSONValue(parsing: text), nil) } catch { throw CLIError("layout \(source): \(error.description)") }
         }
         do throws(YAMLConversionError) {
-            let (value, root) = try YAMLDocument.parse(text)
-            return (value, root)
+            let (value, tree) = try YAMLDocument.parse(text)
+            return (value, tree)
         } catch {
             throw CLIError("layout \(source): \(error.description)")
         }

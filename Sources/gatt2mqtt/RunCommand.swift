@@ -22,6 +22,8 @@ struct RunCommand: AsyncParsableCommand {
 
     func run() async throws {
         let configuration = try loadConfiguration(config)
+        // Test only (the crash-loop end-to-end tests): die while handling a message on this topic.
+        Bridge.crashOnTopicForTests.withLock { $0 = ProcessInfo.processInfo.environment["TEST_GATT2MQTT_CRASH_ON_TOPIC"] }
         let name = logLevel ?? configuration.logLevel.rawValue
         guard let level = Logger.Level(rawValue: name) else { throw CLIError("--log-level: '\(name)' is not a level") }
         let logging = RuntimeLogLevel(level)

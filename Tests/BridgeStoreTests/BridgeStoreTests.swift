@@ -316,3 +316,40 @@ import Testing
         }
     }
 }
+
+/// The markers of the messages being handled (crash-loop protection).
+@Suite struct InflightStoreTests {
+    @Test func markersSurviveAReopenAndAreTakenOnce() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("gatt2mqtt-inflight-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let path = dir.appendingPathComponent("state.sqlite").path
+        let at = Date(timeIntervalSince1970: 1_700_000_000)
+        let big = [UInt8](repeating: 0x41, count: 5000)
+        do {
+            let store = try BridgeStore(path: path)
+            try store.markInflight(InflightMessage(topic: "g/dev/set", payload: Array(#"{"transaction":1}"#.utf8), packetID: 9,
+                                                   responseTopic: "r", correlationData: [7], at: at))
+            try store.markInflight(InflightMessage(topic: "g/bridge/request/scan", payload: big, packetID: nil, at: at + 1))
+            try store.markInflight(InflightMessage(topic: "g/other/set", payload: [1], packetID: 3, at: at + 2))
+            try store.clearInflight(topic: "g/other/set", digest: InflightMessage.digest([1]))
+            // The same message marked twice is one marker.
+            try store.markInflight(InflightMessage(topic: "g/dev/set", payload: Array(#"{"transaction":1}"#.utf8), packetID: 9,
+                                                   responseTopic: "r", correlationData: [7], at: at))
+        }
+        let store = try BridgeStore(path: path)
+        let left = try store.takeInflight()
+        #expect(left.map(\.topic) == ["g/dev/set", "g/bridge/request/scan"])
+        #expect(left[0] == InflightMessage(topic: "g/dev/set", payload: Array(#"{"transaction":1}"#.utf8), packetID: 9,
+                                           responseTopic: "r", correlationData: [7], at: at))
+        #expect(left[1].payload.count == InflightMessage.payloadPrefix, "a prefix of the payload is kept")
+        #expect(left[1].digest == InflightMessage.digest(big), "the digest covers the whole payload")
+        #expect(left[1].packetID == nil && left[1].correlationData == nil)
+        #expect(try store.takeInflight().isEmpty, "taken once")
+    }
+
+    @Test func theDigestTellsPayloadsApart() {
+        #expect(InflightMessage.digest([1, 2]) != InflightMessage.digest([2, 1]))
+        #expect(InflightMessage.digest([]) != InflightMessage.digest([0]))
+        #expect(InflightMessage.digest(Array("x".utf8)) == InflightMessage.digest(Array("x".utf8)))
+    }
+}

@@ -81,3 +81,32 @@ import Testing
         #expect(r.stderr.contains("cannot read"))
     }
 }
+
+/// A "billion laughs" YAML file (nine levels of nine aliases) is refused at once, naming the line.
+@Suite struct YAMLAliasCLITests {
+    static let billionLaughs = """
+        a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]
+        b: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]
+        c: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]
+        d: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]
+        e: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d]
+        f: &f [*e,*e,*e,*e,*e,*e,*e,*e,*e]
+        g: &g [*f,*f,*f,*f,*f,*f,*f,*f,*f]
+        h: &h [*g,*g,*g,*g,*g,*g,*g,*g,*g]
+        i: &i [*h,*h,*h,*h,*h,*h,*h,*h,*h]
+        """
+
+    @Test func checkConfigAndLayoutRefuseItFast() async throws {
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("lol-\(UUID().uuidString).yaml")
+        try Self.billionLaughs.write(to: file, atomically: true, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(at: file) }
+        let start = ContinuousClock.now
+        let r = try await CLI.run(["check-config", file.path])
+        #expect(ContinuousClock.now - start < .seconds(5))
+        #expect(r.status == 1)
+        #expect(r.stderr.contains("line 1: b[0]: YAML anchors and aliases are not supported"), "\(r.stderr)")
+        let layoutStart = ContinuousClock.now
+        try await CLI.expectOneLineFailure(["layout", "show", "--layout", file.path], mentioning: "YAML line 1: anchors and aliases are not supported")
+        #expect(ContinuousClock.now - layoutStart < .seconds(5))
+    }
+}
