@@ -6,17 +6,10 @@ import Testing
 /// The one YAML → JSON conversion (YAMLDocument): its rules, the same for an inline layout in the
 /// configuration and a layout file; anchors and aliases refused before anything expands.
 @Suite struct YAMLTests {
-    static let billionLaughs = """
-        a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]
-        b: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]
-        c: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]
-        d: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]
-        e: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d]
-        f: &f [*e,*e,*e,*e,*e,*e,*e,*e,*e]
-        g: &g [*f,*f,*f,*f,*f,*f,*f,*f,*f]
-        h: &h [*g,*g,*g,*g,*g,*g,*g,*g,*g]
-        i: &i [*h,*h,*h,*h,*h,*h,*h,*h,*h]
-        """
+    /// A "billion laughs" file (`Tests/TestSupport/Fixtures/billion-laughs.yaml`, also used by the CLI's tests).
+    static let billionLaughs = try! String(
+        contentsOf: URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("TestSupport/Fixtures/billion-laughs.yaml"), encoding: .utf8)
 
     /// The scalars whose reading differs between YAML 1.1 and 1.2, or between the converters this replaced.
     static let scalars = """

@@ -84,17 +84,10 @@ import Testing
 
 /// A "billion laughs" YAML file (nine levels of nine aliases) is refused at once, naming the line.
 @Suite struct YAMLAliasCLITests {
-    static let billionLaughs = """
-        a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]
-        b: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]
-        c: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]
-        d: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]
-        e: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d]
-        f: &f [*e,*e,*e,*e,*e,*e,*e,*e,*e]
-        g: &g [*f,*f,*f,*f,*f,*f,*f,*f,*f]
-        h: &h [*g,*g,*g,*g,*g,*g,*g,*g,*g]
-        i: &i [*h,*h,*h,*h,*h,*h,*h,*h,*h]
-        """
+    /// A "billion laughs" file (`Tests/TestSupport/Fixtures/billion-laughs.yaml`, also used by YAMLTests).
+    static let billionLaughs = try! String(
+        contentsOf: URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("TestSupport/Fixtures/billion-laughs.yaml"), encoding: .utf8)
 
     @Test func checkConfigAndLayoutRefuseItFast() async throws {
         let file = FileManager.default.temporaryDirectory.appendingPathComponent("lol-\(UUID().uuidString).yaml")

@@ -9,18 +9,7 @@ import Testing
     static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
 
     static func check(_ arguments: [String]) async throws -> (status: Int32, output: String) {
-        try await offThePool {
-            let p = Process()
-            p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-            p.arguments = ["python3", root.appendingPathComponent("scripts/check-conversions").path] + arguments
-            let out = Pipe()
-            p.standardOutput = out
-            p.standardError = out
-            try p.run()
-            let data = out.fileHandleForReading.readDataToEndOfFile()
-            p.waitUntilExit()
-            return (p.terminationStatus, String(decoding: data, as: UTF8.self))
-        }
+        try await offThePool { try runRepositoryScript("scripts/check-conversions", arguments) }
     }
 
     @Test func theTreeHasNone() async throws {

@@ -195,6 +195,7 @@ import Testing
             }
             try await target.answersNormally(after: "two arrays of 200 000 commands")
             let end = target.rss
+            print("HostileInputTests flood: the bridge's RSS \(start >> 10) KiB before, \(end >> 10) KiB after 50 × 4 MiB and 2 × 200 000 commands")
             #expect(end - start < 48 << 20, "RSS went from \(start >> 20) MiB to \(end >> 20) MiB")
         } catch {
             await target.stop()

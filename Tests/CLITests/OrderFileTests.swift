@@ -10,20 +10,7 @@ import Testing
     static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
 
     static func checkOrder(_ arguments: [String]) async throws -> (status: Int32, output: String) {
-        try await offThePool { try runCheckOrder(arguments) }
-    }
-
-    private static func runCheckOrder(_ arguments: [String]) throws -> (status: Int32, output: String) {
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        p.arguments = ["python3", root.appendingPathComponent("scripts/check-order").path] + arguments
-        let out = Pipe()
-        p.standardOutput = out
-        p.standardError = out
-        try p.run()
-        let data = out.fileHandleForReading.readDataToEndOfFile()
-        p.waitUntilExit()
-        return (p.terminationStatus, String(decoding: data, as: UTF8.self))
+        try await offThePool { try runRepositoryScript("scripts/check-order", arguments) }
     }
 
     @Test func atMostATenthOfTheOrderIsStale() async throws {
