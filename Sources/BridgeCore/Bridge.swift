@@ -476,6 +476,7 @@ public final class Bridge: Sendable {
             let body: JSONObject = [attribute: parseShortcutValue(message.payload)]
             routeCommand(pending(.command(body), nil, message, session), to: session, device: device)
         case let .get(device):
+            if message.retain { return ignoreRetained(message) }  // a read at every start, for nobody
             guard let session = session(device, message) else { return }
             var attributes: [String] = []
             var transaction: JSONValue?

@@ -266,6 +266,20 @@ import Testing
         }
     }
 
+    /// A retained `/get` would read the device at every start, for nobody: ignored like `/set`.
+    @Test func retainedGetIsIgnored() async throws {
+        let h = try Harness()
+        try await h.running {
+            _ = try await h.mqtt.wait(for: "gatt2mqtt/dev/availability")
+            h.bridge.handle(InboundMessage(topic: "gatt2mqtt/dev/get", payload: Array(#"{"reading":""}"#.utf8), retain: true))
+            h.set(#"{"command":"ping","value":2}"#)
+            let r = try await h.responses(1)
+            #expect(r[0]["command"]?["command"] == "ping", "\(r.map(\.jsonText))")
+            await h.session.settled()
+            #expect(h.mqtt.messages("gatt2mqtt/dev/response").count == 1)
+        }
+    }
+
     @Test func mqtt5ResponseTopicAndCorrelationData() async throws {
         let h = try Harness()
         try await h.running {
