@@ -73,10 +73,12 @@ extension Bridge {
         if m.payload.count <= limits.maxPayload, let o = (try? JSONValue(parsing: m.payload))?.objectValue {
             reply.transaction = o["transaction"]
         }
-        reply.error("retained requests are not run (one would run again at every start); publish it without the retain flag",
-                    code: .retainedRequest)
+        // The clear first: the answer goes out after it on the same connection, so whoever sees
+        // the answer finds the request gone from the broker.
         ownClears.withLock { $0.cleared(m.topic, at: clock.now()) }
         mqtt.send(OutboundMessage(topic: m.topic, payload: [], qos: 1, retain: true))
+        reply.error("retained requests are not run (one would run again at every start); publish it without the retain flag",
+                    code: .retainedRequest)
     }
 
     /// Why `mqtt.api` refuses `action`, or nil when it allows it.
