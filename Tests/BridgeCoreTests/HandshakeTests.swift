@@ -62,11 +62,13 @@ import Testing
         }
     }
 
-    /// The first terminal response (`ok`/`error`/`expired`), waiting up to 3 s.
+    /// The first terminal response (`ok`/`error`/`expired`), waiting up to 30 s (it comes within
+    /// milliseconds; the deadline only bounds a failure, and a loaded machine stalled this wait
+    /// past 3 s once).
     func terminal(_ mqtt: FakeMQTT) async throws -> JSONValue? {
         @Sendable func status(_ m: OutboundMessage) -> JSONValue? { (try? JSONValue(parsing: m.payload))?["status"] }
         let isTerminal: @Sendable (OutboundMessage) -> Bool = { ["ok", "error", "expired"].contains(status($0)?.stringValue ?? "") }
-        let r = try? await mqtt.wait(for: "gatt2mqtt/dev/response", "a terminal response") { $0.contains(where: isTerminal) }
+        let r = try? await mqtt.wait(for: "gatt2mqtt/dev/response", timeout: .seconds(30), "a terminal response") { $0.contains(where: isTerminal) }
         return try r?.first(where: isTerminal).map { try JSONValue(parsing: $0.payload) }
     }
 
