@@ -106,9 +106,17 @@ struct EventLoopTests {
         loop.schedule(after: .milliseconds(10)) { fired.withLock { $0.append("10") } }
         let cancelled = loop.schedule(after: .milliseconds(20)) { fired.withLock { $0.append("20") } }
         cancelled.cancel()
-        try await loop.sleep(for: .milliseconds(60))  // a loop timer too: fires after the others
+        // Waits for a last timer (deadline after every other one, so after the cancelled one's
+        // too: timers fire in deadline order), not for a while: when it fires, all are due.
+        let (last, lastFired) = AsyncStream.makeStream(of: Void.self)
+        loop.schedule(after: .milliseconds(60)) {
+            fired.withLock { $0.append("60") }
+            lastFired.yield()
+            lastFired.finish()
+        }
+        #expect(await collect(last, count: 1, timeout: .seconds(5)).count == 1)
         #expect(ContinuousClock.now - start >= .milliseconds(60))
-        #expect(fired.withLock { $0 } == ["10", "30"])
+        #expect(fired.withLock { $0 } == ["10", "30", "60"])
     }
 
     @Test("many timers fire by deadline, equal delays in the order scheduled; cancelled ones never fire")
