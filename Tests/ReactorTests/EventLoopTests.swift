@@ -198,9 +198,15 @@ struct EventLoopTests {
         defer { close(fds[0]); close(fds[1]) }
         let watch = loop.watch(fds[0], for: .readable) { _ in }
         let timer = loop.schedule(after: .seconds(60)) {}
-        loop.schedule(after: .milliseconds(1)) {}
+        let (short, shortFired) = AsyncStream.makeStream(of: Void.self)
+        loop.schedule(after: .milliseconds(1)) {
+            shortFired.yield()
+            shortFired.finish()
+        }
         let hook = loop.addHook {}
-        try await loop.sleep(for: .milliseconds(20))  // a later loop timer: the short one has fired
+        // Waits for the short timer to fire (not for a while); registrations() below runs on
+        // the loop after the turn in which it fired.
+        #expect(await collect(short, count: 1, timeout: .seconds(5)).count == 1)
         #expect(await loop.registrations() == EventLoop.Registrations(watches: 1, timers: 1, hooks: 1))
         watch.cancel()
         timer.cancel()
