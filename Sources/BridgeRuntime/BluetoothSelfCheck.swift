@@ -9,6 +9,10 @@ import Reactor
 public enum BluetoothProblem: Error, Sendable, Equatable, CustomStringConvertible {
     /// The D-Bus bus could not be opened (`bus`: where we looked).
     case busUnreachable(bus: String, reason: String)
+    /// A call of the check (connect, `Hello`, `GetManagedObjects`) got no answer in its time, or
+    /// was cancelled before it did: the bus was reached (or is being reached) and is slow, not
+    /// unreachable (`reason`: which call, and how long it waited).
+    case noAnswer(bus: String, reason: String)
     /// The bus answers but nobody owns `org.bluez`.
     case bluezAbsent(bus: String)
     /// The bus policy refuses this user access to `org.bluez`.
@@ -28,6 +32,9 @@ public enum BluetoothProblem: Error, Sendable, Equatable, CustomStringConvertibl
         switch self {
         case let .busUnreachable(bus, reason):
             return "D-Bus \(bus) unreachable (\(reason)): is dbus running? in a container mount /run/dbus from the host and set DBUS_SYSTEM_BUS_ADDRESS=unix:path=/run/dbus/system_bus_socket"
+        case let .noAnswer(bus, reason):
+            return "the \(bus) did not answer within the check's time limit (\(reason)): is the machine overloaded, "
+                + "or dbus-daemon or bluetoothd stuck? (`busctl status org.bluez` answers at once when they are well)"
         case let .bluezAbsent(bus):
             return "org.bluez not on the \(bus): is bluetoothd running? (systemctl start bluetooth) in a container mount /run/dbus/system_bus_socket from the host"
         case let .accessDenied(bus, reason):
@@ -120,6 +127,9 @@ public struct BluetoothSelfCheck: Sendable {
     public func problem(_ error: BlueZError) -> BluetoothProblem {
         switch error {
         case .unavailable: return .bluezAbsent(bus: busName)
+        case let .timeout(what): return .noAnswer(bus: busName, reason: what)
+        case .bus(.cancelled): return .noAnswer(bus: busName, reason: "the call was cancelled before it was answered")
+        case let .bus(.timeout(method, ms)): return .noAnswer(bus: busName, reason: "\(method) got no reply in \(ms) ms")
         case let .bus(e):
             if case let .remote(name, message) = e, name == DBusErrorName.accessDenied {
                 return .accessDenied(bus: busName, reason: message)
@@ -186,6 +196,9 @@ public struct BluetoothSelfCheck: Sendable {
                 if last != nil { logger.notice("Bluetooth ready", metadata: ["adapter": "\(adapters.joined(separator: ","))"]) }
                 return ready
             case let .failure(p):
+                // Cancelled (shutting down): whatever the last call says, the bus is not the
+                // problem; nothing to report, nothing to retry.
+                if Task.isCancelled { return nil }
                 if p != last {
                     logger.error("\(p.description) (retrying)")
                     last = p

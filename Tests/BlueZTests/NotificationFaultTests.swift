@@ -72,13 +72,21 @@ import Testing
             var assembler = GoProAssembler()
             var consumed = 0
 
+            /// The test's own value after each answer (never fed to the assembler).
+            let marker: [UInt8] = [0xFF, 0xEE]
             /// Sends the query and feeds the `expected` packets that arrive to the assembler.
             func ask(expecting expected: Int) async throws -> Outcome {
+                // The camera sends its whole answer while handling the write, before the write
+                // is answered; a marker notified afterwards on the same characteristic arrives
+                // after every packet of it (one path, in order). Waiting for the marker, not
+                // for a while, is how the test knows that nothing more than expected arrives.
                 try await env.client.write([0x01, 0x13], to: query)
-                #expect(await eventually { packets.items.withLock { $0.count } >= consumed + expected })
-                try await Task.sleep(for: .milliseconds(50))  // nothing more than expected arrives
-                let new = packets.items.withLock { Array($0[consumed...]) }
-                consumed += new.count
+                #expect(env.simulator.notify(camera.address, characteristic: GoProCharacteristic.queryResponse.uuid, marker))
+                #expect(await eventually { packets.items.withLock { $0[consumed...].contains(marker) } })
+                let items = packets.items.withLock { $0 }
+                let upTo = items[consumed...].firstIndex(of: marker) ?? items.endIndex
+                let new = Array(items[consumed..<upTo])
+                consumed = min(upTo + 1, items.endIndex)
                 #expect(new.count == expected)
                 var out = Outcome()
                 for p in new {

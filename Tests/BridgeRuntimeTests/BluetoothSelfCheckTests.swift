@@ -1,7 +1,9 @@
 import BlueZ
-import BridgeRuntime
+@testable import BridgeRuntime
 import DBus
+import Logging
 import Reactor
+import Synchronization
 import Testing
 
 /// The start-up self-check's classification of BlueZ failures and its fix lines
@@ -22,7 +24,61 @@ import Testing
             return
         }
         #expect(reason.contains("No such file"))
-        #expect(check.problem(.timeout("GetManagedObjects")) == .other("timeout: GetManagedObjects"))
+    }
+
+    /// A call that got no answer in its time, or was cancelled before it did, is a bus that did
+    /// not answer, not an unreachable one (the browser test once read "unreachable (D-Bus call
+    /// cancelled)" for a bus the emulator had just opened).
+    @Test func aCallWithoutAnAnswerIsNotAnUnreachableBus() {
+        let late: [(BlueZError, String)] = [
+            (.timeout("GetManagedObjects got no reply in 10000 ms"), "GetManagedObjects got no reply in 10000 ms"),
+            (.bus(.timeout(method: "connect", milliseconds: 10000)), "connect got no reply in 10000 ms"),
+            (.bus(.cancelled), "cancelled"),
+        ]
+        for (error, reason) in late {
+            let p = check.problem(error)
+            guard case .noAnswer(bus: "bus unix:path=/run/x", reason: let r) = p else {
+                Issue.record("\(error): \(p)")
+                continue
+            }
+            #expect(r.contains(reason))
+            #expect(p.description.hasPrefix("the bus unix:path=/run/x did not answer within the check's time limit ("), "\(p)")
+            #expect(!p.description.contains("unreachable"), "\(p)")
+        }
+    }
+
+    /// A check cancelled while a call is under way (the bridge stops) returns nil and logs
+    /// nothing: no "unreachable (D-Bus call cancelled) (retrying)".
+    @Test func aCancelledCheckReportsNoProblem() async {
+        let lines = Lines(), attempts = Lines()
+        let logger = Logger(label: "t-selfcheck") { _ in Recorder(lines: lines) }
+        let check = self.check
+        let found: Bool? = await Task {
+            await check.retrying(logger: logger) { () async -> Result<Bool, BluetoothProblem> in
+                attempts.items.withLock { $0.append("attempt") }
+                withUnsafeCurrentTask { $0?.cancel() }  // the shutdown arrives during the call…
+                return .failure(check.problem(.bus(.cancelled)))  // …which ends so
+            }
+        }.value
+        #expect(found == nil)
+        #expect(attempts.items.withLock { $0.count } == 1)
+        #expect(lines.items.withLock { $0 }.isEmpty, "\(lines.items.withLock { $0 })")
+    }
+
+    final class Lines: Sendable {
+        let items = Mutex<[String]>([])
+    }
+
+    /// Records every line logged (any level).
+    struct Recorder: LogHandler {
+        let lines: Lines
+        var metadata: Logger.Metadata = [:]
+        var logLevel: Logger.Level = .trace
+        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+            get { metadata[key] }
+            set { metadata[key] = newValue }
+        }
+        func log(event: LogEvent) { lines.items.withLock { $0.append("\(event.message)") } }
     }
 
     /// One adapter is the list of one; the single-adapter initialiser looks for that one.
@@ -34,7 +90,8 @@ import Testing
 
     @Test func everyProblemIsOneLineWithAFix() {
         let problems: [BluetoothProblem] = [
-            .busUnreachable(bus: "system bus", reason: "refused"), .bluezAbsent(bus: "system bus"),
+            .busUnreachable(bus: "system bus", reason: "refused"), .noAnswer(bus: "system bus", reason: "Hello got no reply in 10000 ms"),
+            .bluezAbsent(bus: "system bus"),
             .accessDenied(bus: "system bus", reason: "denied"), .adapterMissing(name: "hci1", available: ["hci0"]),
             .adapterMissing(name: "hci0", available: []), .adapterOff(name: "hci0"),
             .noAdapterReady(missing: ["hci1"], off: ["hci0"], available: ["hci0"]), .noAdapterReady(missing: ["hci0", "hci1"], off: [], available: []),

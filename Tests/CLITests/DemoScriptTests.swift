@@ -104,12 +104,14 @@ import Glibc
 
         /// Waits (deadline) for a line that starts with `prefix`; returns it.
         func line(startingWith prefix: String, timeout: Duration = .seconds(30)) async throws -> String {
-            let deadline = ContinuousClock.now + timeout
-            while ContinuousClock.now < deadline {
-                if let line = output.split(separator: "\n").first(where: { $0.hasPrefix(prefix) }) { return String(line) }
-                if let status = reap() { throw HarnessError("scripts/run exited (status \(status)) before '\(prefix)':\n\(output)") }
-                try await Task.sleep(for: .milliseconds(20))
+            var found: String?, exit: Int32?
+            _ = await eventually(timeout: timeout) {  // the line, or the script's exit
+                found = output.split(separator: "\n").first(where: { $0.hasPrefix(prefix) }).map(String.init)
+                if found == nil { exit = reap() }
+                return found != nil || exit != nil
             }
+            if let found { return found }
+            if let exit { throw HarnessError("scripts/run exited (status \(exit)) before '\(prefix)':\n\(output)") }
             throw HarnessError("no '\(prefix)' line within \(timeout):\n\(output)")
         }
 

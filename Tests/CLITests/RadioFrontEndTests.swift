@@ -36,12 +36,13 @@ import Glibc
 
     /// Waits for `pid` to exit until `deadline`; its exit status, or nil if it still runs.
     static func waitExit(_ pid: pid_t, until deadline: ContinuousClock.Instant) async -> Int32? {
-        while ContinuousClock.now < deadline {
+        var exit: Int32?
+        _ = await eventually(timeout: deadline - ContinuousClock.now) {  // the child's exit (no event announces it here)
             var status: Int32 = 0
-            if waitpid(pid, &status, WNOHANG) == pid { return (status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f) }
-            try? await Task.sleep(for: .milliseconds(50))
+            if waitpid(pid, &status, WNOHANG) == pid { exit = (status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f) }
+            return exit != nil
         }
-        return nil
+        return exit
     }
 
     @Test(.enabled(if: python != nil, "python3 -c 'import bumble' fails: install Bumble (scripts/setup) to run the radio front-end"))
@@ -56,15 +57,18 @@ import Glibc
                                                      "--thermo-interval", "0.5"], log: serverLog)
         var serverPID = server
         defer { if serverPID != 0 { killAndReap(serverPID, SIGKILL) } }
-        let listening = ContinuousClock.now + .seconds(10)
-        while !FileManager.default.fileExists(atPath: socket), ContinuousClock.now < listening {
+        // Waits until the server listens (its socket file exists) or exits, 10 s at most.
+        var exitedAtStart = false
+        _ = await eventually(timeout: .seconds(10)) {
+            if FileManager.default.fileExists(atPath: socket) { return true }
             var status: Int32 = 0
-            if waitpid(server, &status, WNOHANG) == server {
-                serverPID = 0
-                Issue.record("peripherals exited at start: \((try? String(contentsOfFile: serverLog, encoding: .utf8)) ?? "")")
-                return
-            }
-            try await Task.sleep(for: .milliseconds(20))
+            exitedAtStart = waitpid(server, &status, WNOHANG) == server
+            return exitedAtStart
+        }
+        if exitedAtStart {
+            serverPID = 0
+            Issue.record("peripherals exited at start: \((try? String(contentsOfFile: serverLog, encoding: .utf8)) ?? "")")
+            return
         }
         try #require(FileManager.default.fileExists(atPath: socket), "peripherals did not listen within 10 s")
 

@@ -10,14 +10,9 @@ import Testing
 @Suite(.serialized, .timeLimit(.minutes(1))) struct StartupSelfCheckTests {
     static let camera = #"  - {id: camera, address: "C0:FF:EE:00:00:01", profile: gopro}"#
 
-    /// Polls the bridge's stderr until it contains `text`.
+    /// Polls the bridge's stderr until it contains `text` (a file: no event announces a line).
     static func waitForLog(_ env: EndToEnd, _ text: String, timeout: Duration = .seconds(10)) async -> String {
-        let end = ContinuousClock.now + timeout
-        while ContinuousClock.now < end {
-            let log = env.bridgeLog()
-            if log.contains(text) { return log }
-            try? await Task.sleep(for: .milliseconds(50))
-        }
+        _ = await eventually(timeout: timeout) { env.bridgeLog().contains(text) }
         return env.bridgeLog()
     }
 

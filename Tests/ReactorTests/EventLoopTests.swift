@@ -106,9 +106,17 @@ struct EventLoopTests {
         loop.schedule(after: .milliseconds(10)) { fired.withLock { $0.append("10") } }
         let cancelled = loop.schedule(after: .milliseconds(20)) { fired.withLock { $0.append("20") } }
         cancelled.cancel()
-        try await loop.sleep(for: .milliseconds(60))  // a loop timer too: fires after the others
+        // Waits for a last timer (deadline after every other one, so after the cancelled one's
+        // too: timers fire in deadline order), not for a while: when it fires, all are due.
+        let (last, lastFired) = AsyncStream.makeStream(of: Void.self)
+        loop.schedule(after: .milliseconds(60)) {
+            fired.withLock { $0.append("60") }
+            lastFired.yield()
+            lastFired.finish()
+        }
+        #expect(await collect(last, count: 1, timeout: .seconds(5)).count == 1)
         #expect(ContinuousClock.now - start >= .milliseconds(60))
-        #expect(fired.withLock { $0 } == ["10", "30"])
+        #expect(fired.withLock { $0 } == ["10", "30", "60"])
     }
 
     @Test("many timers fire by deadline, equal delays in the order scheduled; cancelled ones never fire")
@@ -190,9 +198,15 @@ struct EventLoopTests {
         defer { close(fds[0]); close(fds[1]) }
         let watch = loop.watch(fds[0], for: .readable) { _ in }
         let timer = loop.schedule(after: .seconds(60)) {}
-        loop.schedule(after: .milliseconds(1)) {}
+        let (short, shortFired) = AsyncStream.makeStream(of: Void.self)
+        loop.schedule(after: .milliseconds(1)) {
+            shortFired.yield()
+            shortFired.finish()
+        }
         let hook = loop.addHook {}
-        try await loop.sleep(for: .milliseconds(20))  // a later loop timer: the short one has fired
+        // Waits for the short timer to fire (not for a while); registrations() below runs on
+        // the loop after the turn in which it fired.
+        #expect(await collect(short, count: 1, timeout: .seconds(5)).count == 1)
         #expect(await loop.registrations() == EventLoop.Registrations(watches: 1, timers: 1, hooks: 1))
         watch.cancel()
         timer.cancel()
