@@ -42,7 +42,10 @@ extension Bridge {
     /// delivered again (then it is dropped); otherwise its marker, to ``HandlingMark/end()``.
     func beginHandling(_ message: InboundMessage) -> HandlingMark? {
         guard let route = topics.route(message.topic) else { return HandlingMark(bridge: self, topic: message.topic, digest: nil, untilReply: false) }
-        let digest = InflightMessage.digest(message.payload)
+        // The marker (its digest computed once, here) before the check that compares with it.
+        let marker = InflightMessage(topic: message.topic, payload: message.payload, packetID: message.packetID,
+                                     responseTopic: message.responseTopic, correlationData: message.correlationData, at: Date())
+        let digest = marker.digest
         let now = clock.now()
         let dropped = afterCrash.withLock { s -> InflightMessage? in
             loadCrashed(&s, at: now)
@@ -58,8 +61,6 @@ extension Bridge {
                          metadata: ["topic": "\(message.topic)", "packet_id": "\(message.packetID ?? 0)"])
             return nil
         }
-        let marker = InflightMessage(topic: message.topic, payload: message.payload, packetID: message.packetID,
-                                     responseTopic: message.responseTopic, correlationData: message.correlationData, at: Date())
         do { try store.markInflight(marker) } catch {
             logger.warning("cannot record the message being handled", metadata: ["topic": "\(message.topic)", "error": "\(error)"])
             return HandlingMark(bridge: self, topic: message.topic, digest: nil, untilReply: false)

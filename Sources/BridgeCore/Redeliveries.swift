@@ -1,3 +1,4 @@
+import BinaryCoding
 /// The QoS 1 messages handled lately, to recognise one the broker delivers again.
 ///
 /// QoS 1 is at least once: when the connection drops after the bridge took a command but before
@@ -58,15 +59,11 @@ public struct Redeliveries: Sendable {
 
     /// 64-bit FNV-1a over the topic's bytes, a 0 byte (never in a topic) and the payload.
     static func digest(_ topic: String, _ payload: [UInt8]) -> UInt64 {
-        var h: UInt64 = 0xcbf2_9ce4_8422_2325
-        func add(_ byte: UInt8) {
-            h ^= UInt64(byte)
-            h = h &* 0x0000_0100_0000_01b3
-        }
-        for b in topic.utf8 { add(b) }
-        add(0)
-        for b in payload { add(b) }
-        return h
+        var h = FNV1a()
+        h.add(topic.utf8)
+        h.add(0)
+        h.add(payload)
+        return h.value
     }
 
     private mutating func forget(before limit: ContinuousClock.Instant) {

@@ -617,14 +617,10 @@ public struct InflightMessage: Sendable, Equatable {
     /// FNV-1a (64-bit) of the bytes and their count: tells the same payload from another
     /// (not a cryptographic digest: only the bridge's own markers are compared with it).
     public static func digest(_ bytes: [UInt8]) -> Int64 {
-        var h: UInt64 = 0xcbf2_9ce4_8422_2325
-        for b in bytes {
-            h ^= UInt64(b)
-            h = h &* 0x100_0000_01b3
-        }
-        h ^= UInt64(bytes.count)
-        h = h &* 0x100_0000_01b3
-        return Int64(bitPattern: h)
+        var h = FNV1a()
+        h.add(bytes)
+        h.add(word: UInt64(bytes.count))
+        return Int64(bitPattern: h.value)
     }
 }
 
