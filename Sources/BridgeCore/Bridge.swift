@@ -74,7 +74,6 @@ public final class Bridge: Sendable {
     let version: String
     let discovery: HomeAssistantDiscovery?
     let counters = BridgeCounters()
-    let healthInterval: Duration
     let tick: Duration
     /// The one clock of every deadline, timeout and wait (``BridgeClock``).
     let clock: BridgeClock
@@ -100,11 +99,13 @@ public final class Bridge: Sendable {
     let ownClears = Mutex(OwnClears())
     /// The messages the previous run died handling (``AfterCrash``).
     let afterCrash = Mutex(AfterCrash())
+    /// The features beside the core (``BridgeExtension``), installed by `init`.
+    let extensions = InstalledExtensions()
 
     /// Every filter the bridge needs to subscribe to (`mqtt.api: off`: not `bridge/request/#`).
     public var subscriptions: [String] {
         let own = api == .off ? topics.subscriptions.filter { $0 != topics.requestFilter } : topics.subscriptions
-        return own + (discovery.map { [$0.statusTopic] } ?? []) + clusterSubscriptions
+        return own + (discovery.map { [$0.statusTopic] } ?? []) + clusterSubscriptions + extensions.all.flatMap(\.subscriptions)
     }
 
     /// The default of `init`'s `connectAttempt`: long enough for a present device to connect and
@@ -128,7 +129,6 @@ public final class Bridge: Sendable {
                 tick: Duration = BridgeDefaults.tick, healthInterval: Duration = BridgeDefaults.healthInterval,
                 connectAttempt: Duration = Bridge.defaultConnectAttempt, sleep: Sleep = .task, clock: BridgeClock? = nil,
                 control: BridgeControl = BridgeControl(), batchCommits: Bool = false) throws {
-        self.healthInterval = healthInterval
         self.tick = tick
         self.clock = clock ?? .continuous(sleep: sleep)
         self.file = Mutex(configuration)
@@ -190,6 +190,11 @@ public final class Bridge: Sendable {
             }
         }
         registry.withLock { $0 = registered }
+        var installed = InstalledExtensions.Contents()
+        let health = HealthExtension(bridge: self, interval: healthInterval)
+        installed.health = health
+        installed.all.append(health)
+        extensions.install(installed)
     }
 
     /// Commits the answers staged since the last call in one transaction and publishes what
@@ -250,6 +255,7 @@ public final class Bridge: Sendable {
             for m in discovery.removals(previous: previous, current: current) { mqtt.send(m) }
             try? store.replaceDiscoveryTopics(Set(discovery.messages(for: current).map(\.topic)))
         }
+        for e in extensions.all { e.willRun(current: current, gone: gone) }
         for r in gone { try? store.removeDevice(r.id) }
         for device in current { registerInStore(device) }
         announce()
@@ -257,6 +263,7 @@ public final class Bridge: Sendable {
         resumeOutbox()
         await withDiscardingTaskGroup { group in
             runCluster(in: &group)
+            for e in extensions.all { e.start(in: &group) }
             for r in registry.withLock({ Array($0.values) }) {
                 group.addTask { await r.session.run() }
             }
@@ -266,13 +273,7 @@ public final class Bridge: Sendable {
                     try? await self.sleep(self.tick)
                     for s in self.registry.withLock({ $0.values.map(\.session) }) { s.tickNow() }
                     self.clusterTick()
-                }
-            }
-            group.addTask {
-                while !Task.isCancelled {
-                    try? await self.sleep(self.healthInterval)
-                    if Task.isCancelled { break }
-                    await self.publishHealth()
+                    for e in self.extensions.all { e.tick() }
                 }
             }
             group.addTask {
@@ -289,10 +290,11 @@ public final class Bridge: Sendable {
             group.cancelAll()
         }
         await stopScan()
+        for e in extensions.all { await e.stop() }
         try? store.clearAllInflight()  // a clean stop: nothing is being handled
         publishNodeState(online: false)
         // With several bridges, the bridge is offline when the last of them stops.
-        if cluster?.view.withLock({ $0.online.count > 1 }) != true {
+        if cluster?.view.withLock({ $0.online.count > 1 }) != true, !extensions.all.contains(where: \.keepsBridgeOnline) {
             mqtt.send(OutboundMessage(topic: topics.bridgeState, json: ["state": "offline"], qos: 1, retain: true))
         }
     }
@@ -309,6 +311,7 @@ public final class Bridge: Sendable {
     public func announce() {
         mqtt.send(OutboundMessage(topic: topics.bridgeState, json: ["state": "online"], qos: 1, retain: true))
         if cluster?.started.withLock({ $0 }) != nil { publishNodeState(online: true) }
+        for e in extensions.all { e.announce() }
         publishInfo()
         publishDevices()
         publishDiscovery()
@@ -331,6 +334,7 @@ public final class Bridge: Sendable {
             o["node_id"] = .string(cluster.node)
             o["cluster"] = .object(["enabled": true, "nodes_online": .array(cluster.view.withLock { $0.online.sorted() }.map { .string($0) })])
         }
+        for e in extensions.all { e.info(into: &o) }
         o["log_level"] = .string(logLevel.withLock { $0 }.rawValue)
         if let f = control.configurationFile { o["config_file"] = .string(f) }
         o["devices"] = .int(Int64(all.count))
@@ -381,27 +385,17 @@ public final class Bridge: Sendable {
         return discovery.messages(for: device, state: ((try? store.states()) ?? [:])[device.id] ?? [:])
     }
 
-    /// `<base>/bridge/health` (QoS 0, not retained): uptime, memory, counters, per-device link
-    /// state and queue depth.
-    public func publishHealth() async {
-        mqtt.send(OutboundMessage(topic: topics.bridgeHealth, json: .object(await health()), qos: 0, retain: false))
-    }
+    /// `<base>/bridge/health` now (``HealthExtension``).
+    public func publishHealth() async { await extensions.health?.publish() }
 
-    func health() async -> JSONObject {
-        var o = JSONObject()
-        o["uptime_s"] = .int((ContinuousClock.now - started).components.seconds)
-        if let rss = residentMemoryBytes() { o["rss_bytes"] = .int(Int64(rss)) }
-        o.merge(counters.json)
-        var devices = JSONObject()
-        let all = registry.withLock { $0 }
-        for id in all.keys.sorted() { devices[id] = await all[id]!.session.health() }
-        o["devices"] = .object(devices)
-        return o
-    }
+    func health() async -> JSONObject { await extensions.health?.report() ?? [:] }
 
     /// The broker came back (the client reconnected): republish retained state.
     public func brokerReconnected() async {
         announce()
+        var republished = false
+        for e in extensions.all where e.brokerReconnected() { republished = true }
+        if republished { return }
         if let cluster {
             // Several bridges: the claims and reports are read again before this node acts or
             // republishes anything of its devices (its view may be stale: its Will may be out).
@@ -449,6 +443,7 @@ public final class Bridge: Sendable {
         guard let mark = beginHandling(message) else { return }  // the message that crashed the last run, again
         defer { mark.end() }
         if handleCluster(message) { return }
+        for e in extensions.all where e.handle(message) { return }
         if let discovery, message.topic == discovery.statusTopic {
             if String(decoding: message.payload, as: UTF8.self) == "online" { publishDiscovery() }
             return
