@@ -21,7 +21,7 @@ protocol BridgeExtension: AnyObject, Sendable {
     func willRun(current: [DeviceConfig], gone: [DeviceRecord])
     /// Its tasks, added to `run()`'s task group before the sessions'.
     func start(in group: inout DiscardingTaskGroup)
-    /// `run()`'s task group ended (the bridge is stopping).
+    /// `run()`'s task group ended (the bridge is stopping); called in the reverse order of `start`.
     func stop() async
     /// The core's ticker, after every session's tick.
     func tick()
@@ -37,6 +37,13 @@ protocol BridgeExtension: AnyObject, Sendable {
     /// Whether `<base>/bridge/state` stays `online` when this bridge stops (another bridge of
     /// the same broker still runs).
     var keepsBridgeOnline: Bool { get }
+    /// The registry changed at runtime (``Bridge/deviceStarted(_:)`` and the others): a device's
+    /// session started, a device left the bridge, a device's configuration changed, or a
+    /// `config/reload` ended.
+    func deviceStarted(_ device: DeviceConfig)
+    func deviceRetired(_ device: DeviceConfig)
+    func deviceReplaced(_ old: DeviceConfig, with new: DeviceConfig)
+    func devicesChanged()
 }
 
 extension BridgeExtension {
@@ -52,6 +59,10 @@ extension BridgeExtension {
     func brokerReconnected() -> Bool { false }
     func brokerDisconnected() {}
     var keepsBridgeOnline: Bool { false }
+    func deviceStarted(_ device: DeviceConfig) {}
+    func deviceRetired(_ device: DeviceConfig) {}
+    func deviceReplaced(_ old: DeviceConfig, with new: DeviceConfig) {}
+    func devicesChanged() {}
 }
 
 /// Where the commands of `/set`, `/get` and `/write` go when an extension decides it (several
@@ -72,6 +83,9 @@ final class InstalledExtensions: Sendable {
         var all: [any BridgeExtension] = []
         var router: (any CommandRouting)?
         var health: HealthExtension?
+        var cluster: ClusterExtension?
+        var requests: BridgeAPIExtension?
+        var discovery: DiscoveryExtension?
     }
 
     private let installed = Mutex(Contents())
@@ -81,4 +95,7 @@ final class InstalledExtensions: Sendable {
     var all: [any BridgeExtension] { installed.withLock { $0.all } }
     var router: (any CommandRouting)? { installed.withLock { $0.router } }
     var health: HealthExtension? { installed.withLock { $0.health } }
+    var cluster: ClusterExtension? { installed.withLock { $0.cluster } }
+    var requests: BridgeAPIExtension? { installed.withLock { $0.requests } }
+    var discovery: DiscoveryExtension? { installed.withLock { $0.discovery } }
 }
