@@ -36,10 +36,12 @@ public struct BridgeControl: Sendable {
     }
 }
 
-/// The bridge: routes MQTT commands to device sessions, publishes the bridge's own topics,
-/// resumes the durable outbox, and answers `bridge/request/…` (Bridge+Requests.swift): devices
-/// are added, changed and removed at runtime. Transports come in through `MQTTPort` and
-/// `BLECentral`.
+/// The bridge's core: the registry of devices (the file's and those added over MQTT), the
+/// routing of `/set`, `/get` and `/write` to their sessions (Bridge+Commands), the bridge's own
+/// retained topics (Bridge+Announce), the durable outbox resumed at start, and the one ticker.
+/// Every other feature is a ``BridgeExtension`` (Extensions/) the core installs when it is
+/// enabled: the bridge API, several bridges on one broker, Home Assistant discovery, health.
+/// Transports come in through `MQTTPort` and `BLECentral`.
 public final class Bridge: Sendable {
     public typealias DriverFactory = @Sendable (DeviceConfig) throws -> any DeviceDriver
 
@@ -66,15 +68,10 @@ public final class Bridge: Sendable {
     /// Sessions started after `run()` began, handed to its task group.
     let spawns: AsyncStream<Spawn>
     let spawnSink: AsyncStream<Spawn>.Continuation
-    /// Requests that change the registry, handled one at a time in arrival order.
-    let changes: AsyncStream<@Sendable () async -> Void>
-    let changeSink: AsyncStream<@Sendable () async -> Void>.Continuation
     let output: SessionOutput
     let logger: Logger
     let version: String
-    let discovery: HomeAssistantDiscovery?
     let counters = BridgeCounters()
-    let healthInterval: Duration
     let tick: Duration
     /// The one clock of every deadline, timeout and wait (``BridgeClock``).
     let clock: BridgeClock
@@ -83,13 +80,6 @@ public final class Bridge: Sendable {
     let started = ContinuousClock.now
     /// The log level now (the file's, or the last `options` request).
     let logLevel: Mutex<LogLevel>
-    /// Settings a `config/reload` saw changed that only a restart applies.
-    let restartRequired = Mutex<[String]>([])
-    /// The running scan and what it saw (for `device/add` without a profile).
-    let scanning = Mutex(ScanState())
-    /// Several bridges on one broker (`cluster.enabled`, docs/scale-out.md); nil: this bridge
-    /// runs every device it is configured with.
-    let cluster: ClusterState?
     /// The QoS 1 messages handled lately (``Redeliveries``).
     let redeliveries: Mutex<Redeliveries>
     /// The bounds on what arrives over MQTT (`limits`, as at start).
@@ -100,12 +90,26 @@ public final class Bridge: Sendable {
     let ownClears = Mutex(OwnClears())
     /// The messages the previous run died handling (``AfterCrash``).
     let afterCrash = Mutex(AfterCrash())
+    /// The features beside the core (``BridgeExtension``), installed by `init`.
+    let extensions = InstalledExtensions()
 
     /// Every filter the bridge needs to subscribe to (`mqtt.api: off`: not `bridge/request/#`).
     public var subscriptions: [String] {
-        let own = api == .off ? topics.subscriptions.filter { $0 != topics.requestFilter } : topics.subscriptions
-        return own + (discovery.map { [$0.statusTopic] } ?? []) + clusterSubscriptions
+        let own = topics.subscriptions.filter { $0 != topics.requestFilter }  // the bridge API's is its extension's
+        return own + extensions.all.flatMap(\.subscriptions)
     }
+
+    /// How long `device/add` may wait for its device (`timeout`, seconds; default 30).
+    public static let addTimeouts: ClosedRange<Duration> = .milliseconds(1) ... .seconds(300)
+
+    /// Work that needs time (a scan, a registry change) runs in `run()`'s task group.
+    enum Spawn: Sendable {
+        case session(DeviceSession)
+        case job(@Sendable () async -> Void)
+    }
+
+    /// `config/reload` without a request (SIGHUP): the outcome goes to the log and `bridge/event`.
+    public func reloadConfiguration() { extensions.requests?.reloadConfiguration() }
 
     /// The default of `init`'s `connectAttempt`: long enough for a present device to connect and
     /// resolve its services, short enough that an away one holds the others up for at most this.
@@ -128,7 +132,6 @@ public final class Bridge: Sendable {
                 tick: Duration = BridgeDefaults.tick, healthInterval: Duration = BridgeDefaults.healthInterval,
                 connectAttempt: Duration = Bridge.defaultConnectAttempt, sleep: Sleep = .task, clock: BridgeClock? = nil,
                 control: BridgeControl = BridgeControl(), batchCommits: Bool = false) throws {
-        self.healthInterval = healthInterval
         self.tick = tick
         self.clock = clock ?? .continuous(sleep: sleep)
         self.file = Mutex(configuration)
@@ -149,9 +152,8 @@ public final class Bridge: Sendable {
         limits = configuration.limits
         api = configuration.mqtt.api
         redeliveries = Mutex(Redeliveries(budget: configuration.limits.redeliveryCache))
-        cluster = configuration.cluster.enabled ? ClusterState(node: configuration.nodeID, settings: configuration.cluster) : nil
         logLevel = Mutex(control.logLevel ?? configuration.logLevel)
-        discovery = configuration.homeAssistant.enabled
+        let discovery = configuration.homeAssistant.enabled
             ? HomeAssistantDiscovery(prefix: configuration.homeAssistant.discoveryPrefix, topics: topics, version: version) : nil
         var output = SessionOutput(topics: topics, gate: ConnectGate(),
                                    history: (configuration.database.historyMaxEvents, configuration.database.historyMaxAge),
@@ -162,13 +164,10 @@ public final class Bridge: Sendable {
         output.maxQueued = configuration.limits.maxQueued
         if let discovery {
             // A device's `device` block follows what its state learnt (a GoPro's model, firmware, serial).
-            output.deviceInfoChanged = { [mqtt] device, state in
-                for m in discovery.messages(for: device, state: state) { mqtt.send(m) }
-            }
+            output.deviceInfoChanged = DiscoveryExtension.deviceInfoHook(discovery, mqtt: mqtt)
         }
         self.output = output
         (spawns, spawnSink) = AsyncStream.makeStream(of: Spawn.self)
-        (changes, changeSink) = AsyncStream.makeStream(of: (@Sendable () async -> Void).self)
         let states = (try? store.states()) ?? [:]
         var registered: [String: Registered] = [:]
         for device in configuration.devices {
@@ -190,6 +189,25 @@ public final class Bridge: Sendable {
             }
         }
         registry.withLock { $0 = registered }
+        var installed = InstalledExtensions.Contents()
+        let requests = BridgeAPIExtension(bridge: self)
+        installed.requests = requests
+        if configuration.cluster.enabled {
+            // Several bridges on one broker (docs/scale-out.md): commands go through the cluster's route.
+            let cluster = ClusterExtension(bridge: self, node: configuration.nodeID, settings: configuration.cluster)
+            installed.cluster = cluster
+            installed.router = cluster
+            installed.all.append(cluster)
+        }
+        let health = HealthExtension(bridge: self, interval: healthInterval)
+        if let discovery {
+            let published = DiscoveryExtension(bridge: self, discovery: discovery)
+            installed.discovery = published
+            installed.all.append(published)
+        }
+        installed.health = health
+        installed.all += [requests, health]
+        extensions.install(installed)
     }
 
     /// Commits the answers staged since the last call in one transaction and publishes what
@@ -204,7 +222,7 @@ public final class Bridge: Sendable {
         if let adapters = central as? AdapterSet, let address = device.address { adapters.pin(address, to: device.adapter) }
         return DeviceSession(config: device, driver: try drivers(device), central: central, output: output, initialState: state ?? [:],
                              reconnect: (configuration.mqtt.reconnectMin, configuration.mqtt.reconnectMax),
-                             connectAttempt: connectAttempt, owned: cluster == nil)
+                             connectAttempt: connectAttempt, owned: output.node == nil)  // a node owns no device until it claims it
     }
 
     /// Why `device` cannot join `others`: the same id, or the same address.
@@ -237,26 +255,14 @@ public final class Bridge: Sendable {
         let current = deviceConfigs
         let configured = Set(current.map(\.id))
         let gone = ((try? store.devices()) ?? []).filter { !configured.contains($0.id) }
-        if let discovery {
-            // Withdraw what was published before and is configured no more (a device, or a mapping
-            // of one). A store from before the topics were recorded still knows the gone devices.
-            var previous = (try? store.discoveryTopics()) ?? []
-            previous.formUnion(gone.compactMap { r -> DeviceConfig? in
-                guard let p = DeviceProfile(rawValue: r.profile), p != .custom else { return nil }
-                var d = DeviceConfig(id: r.id, profile: p)
-                d.address = r.address
-                return d
-            }.flatMap { discovery.messages(for: [$0]).map(\.topic) })
-            for m in discovery.removals(previous: previous, current: current) { mqtt.send(m) }
-            try? store.replaceDiscoveryTopics(Set(discovery.messages(for: current).map(\.topic)))
-        }
+        for e in extensions.all { e.willRun(current: current, gone: gone) }
         for r in gone { try? store.removeDevice(r.id) }
         for device in current { registerInStore(device) }
         announce()
         answerCrashed()
         resumeOutbox()
         await withDiscardingTaskGroup { group in
-            runCluster(in: &group)
+            for e in extensions.all { e.start(in: &group) }
             for r in registry.withLock({ Array($0.values) }) {
                 group.addTask { await r.session.run() }
             }
@@ -265,19 +271,8 @@ public final class Bridge: Sendable {
                 while !Task.isCancelled {
                     try? await self.sleep(self.tick)
                     for s in self.registry.withLock({ $0.values.map(\.session) }) { s.tickNow() }
-                    self.clusterTick()
+                    for e in self.extensions.all { e.tick() }
                 }
-            }
-            group.addTask {
-                while !Task.isCancelled {
-                    try? await self.sleep(self.healthInterval)
-                    if Task.isCancelled { break }
-                    await self.publishHealth()
-                }
-            }
-            group.addTask {
-                // Registry changes, one at a time (device/add waits for its link meanwhile).
-                for await change in self.changes { await change() }
             }
             // Sessions added at runtime join the group; the stream ends when the bridge is cancelled.
             for await spawn in spawns {
@@ -288,11 +283,10 @@ public final class Bridge: Sendable {
             }
             group.cancelAll()
         }
-        await stopScan()
+        for e in extensions.all.reversed() { await e.stop() }
         try? store.clearAllInflight()  // a clean stop: nothing is being handled
-        publishNodeState(online: false)
         // With several bridges, the bridge is offline when the last of them stops.
-        if cluster?.view.withLock({ $0.online.count > 1 }) != true {
+        if !extensions.all.contains(where: \.keepsBridgeOnline) {
             mqtt.send(OutboundMessage(topic: topics.bridgeState, json: ["state": "offline"], qos: 1, retain: true))
         }
     }
@@ -305,230 +299,43 @@ public final class Bridge: Sendable {
                                              paired: old?.paired ?? false, lastSeen: old?.lastSeen))
     }
 
-    /// Publishes the bridge's retained topics (at start, and again after the broker came back).
-    public func announce() {
-        mqtt.send(OutboundMessage(topic: topics.bridgeState, json: ["state": "online"], qos: 1, retain: true))
-        if cluster?.started.withLock({ $0 }) != nil { publishNodeState(online: true) }
-        publishInfo()
-        publishDevices()
-        publishDiscovery()
-    }
-
-    /// `bridge/info` (retained): version, configuration summary (no secrets), devices.
-    func publishInfo() {
-        mqtt.send(OutboundMessage(topic: topics.bridgeInfo, json: .object(info), qos: 1, retain: true))
-    }
-
-    var info: JSONObject {
-        let c = configuration
-        let all = devices
-        var o = JSONObject()
-        o["version"] = .string(version)
-        o["base_topic"] = .string(topics.base)
-        o["adapter"] = .string(c.bluetooth.adapter)
-        o["adapters"] = .array(c.bluetooth.adapters.map { .string($0) })
-        if let cluster {
-            o["node_id"] = .string(cluster.node)
-            o["cluster"] = .object(["enabled": true, "nodes_online": .array(cluster.view.withLock { $0.online.sorted() }.map { .string($0) })])
-        }
-        o["log_level"] = .string(logLevel.withLock { $0 }.rawValue)
-        if let f = control.configurationFile { o["config_file"] = .string(f) }
-        o["devices"] = .int(Int64(all.count))
-        o["devices_from_file"] = .int(Int64(all.filter { $0.source == .file }.count))
-        o["devices_from_mqtt"] = .int(Int64(all.filter { $0.source == .mqtt }.count))
-        o["uptime_s"] = .int((ContinuousClock.now - started).components.seconds)
-        o["mqtt"] = ["host": .string(c.mqtt.host), "port": .int(Int64(c.mqtt.port)), "client_id": .string(c.mqtt.clientID),
-                     "protocol": .string(c.mqtt.protocolVersion.rawValue), "tls": .bool(c.mqtt.useTLS),
-                     "api": .string(api.rawValue)]
-        o["homeassistant"] = ["enabled": .bool(c.homeAssistant.enabled), "discovery_prefix": .string(c.homeAssistant.discoveryPrefix)]
-        o["scanning"] = .bool(scanning.withLock { $0.scan != nil })
-        o["restart_required"] = .array(restartRequired.withLock { $0 }.map { .string($0) })
-        return o
-    }
-
-    /// `bridge/devices` (retained): every device with where it comes from, pairing and last seen.
-    func publishDevices() {
-        mqtt.send(OutboundMessage(topic: topics.bridgeDevices, json: devicesJSON, qos: 1, retain: true))
-    }
-
-    var devicesJSON: JSONValue {
-        let records = Dictionary(((try? store.devices()) ?? []).map { ($0.id, $0) }, uniquingKeysWith: { a, _ in a })
-        return .array(devices.map { r in
-            let d = r.config
-            var o = JSONObject()
-            o["id"] = .string(d.id)
-            if let n = d.name { o["name"] = .string(n) }
-            if let a = d.address { o["address"] = .string(a) }
-            if let p = d.namePattern { o["name_pattern"] = .string(p) }
-            o["profile"] = .string(d.profile.rawValue)
-            o["source"] = .string(r.source.rawValue)
-            o["paired"] = .bool(records[d.id]?.paired ?? false)
-            if let seen = records[d.id]?.lastSeen { o["last_seen"] = .string(seen.iso8601) }
-            if d.profile == .custom { o["topics"] = .array(d.characteristics.map { .string($0.topic) }) }
-            return .object(o)
-        })
-    }
-
-    func publishDiscovery() {
-        guard let discovery else { return }
-        for m in discovery.messages(for: deviceConfigs, states: (try? store.states()) ?? [:]) { mqtt.send(m) }
-    }
-
     /// The Home Assistant config messages of one device, its `device` block from the stored
     /// state (empty when discovery is off).
     public func discoveryMessages(for device: DeviceConfig) -> [OutboundMessage] {
-        guard let discovery else { return [] }
-        return discovery.messages(for: device, state: ((try? store.states()) ?? [:])[device.id] ?? [:])
+        extensions.discovery?.messages(for: device) ?? []
     }
 
-    /// `<base>/bridge/health` (QoS 0, not retained): uptime, memory, counters, per-device link
-    /// state and queue depth.
-    public func publishHealth() async {
-        mqtt.send(OutboundMessage(topic: topics.bridgeHealth, json: .object(await health()), qos: 0, retain: false))
-    }
+    /// Home Assistant discovery (``DiscoveryExtension``); nil when it is off.
+    var discovery: HomeAssistantDiscovery? { extensions.discovery?.discovery }
 
-    func health() async -> JSONObject {
-        var o = JSONObject()
-        o["uptime_s"] = .int((ContinuousClock.now - started).components.seconds)
-        if let rss = residentMemoryBytes() { o["rss_bytes"] = .int(Int64(rss)) }
-        o.merge(counters.json)
-        var devices = JSONObject()
-        let all = registry.withLock { $0 }
-        for id in all.keys.sorted() { devices[id] = await all[id]!.session.health() }
-        o["devices"] = .object(devices)
-        return o
-    }
+    /// A device's session started at runtime (added, renamed, changed, or new in the file).
+    func deviceStarted(_ device: DeviceConfig) { for e in extensions.all { e.deviceStarted(device) } }
+    /// A device left the bridge (removed, renamed, or its session replaced).
+    func deviceRetired(_ device: DeviceConfig) { for e in extensions.all { e.deviceRetired(device) } }
+    /// A device's configuration changed (its session is being replaced).
+    func deviceReplaced(_ old: DeviceConfig, with new: DeviceConfig) { for e in extensions.all { e.deviceReplaced(old, with: new) } }
+    /// A `config/reload` changed the registry.
+    func devicesChanged() { for e in extensions.all { e.devicesChanged() } }
 
-    /// The broker came back (the client reconnected): republish retained state.
+    /// `<base>/bridge/health` now (``HealthExtension``).
+    public func publishHealth() async { await extensions.health?.publish() }
+
+    func health() async -> JSONObject { await extensions.health?.report() ?? [:] }
+
+    /// Several bridges on one broker (``ClusterExtension``); nil: this bridge runs every device
+    /// it is configured with.
+    var cluster: ClusterExtension? { extensions.cluster }
+
+    /// The broker came back (the client reconnected): republish retained state (with several
+    /// bridges, the cluster republishes after it read the claims again).
     public func brokerReconnected() async {
         announce()
-        if let cluster {
-            // Several bridges: the claims and reports are read again before this node acts or
-            // republishes anything of its devices (its view may be stale: its Will may be out).
-            cluster.disconnected.withLock { $0 = false }
-            resync(cluster, at: clock.now())
-            return
-        }
+        var republished = false
+        for e in extensions.all where e.brokerReconnected() { republished = true }
+        if republished { return }
         for s in registry.withLock({ $0.values.map(\.session) }) { await s.republish() }
     }
 
-    /// Commands left in the outbox by a previous run (or by a session that was replaced):
-    /// `sent` ones end `error` (interrupted — at-most-once), queued ones go back to their device
-    /// (or expire).
-    func resumeOutbox(for device: String? = nil) {
-        guard let pending = try? store.pendingCommands(for: device) else { return }
-        let (now, wallNow) = (clock.now(), Date())
-        for entry in pending {
-            let body = (try? JSONValue(parsing: entry.command))?.objectValue
-            var cmd = PendingCommand(payload: .command(body ?? [:]), outboxID: entry.id,
-                                     transaction: entry.transaction.flatMap { try? JSONValue(parsing: $0) },
-                                     responseTopic: entry.responseTopic, correlationData: entry.correlationData.map { Array($0) },
-                                     deadline: BridgeClock.instant(of: entry.deadline, now: now, wallNow: wallNow),
-                                     attribute: entry.attribute)
-            if let w = body?["write"]?.stringValue, let p = body?["payload"]?.stringValue {
-                cmd.payload = .write(topic: w, payload: Array(p.utf8))
-            }
-            guard let session = session(entry.deviceID), body != nil else {
-                if let id = entry.id { try? store.removeCommand(id) }
-                continue
-            }
-            if CommandQueue.resumption(of: entry.status) == .interrupted {
-                if let id = entry.id { try? store.removeCommand(id) }
-                output.respond(cmd, device: entry.deviceID, .error,
-                               error: CommandError(.interrupted, "the bridge stopped after the command was written (not repeated)"))
-            } else {
-                routeCommand(cmd, to: session, device: entry.deviceID)
-            }
-        }
-    }
-
-    /// Handles one inbound MQTT message (any thread; returns at once).
-    public func handle(_ message: InboundMessage) {
-        // Too large, a retained request, a clear: dealt with before anything is parsed (Bridge+Inbound).
-        guard admit(message) else { return }
-        guard let mark = beginHandling(message) else { return }  // the message that crashed the last run, again
-        defer { mark.end() }
-        if handleCluster(message) { return }
-        if let discovery, message.topic == discovery.statusTopic {
-            if String(decoding: message.payload, as: UTF8.self) == "online" { publishDiscovery() }
-            return
-        }
-        guard let route = topics.route(message.topic) else { return }
-        // The broker's second delivery of a message already handled (its PUBACK was lost with
-        // the connection): acknowledged by the client, not acted on again (at most once).
-        if isRedelivery(message, route) {
-            logger.warning("ignoring a message the broker delivered again after a reconnect (already handled)",
-                           metadata: ["topic": "\(message.topic)", "packet_id": "\(message.packetID ?? 0)"])
-            return
-        }
-        switch route {
-        case let .set(device):
-            if message.retain { return ignoreRetained(message) }
-            guard let session = session(device, message) else { return }
-            let commands: [InboundCommand]
-            do throws(CommandError) { commands = try parseSetPayload(message.payload, maxCommands: limits.maxCommands) } catch {
-                return reject(device: device, message, transaction: nil, error: error)
-            }
-            for c in commands { routeCommand(pending(.command(c.body), c.transaction, message, session), to: session, device: device) }
-        case let .setAttribute(device, attribute):
-            if message.retain { return ignoreRetained(message) }
-            guard let session = session(device, message) else { return }
-            let body: JSONObject = [attribute: parseShortcutValue(message.payload)]
-            routeCommand(pending(.command(body), nil, message, session), to: session, device: device)
-        case let .get(device):
-            if message.retain { return ignoreRetained(message) }  // a read at every start, for nobody
-            guard let session = session(device, message) else { return }
-            var attributes: [String] = []
-            var transaction: JSONValue?
-            if var o = (try? JSONValue(parsing: message.payload))?.objectValue {
-                // `transaction` is echoed, as for /set, not an attribute to read.
-                transaction = o["transaction"]
-                o["transaction"] = nil
-                attributes = o.keys
-            }
-            let body: JSONObject = ["get": .array(attributes.map { .string($0) })]
-            routeCommand(pending(.command(body), transaction, message, session), to: session, device: device)
-        case let .write(device, characteristic):
-            if message.retain { return ignoreRetained(message) }
-            guard let session = session(device, message) else { return }
-            routeCommand(pending(.write(topic: characteristic, payload: message.payload), nil, message, session), to: session, device: device)
-        case let .bridgeRequest(operation):
-            handleBridgeRequest(operation, message)
-        }
-    }
-
-    func pending(_ payload: PendingCommand.Payload, _ transaction: JSONValue?, _ m: InboundMessage, _ s: DeviceSession) -> PendingCommand {
-        let now = clock.now()
-        return PendingCommand(payload: payload, transaction: transaction, responseTopic: m.responseTopic,
-                              correlationData: m.correlationData, deadline: now + s.config.offlineDeadline, received: now)
-    }
-
-    func session(_ device: String, _ m: InboundMessage) -> DeviceSession? {
-        if let s = session(device) { return s }
-        reject(device: nil, m, transaction: nil, error: CommandError(.unknownDevice, "no device '\(device)' is configured"))
-        return nil
-    }
-
-    func reject(device: String?, _ m: InboundMessage, transaction: JSONValue?, error: CommandError) {
-        // With several bridges, one answers: the device's owner, or the leader when none.
-        guard answers(for: device) else { return }
-        counters.command(.error, error)
-        if let device { counters.metrics.rejected(device: device, error) }
-        var response = CommandResponse(transaction: transaction, status: .error, error: error)
-        response.node = output.node
-        let body = response.json
-        if let rt = m.responseTopic {
-            mqtt.send(OutboundMessage(topic: rt, json: body, qos: 1, retain: false, correlationData: m.correlationData))
-        } else if let device {
-            mqtt.send(OutboundMessage(topic: topics.response(device), json: body, qos: 1, retain: false))
-        }
-        mqtt.send(OutboundMessage(topic: topics.bridgeEvent, json: ["type": "command_rejected", "topic": .string(m.topic),
-                                                                      "error": .string(error.description)], qos: 0, retain: false))
-    }
-
-    func ignoreRetained(_ m: InboundMessage) {
-        logger.info("ignoring a retained command", metadata: ["topic": "\(m.topic)"])
-    }
 }
 
 /// How the bridge's tasks wait: `Task.sleep` (the default), or an event loop's timers (the

@@ -67,9 +67,9 @@ import Testing
             b.inject("nodes/a/state", "garbage")
             b.inject("nodes/b/state", #"{"state":"sleepy"}"#)
             b.inject("nodes/a/seen", "{oops")
-            #expect(b.bridge.cluster!.view.withLock { $0.online.contains("a") })
-            #expect(b.bridge.cluster!.willSeen.withLock { !$0 })
-            #expect(b.bridge.cluster!.view.withLock { $0.sightings["a"]?[ClusterBridgeTests.address]?.rssi } == -50, "a's report stands")
+            #expect(b.bridge.cluster!.state.withLock { $0.view.online.contains("a") })
+            #expect(b.bridge.cluster!.state.withLock { !$0.willSeen })
+            #expect(b.bridge.cluster!.state.withLock { $0.view.sightings["a"]?[ClusterBridgeTests.address]?.rssi } == -50, "a's report stands")
             // a owns it: b neither executes nor answers (a does).
             b.set(#"{"command":"ping","value":1,"transaction":"t1"}"#)
             #expect(b.mqtt.messages("gatt2mqtt/dev/response").isEmpty)
@@ -94,11 +94,11 @@ import Testing
         b.inject("owners/dev", #"{"node":null,"epoch":9223372036854775807}"#)
         b.inject("nodes/a/state", #"{"state":"online","node":"a"}"#)
         b.inject("nodes/a/seen", #"{"node":"a","devices":{"C0:FF:EE:00:00:09":{"rssi":-90,"age_ms":0,"connected":false}}}"#)
-        #expect(b.bridge.cluster!.view.withLock { $0.claims["dev"] } == nil, "the claim is garbage")
+        #expect(b.bridge.cluster!.state.withLock { $0.view.claims["dev"] } == nil, "the claim is garbage")
         for report in [#"{"C0:FF:EE:00:00:09":{"rssi":9223372036854775807}}"#, #"{"C0:FF:EE:00:00:09":{"rssi":-10,"age_ms":9223372036854775807}}"#,
                        #"{"C0:FF:EE:00:00:09":{"rssi":-10,"age_ms":-1}}"#, #"{"C0:FF:EE:00:00:09":{"rssi":1e300}}"#] {
             b.inject("nodes/a/seen", #"{"node":"a","devices":"# + report + "}")
-            #expect(b.bridge.cluster!.view.withLock { $0.sightings["a"]?[ClusterBridgeTests.address]?.rssi } == -90, "a's report stands: \(report)")
+            #expect(b.bridge.cluster!.state.withLock { $0.view.sightings["a"]?[ClusterBridgeTests.address]?.rssi } == -90, "a's report stands: \(report)")
         }
         try await b.running {
             // b sees it best (-70 against a's -90) and claims it with the first epoch.
@@ -107,7 +107,7 @@ import Testing
             // The same garbage while running: ignored, b keeps it.
             b.inject("owners/dev", #"{"node":"a","epoch":9223372036854775807}"#)
             b.inject("owners/dev", #"{"node":"a","epoch":-1}"#)
-            #expect(b.bridge.cluster!.view.withLock { $0.claims["dev"] } == OwnershipClaim(node: "b", epoch: 1))
+            #expect(b.bridge.cluster!.state.withLock { $0.view.claims["dev"] } == OwnershipClaim(node: "b", epoch: 1))
             b.set(#"{"command":"ping","value":5,"transaction":"t5"}"#)
             let r = try await b.mqtt.wait(for: "gatt2mqtt/dev/response", until: { $0.contains { $0.text.contains(#""status":"ok""#) } })
             #expect(r.last?.text.contains(#""transaction":"t5""#) == true)
@@ -154,7 +154,7 @@ import Testing
         c.inject("nodes/a/state", #"{"state":"online","node":"a"}"#)
         try await c.running {
             c.set(#"{"command":"ping","value":3,"transaction":"t3"}"#)
-            #expect(await eventually(timeout: .seconds(3)) { c.bridge.cluster!.held.withLock { $0.isEmpty } })
+            #expect(await eventually(timeout: .seconds(3)) { c.bridge.cluster!.state.withLock { $0.held.isEmpty } })
             #expect(c.mqtt.messages("gatt2mqtt/dev/response").isEmpty)
         }
     }

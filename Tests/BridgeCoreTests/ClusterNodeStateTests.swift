@@ -1,0 +1,67 @@
+import BinaryCoding
+import BridgeConfig
+@testable import BridgeCore
+import Testing
+
+/// The node's state of several bridges on one broker as one value (``ClusterNodeState``): where a
+/// command goes, what the sessions' ownership becomes, and a frozen node's resync.
+struct ClusterNodeStateTests {
+    static let t0 = ContinuousClock.now
+    /// After the claims settled (`claim_settle`, 1 s by default).
+    static let t1 = t0 + .seconds(2)
+
+    func state(claims: [String: OwnershipClaim] = [:]) -> ClusterNodeState {
+        var s = ClusterNodeState(node: "a", settings: ClusterSettings())
+        s.withView { v in
+            v.node("a", online: true)
+            v.node("b", online: true)
+            for (device, claim) in claims { _ = v.receive(claim, for: device, at: Self.t0) }
+        }
+        return s
+    }
+
+    func command() -> PendingCommand { PendingCommand(payload: .command(["command": "ping"]), deadline: Self.t0 + .seconds(5)) }
+
+    @Test func commandsGoToTheOwnerAndWaitWhenNobodyOwnsTheDevice() {
+        var s = state(claims: ["mine": OwnershipClaim(node: "a", epoch: 1), "theirs": OwnershipClaim(node: "b", epoch: 1)])
+        #expect(s.route(command(), device: "mine", at: Self.t1) == .submit)
+        #expect(s.route(command(), device: "theirs", at: Self.t1) == .other("b"))
+        #expect(s.route(command(), device: "nobodys", at: Self.t1) == .hold(asOwner: false))
+        #expect(s.held["nobodys"]?.count == 1)
+        for _ in 1 ..< BridgeDefaults.heldCommands { _ = s.route(command(), device: "nobodys", at: Self.t1) }
+        #expect(s.route(command(), device: "nobodys", at: Self.t1) == .full(asOwner: false), "bounded")
+    }
+
+    @Test func aStaleViewHoldsTheOwnersCommandsAndTheFreshOneDeliversThem() {
+        var s = state(claims: ["mine": OwnershipClaim(node: "a", epoch: 1)])
+        s.disconnected = true
+        #expect(s.route(command(), device: "mine", at: Self.t1) == .hold(asOwner: true))
+        let device = ClusterNodeState.Running(id: "mine", session: ObjectIdentifier(ClusterNodeStateTests.Token()))
+        #expect(s.update([device], at: Self.t1).isEmpty, "a stale view changes nothing")
+        s.disconnected = false
+        let actions = s.update([device], at: Self.t1)
+        guard case let .activate(id, held)? = actions.first else { Issue.record("\(actions)"); return }
+        #expect(id == "mine" && held.count == 1)
+        #expect(s.heldAsOwner.isEmpty && s.active["mine"] == device.session)
+    }
+
+    @Test func heldCommandsPastTheirDeadlineAreTakenOnce() {
+        var s = state()
+        _ = s.route(command(), device: "nobodys", at: Self.t0)
+        #expect(s.takeDue(at: Self.t0 + .seconds(1)).unowned.isEmpty)
+        #expect(s.takeDue(at: Self.t0 + .seconds(6)).unowned.count == 1)
+        #expect(s.takeDue(at: Self.t0 + .seconds(7)).unowned.isEmpty)
+    }
+
+    @Test func aFrozenNodeResyncsAndSaysSoOnce() {
+        var s = state()
+        s.lastTick = Self.t0
+        #expect(s.noticeStall(at: Self.t0 + .milliseconds(500)) == nil)
+        #expect(s.noticeStall(at: Self.t0 + .seconds(2)) == .seconds(2))
+        #expect(s.suspended(at: Self.t0 + .seconds(2)) && s.republishDue)
+        s.lastTick = Self.t0
+        #expect(s.noticeStall(at: Self.t0 + .seconds(2) + .milliseconds(1)) == nil, "suspended already: not news")
+    }
+
+    final class Token {}
+}
