@@ -10,7 +10,7 @@ import Testing
 /// `command_template`, a number's values — goes the way the bridge routes it (`Topics.route`,
 /// `parseSetPayload`, `parseShortcutValue`) and is accepted by the device's driver.
 @Suite struct HomeAssistantCommandTests {
-    let ha = HomeAssistantDiscovery(prefix: "homeassistant", topics: Topics(base: "gatt2mqtt"), version: "0.1.0")
+    let ha = HomeAssistantDiscovery(prefix: "homeassistant", topics: Topics(base: "gatt2mqtt"), version: "0.1.0", profiles: DeviceProfiles.catalog())
     let topics = Topics(base: "gatt2mqtt")
 
     /// What HA publishes for each config with a command topic: (command topic, payload).
@@ -88,12 +88,5 @@ import Testing
         #expect(fps.writes.first?.value.suffix(3) == [0x03, 0x01, 0])
         let group = try d.encode(["command": "load_preset_group", "group": "timelapse"], mtu: 23)
         #expect(group.writes.first?.value.suffix(4) == [0x3E, 0x02, 0x03, 0xEA])
-    }
-
-    @Test func rokidCommandsAreAcceptedByTheRokidDriver() throws {
-        var glasses = DeviceConfig(id: "glasses", profile: .rokid)
-        glasses.address = "C0:FF:EE:00:00:02"
-        let n = try accept(ha.messages(for: [glasses]), device: "glasses", RokidDriver(now: { 0 }))
-        #expect(n == 3 + 3 + 1)  // brightness and volume at min, middle, max; close custom view
     }
 }
