@@ -8,6 +8,7 @@ import Logging
 public enum DeviceProfiles {
     public static let all: [any DeviceProfile] = [
         GoProProfile(),
+        RokidProfile(),
         LayoutProfile(),
     ]
 

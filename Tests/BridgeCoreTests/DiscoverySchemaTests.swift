@@ -127,13 +127,13 @@ import Testing
         let t = DiscoveryTests()
         let hardware: JSONObject = ["hardware": ["model_number": 62, "model_name": "HERO12 Black", "firmware_version": "H23.01.01.99.56",
                                                  "serial_number": "C3501324500702"]]
-        return ha.messages(for: [t.camera, t.heartRate, t.envSensor, DeviceConfig(id: "bare", profile: .gopro)],
+        return ha.messages(for: [t.camera, t.glasses, t.heartRate, t.envSensor, DeviceConfig(id: "bare", profile: .gopro)],
                            states: ["camera": hardware])
     }
 
     @Test func everyPayloadFitsItsComponentsSchema() throws {
         let messages = Self.everything
-        #expect(messages.count > 70)
+        #expect(messages.count > 80)
         var problems: [String] = []
         for m in messages {
             do { try Self.check(m) } catch { problems.append("\(m.topic): \(error)") }
@@ -156,7 +156,7 @@ import Testing
     @Test func selectTemplatesProduceOnlyTheirOptions() throws {
         let t = DiscoveryTests()
         var checked = 0
-        for d in [t.camera, t.heartRate, t.envSensor] {
+        for d in [t.camera, t.glasses, t.heartRate, t.envSensor] {
             for e in Self.ha.entities(for: d) where e.component == .select || e.extra["device_class"] == "enum" {
                 let options = try #require(e.extra["options"]?.arrayValue).compactMap { $0.stringValue }
                 switch e.state {
@@ -167,8 +167,9 @@ import Testing
                 checked += 1
             }
         }
-        // The GoPro's four selects and SD card status, the env sensor's mode, state and temperature type.
-        #expect(checked == 5 + 3)
+        // The GoPro's four selects and SD card status, the glasses' custom view, the env sensor's
+        // mode, state and temperature type.
+        #expect(checked == 5 + 1 + 3)
     }
 
     /// The checker refuses what HA refuses: each of these changes to a valid payload breaks it.
@@ -195,6 +196,7 @@ import Testing
             try mutated(battery) { $0["options"] = ["a"] },
             try mutated(select) { $0["options"] = nil },
             try mutated(select) { $0["command_template"] = #"{"setting":"video_resolution","value":{{ value }}}"# },
+            try mutated("homeassistant/number/gatt2mqtt_glasses/brightness/config") { $0["min"] = 20 },
             try mutated("homeassistant/switch/gatt2mqtt_camera/locate/config") { $0["state_on"] = nil },
             try mutated("homeassistant/button/gatt2mqtt_camera/sleep/config") { $0["device_class"] = "sleep" },
             try mutated("homeassistant/binary_sensor/gatt2mqtt_camera/overheating/config") { $0["device_class"] = "hot" },

@@ -323,6 +323,21 @@ import Testing
         #expect(stored["homeassistant/sensor/gatt2mqtt_camera/battery/config"]?["device"]?["serial_number"] == "C3501324500702")
     }
 
+    // MARK: Rokid
+
+    @Test func rokidNumbersHaveRangesAndTheCustomViewIsAnEnum() throws {
+        let p = try payloads(ha.messages(for: glasses))
+        let b = try #require(p["homeassistant/number/gatt2mqtt_glasses/brightness/config"])
+        #expect(b["min"] == 0 && b["max"] == 15 && b["step"] == 1 && b["command_topic"] == "gatt2mqtt/glasses/set/brightness")
+        #expect(p["homeassistant/number/gatt2mqtt_glasses/volume/config"]?["command_topic"] == "gatt2mqtt/glasses/set/volume")
+        let view = try #require(p["homeassistant/sensor/gatt2mqtt_glasses/custom_view/config"])
+        #expect(view["device_class"] == "enum" && view["options"] == ["open", "closed", "failed"])
+        #expect(p["homeassistant/button/gatt2mqtt_glasses/close_custom_view/config"]?["payload_press"] == #"{"command":"close_custom_view"}"#)
+        let seen = render(glasses, ["battery": 77, "brightness": 8, "volume": 3, "custom_view": "open"])
+        #expect(seen["sensor/battery"] == "77" && seen["number/brightness"] == "8" && seen["number/volume"] == "3")
+        #expect(seen["sensor/custom_view"] == "open")
+    }
+
     // MARK: Diagnostics
 
     /// RSSI and last seen: diagnostic, and available whenever the bridge is (they describe the

@@ -89,4 +89,11 @@ import Testing
         let group = try d.encode(["command": "load_preset_group", "group": "timelapse"], mtu: 23)
         #expect(group.writes.first?.value.suffix(4) == [0x3E, 0x02, 0x03, 0xEA])
     }
+
+    @Test func rokidCommandsAreAcceptedByTheRokidDriver() throws {
+        var glasses = DeviceConfig(id: "glasses", profile: .rokid)
+        glasses.address = "C0:FF:EE:00:00:02"
+        let n = try accept(ha.messages(for: [glasses]), device: "glasses", RokidDriver(now: { 0 }))
+        #expect(n == 3 + 3 + 1)  // brightness and volume at min, middle, max; close custom view
+    }
 }
