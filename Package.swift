@@ -2,7 +2,7 @@
 import PackageDescription
 
 // Layering (see docs/architecture.md and ../shared/STYLE.md):
-//   pure codecs (no I/O):   BinaryCoding ← CapsCodec, GoProCodec, GattLayout (BridgeCore reads the latter two's tables for HA discovery)
+//   pure codecs (no I/O):   BinaryCoding ← CapsCodec, GoProCodec, GattLayout (used by DeviceProfiles, not by BridgeCore)
 //   one wrapper per C lib:  CMosquitto ← Mosquitto,  CDBus ← DBus,  CEpoll ← Reactor
 //   clients over them:      BlueZ (DBus, PacketSocket, Reactor; knows nothing of the bridge)
 //   the bridge core:        BridgeCore over ports (MQTTPort, BLECentral), with BridgeConfig, BridgeStore
@@ -81,15 +81,17 @@ let package = Package(
         .target(name: "BridgeConfig", dependencies: ["BinaryCoding", .product(name: "Yams", package: "Yams")]),
         .target(
             name: "BridgeCore",
-            // GattLayout and GoProCodec (pure) for Home Assistant discovery: a layout's keys and units, the GoPro setting and status tables.
-            dependencies: ["BinaryCoding", "BridgeConfig", "BridgeStore", "GattLayout", "GoProCodec", .product(name: "Logging", package: "swift-log"),
+            // No device codec: each device profile (its driver, entities, guesses) is a DeviceProfiles plug-in.
+            dependencies: ["BinaryCoding", "BridgeConfig", "BridgeStore", .product(name: "Logging", package: "swift-log"),
                            .product(name: "CoreMetrics", package: "swift-metrics")]
         ),
         // The adapter from BridgeCore's BLE ports (BLECentral, BLELink, BLEAdapterControl) to the
         // BlueZ client, beside the MQTT one (BridgeRuntime's MosquittoPort): the core does not
         // know BlueZ, and the BlueZ client does not know the core.
         .target(name: "BlueZPort", dependencies: ["BlueZ", "BridgeCore", "DBus", "Reactor"]),
-        .target(name: "DeviceProfiles", dependencies: ["BridgeCore", "BridgeConfig", "BinaryCoding", "CapsCodec", "GoProCodec", "GattLayout"]),
+        // The device profiles, a folder each (GoPro/, Rokid/, Layout/), registered in DeviceProfiles.all.
+        .target(name: "DeviceProfiles", dependencies: ["BridgeCore", "BridgeConfig", "BridgeStore", "BinaryCoding", "CapsCodec", "GoProCodec", "GattLayout",
+                                                       .product(name: "Logging", package: "swift-log")]),
         .target(
             name: "BridgeRuntime",
             dependencies: [
@@ -118,7 +120,7 @@ let package = Package(
         .executableTarget(
             name: "gatt2mqtt",
             dependencies: [
-                "BinaryCoding", "CapsCodec", "GoProCodec", "GattLayout", "BridgeConfig", "BridgeCore", "BridgeRuntime", "BlueZ", "BlueZSimulator", "DeviceSimulators", "PeripheralServer", "DBus", "Reactor",
+                "BinaryCoding", "CapsCodec", "GoProCodec", "GattLayout", "BridgeConfig", "BridgeCore", "BridgeRuntime", "DeviceProfiles", "BlueZ", "BlueZSimulator", "DeviceSimulators", "PeripheralServer", "DBus", "Reactor",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
@@ -152,7 +154,7 @@ let package = Package(
         .testTarget(name: "BridgeConfigTests", dependencies: ["BridgeConfig", "BinaryCoding"]),
         .testTarget(
             name: "BridgeCoreTests",
-            dependencies: ["BridgeCore", "BridgeConfig", "BridgeStore", "BinaryCoding", "GattLayout", "GoProCodec", "TestSupport",
+            dependencies: ["BridgeCore", "BridgeConfig", "BridgeStore", "BinaryCoding", "DeviceProfiles", "GattLayout", "GoProCodec", "TestSupport",
                            .product(name: "MetricsTestKit", package: "swift-metrics")]
         ),
         .testTarget(name: "DeviceProfilesTests", dependencies: ["DeviceProfiles", "BridgeCore", "BridgeConfig", "CapsCodec", "GoProCodec", "BinaryCoding"]),

@@ -9,7 +9,10 @@ import Darwin
 extension Configuration {
     /// Parses and validates YAML. Errors name the key path and line; unknown keys are errors.
     /// `environment` overrides apply after the file (see `applyEnvironment`).
-    public init(yaml: String, environment: [String: String] = [:]) throws(ConfigError) {
+    /// - Parameter profiles: the registered device profiles (`DeviceProfiles.all`): a device's
+    ///   `profile` must be one of them and pass its checks. Nil checks only the name's form
+    ///   (a tool that reads the file without the bridge's profiles).
+    public init(yaml: String, environment: [String: String] = [:], profiles: [any ProfileRules]? = nil) throws(ConfigError) {
         self.init()
         var adapterLines: [Int: Int] = [:]
         let root = try ConfigNode.parse(yaml: yaml)
@@ -39,7 +42,7 @@ extension Configuration {
                     throw ConfigError(path: "devices", line: n.line, message: "expected a list of devices")
                 }
                 for (i, item) in items.enumerated() {
-                    devices.append(try DeviceConfig(item, path: "devices[\(i)]"))
+                    devices.append(try DeviceConfig(item, path: "devices[\(i)]", profiles: profiles))
                     if case let .mapping(m) = item.kind, let a = m.first(where: { $0.key == "adapter" }) { adapterLines[i] = a.value.line }
                 }
             }
@@ -564,7 +567,7 @@ extension ClusterSettings {
 }
 
 extension DeviceConfig {
-    init(_ node: ConfigNode, path: String) throws(ConfigError) {
+    init(_ node: ConfigNode, path: String, profiles: [any ProfileRules]?) throws(ConfigError) {
         var r = try MappingReader(node, path: path)
         try r.allowOnly(["id", "name", "address", "name_pattern", "adapter", "profile", "offline", "command_timeout",
                          "availability_timeout", "characteristics"])
@@ -572,8 +575,17 @@ extension DeviceConfig {
         guard id.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "_" || $0 == "-" }), id.allSatisfy(\.isASCII) else {
             throw ConfigError(path: r.child("id"), line: node.line, message: "'\(id)' may only contain letters, digits, '_' and '-' (use name for a friendly name)")
         }
-        guard let profile = try r.enumeration("profile", DeviceProfile.self) else {
-            throw ConfigError(path: r.child("profile"), line: node.line, message: "required (gopro, rokid or custom)")
+        guard let profileName = try r.string("profile") else {
+            let known = profiles.map { p in
+                " (" + (p.count > 1 ? p.dropLast().map(\.id.rawValue).joined(separator: ", ") + " or " : "") + (p.last?.id.rawValue ?? "") + ")"
+            } ?? ""
+            throw ConfigError(path: r.child("profile"), line: node.line, message: "required\(known)")
+        }
+        let rules = profiles?.first { $0.id.rawValue == profileName }
+        guard let profile = ProfileID(rawValue: profileName), rules != nil || profiles == nil else {
+            let known = profiles.map { "one of \($0.map(\.id.rawValue).joined(separator: ", "))" }
+                ?? "a profile name (a lowercase letter, then lowercase letters, digits and _)"
+            throw ConfigError(path: r.child("profile"), line: node.line, message: "'\(profileName)' is not \(known)")
         }
         self.init(id: id, profile: profile)
         name = try r.string("name")
@@ -612,9 +624,7 @@ extension DeviceConfig {
             }
         }
         try r.finish()
-        if profile == .custom, characteristics.isEmpty {
-            throw ConfigError(path: path, line: node.line, message: "a custom device needs characteristics")
-        }
+        do { try rules?.validate(self, path: path) } catch { throw ConfigError(path: error.path, line: error.line ?? node.line, message: error.message) }
         var topics = Set<String>()
         for (i, c) in characteristics.enumerated() where !topics.insert(c.topic).inserted {
             throw ConfigError(path: "\(path).characteristics[\(i)].topic", line: nil, message: "duplicate topic '\(c.topic)'")

@@ -232,8 +232,48 @@ public struct FrontendSettings: Sendable, Equatable {
     public var isLoopback: Bool { host.hasPrefix("127.") || host == "::1" }
 }
 
-public enum DeviceProfile: String, Sendable, Equatable, CaseIterable {
-    case gopro, rokid, custom
+/// A device's profile, by name: the `profile` of a `devices[]` entry. Open: which profiles exist
+/// is what the bridge registers (`DeviceProfiles.all`, each a `DeviceProfile` of BridgeCore); the
+/// configuration checks a name against them when it is given them (``ProfileRules``), and only
+/// its form otherwise (a lowercase letter, then lowercase letters, digits and `_`).
+public struct ProfileID: RawRepresentable, Hashable, Sendable, Comparable, ExpressibleByStringLiteral, CustomStringConvertible {
+    public let rawValue: String
+
+    /// Nil when `rawValue` is not a profile name's form.
+    public init?(rawValue: String) {
+        guard let first = rawValue.unicodeScalars.first, ("a"..."z").contains(first),
+              rawValue.unicodeScalars.allSatisfy({ ("a"..."z").contains($0) || ("0"..."9").contains($0) || $0 == "_" }) else { return nil }
+        self.rawValue = rawValue
+    }
+
+    /// A name written in the code (a profile's own id); it must have the form.
+    public init(stringLiteral value: String) {
+        guard let id = ProfileID(rawValue: value) else { preconditionFailure("'\(value)' is not a profile name") }
+        self = id
+    }
+
+    public var description: String { rawValue }
+    public static func < (a: ProfileID, b: ProfileID) -> Bool { a.rawValue < b.rawValue }
+
+    // The built-in profiles' ids, for code and tests that name them (`device.profile == .custom`).
+    /// An Open GoPro camera.
+    public static let gopro: ProfileID = "gopro"
+    /// Rokid glasses.
+    public static let rokid: ProfileID = "rokid"
+    /// A GATT device described by characteristic mappings (layouts, Caps, raw).
+    public static let custom: ProfileID = "custom"
+}
+
+/// What the configuration needs of a registered profile: its id, and the checks of a `devices[]`
+/// entry that only this profile makes (a `custom` device needs characteristics).
+public protocol ProfileRules: Sendable {
+    var id: ProfileID { get }
+    /// Throws when `device` is not a usable device of this profile; `path` is the entry's key path.
+    func validate(_ device: DeviceConfig, path: String) throws(ConfigError)
+}
+
+extension ProfileRules {
+    public func validate(_ device: DeviceConfig, path: String) throws(ConfigError) {}
 }
 
 /// What happens to a command for a device that is away.
@@ -256,7 +296,7 @@ public struct DeviceConfig: Sendable, Equatable {
     /// `adapter`: the adapter this device is always connected through (one of
     /// `bluetooth.adapters`); nil lets the bridge choose the one that sees it best.
     public var adapter: String?
-    public var profile: DeviceProfile
+    public var profile: ProfileID
     public var offlinePolicy = OfflinePolicy.queue
     public var offlineDeadline: Duration = .seconds(60)
     public var commandTimeout: Duration = .seconds(5)
@@ -264,7 +304,7 @@ public struct DeviceConfig: Sendable, Equatable {
     public var availabilityTimeout: Duration = .seconds(120)
     public var characteristics: [CharacteristicMapping] = []
 
-    public init(id: String, profile: DeviceProfile) {
+    public init(id: String, profile: ProfileID) {
         self.id = id
         self.profile = profile
     }

@@ -8,13 +8,15 @@ extension DeviceConfig {
     /// the same validation and messages (paths under `path`, no line numbers).
     /// - Parameter adapters: the bridge's adapters (`bluetooth.adapters`), when the caller knows
     ///   them: an `adapter` must then be one of them, as in the file; nil checks only its form.
-    public init(json: JSONValue, path: String = "device", adapters: [String]? = nil) throws(ConfigError) {
+    /// - Parameter profiles: the registered profiles, as for the file (`Configuration(yaml:…)`);
+    ///   nil checks only the profile name's form.
+    public init(json: JSONValue, path: String = "device", adapters: [String]? = nil, profiles: [any ProfileRules]? = nil) throws(ConfigError) {
         guard case .object = json else { throw ConfigError(path: path, line: nil, message: "expected an object") }
         // JSON is YAML (flow style): one parser, one set of rules for the file and the requests.
         guard let node = try? ConfigNode.parse(yaml: json.jsonText) else {
             throw ConfigError(path: path, line: nil, message: "expected an object")
         }
-        do { try self.init(node, path: path) } catch { throw ConfigError(path: error.path, line: nil, message: error.message) }
+        do { try self.init(node, path: path, profiles: profiles) } catch { throw ConfigError(path: error.path, line: nil, message: error.message) }
         if let adapters, let adapter {
             var bluetooth = BluetoothSettings()
             bluetooth.adapters = adapters

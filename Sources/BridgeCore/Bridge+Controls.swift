@@ -1,11 +1,11 @@
 import BinaryCoding
 import BridgeConfig
-import GoProCodec
 
 // What a user interface can offer for a device (the web frontend's command forms,
 // docs/frontend.md): the commands of the Home Assistant discovery (the same vocabulary, whether
-// discovery is on or off), every GoPro setting with its allowed values, and a custom device's
-// readable and writable characteristics. Each control names the MQTT topic its command goes to.
+// discovery is on or off), then what the device's profile offers besides (every GoPro setting
+// with its allowed values, a custom device's readable and writable characteristics:
+// `DeviceProfile.controls`). Each control names the MQTT topic its command goes to.
 
 extension Bridge {
     /// The device's controls, or nil when there is no such device. Each is an object with
@@ -14,7 +14,7 @@ extension Bridge {
     /// `options`, `command_template`, `min`/`max`/`step`, `codec`).
     public func controls(for id: String) -> JSONValue? {
         guard let device = registry.withLock({ $0[id]?.config }) else { return nil }
-        let vocabulary = discovery ?? HomeAssistantDiscovery(prefix: "homeassistant", topics: topics, version: version)
+        let vocabulary = discovery ?? HomeAssistantDiscovery(prefix: "homeassistant", topics: topics, version: version, profiles: profiles)
         var out: [JSONValue] = []
         var named = Set<String>()
         for e in vocabulary.entities(for: device) where e.extra["command_topic"] != nil {
@@ -23,28 +23,7 @@ extension Bridge {
             named.insert(e.object)
             out.append(.object(o))
         }
-        switch device.profile {
-        case .gopro:
-            for s in GoProSetting.all where !named.contains(s.name) && !s.options.isEmpty {
-                out.append(["component": "setting", "object": .string(s.name), "name": .string(s.title),
-                            "command_topic": .string(topics.base + "/\(id)/set"),
-                            "command_template": .string(#"{"setting":"\#(s.name)","value":"{{ value }}"}"#),
-                            "options": .array(s.options.map { .string($0.name) })])
-            }
-        case .custom:
-            for c in device.characteristics {
-                if c.directions.contains(.read) {
-                    out.append(["component": "get", "object": .string(c.topic), "name": .string("Read \(c.topic)"),
-                                "command_topic": .string(topics.base + "/\(id)/get")])
-                }
-                if c.directions.contains(.write) {
-                    out.append(["component": "write", "object": .string(c.topic), "name": .string("Write \(c.topic)"),
-                                "command_topic": .string(topics.characteristic(id, c.topic) + "/write"), "codec": .string(c.codec.rawValue)])
-                }
-            }
-        case .rokid:
-            break
-        }
+        out += profiles[device.profile]?.controls(for: device, topics: topics, besides: named) ?? []
         return .array(out)
     }
 }

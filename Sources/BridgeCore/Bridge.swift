@@ -61,7 +61,8 @@ public final class Bridge: Sendable {
     /// The answers' writes staged this turn (``AnswerBatch``); `mqtt` is this batch.
     let batch: AnswerBatch
     let central: any BLECentral
-    let drivers: DriverFactory
+    /// The device profiles: drivers, discovery, guesses (`DeviceProfiles.all` in the runtime).
+    let profiles: ProfileCatalog
     let control: BridgeControl
     /// Every device, by id: the file's and the runtime ones.
     let registry = Mutex<[String: Registered]>([:])
@@ -128,7 +129,7 @@ public final class Bridge: Sendable {
     ///   (before the loop sleeps), so the answers of one turn are committed together
     ///   (``AnswerBatch``); false: each session commits at the end of each event it handles.
     public init(configuration: Configuration, store: BridgeStore, mqtt: any MQTTPort, central: any BLECentral,
-                drivers: @escaping DriverFactory, version: String = "0.1.0", logger: Logger = Logger(label: "gatt2mqtt.bridge"),
+                profiles: ProfileCatalog, version: String = "0.1.0", logger: Logger = Logger(label: "gatt2mqtt.bridge"),
                 tick: Duration = BridgeDefaults.tick, healthInterval: Duration = BridgeDefaults.healthInterval,
                 connectAttempt: Duration = Bridge.defaultConnectAttempt, sleep: Sleep = .task, clock: BridgeClock? = nil,
                 control: BridgeControl = BridgeControl(), batchCommits: Bool = false) throws {
@@ -144,7 +145,7 @@ public final class Bridge: Sendable {
         let mqtt: any MQTTPort = batch
         self.mqtt = mqtt
         self.central = central
-        self.drivers = drivers
+        self.profiles = profiles
         self.control = control
         self.logger = logger
         self.version = version
@@ -154,7 +155,7 @@ public final class Bridge: Sendable {
         redeliveries = Mutex(Redeliveries(budget: configuration.limits.redeliveryCache))
         logLevel = Mutex(control.logLevel ?? configuration.logLevel)
         let discovery = configuration.homeAssistant.enabled
-            ? HomeAssistantDiscovery(prefix: configuration.homeAssistant.discoveryPrefix, topics: topics, version: version) : nil
+            ? HomeAssistantDiscovery(prefix: configuration.homeAssistant.discoveryPrefix, topics: topics, version: version, profiles: profiles) : nil
         var output = SessionOutput(topics: topics, gate: ConnectGate(),
                                    history: (configuration.database.historyMaxEvents, configuration.database.historyMaxAge),
                                    mqtt: mqtt, batch: batch, store: store, stateQoS: configuration.mqtt.qos,
@@ -220,7 +221,7 @@ public final class Bridge: Sendable {
         let configuration = self.configuration
         // Several adapters: the device's pin follows its configuration (a device added or changed at runtime).
         if let adapters = central as? AdapterSet, let address = device.address { adapters.pin(address, to: device.adapter) }
-        return DeviceSession(config: device, driver: try drivers(device), central: central, output: output, initialState: state ?? [:],
+        return DeviceSession(config: device, driver: try profiles.makeDriver(for: device), central: central, output: output, initialState: state ?? [:],
                              reconnect: (configuration.mqtt.reconnectMin, configuration.mqtt.reconnectMax),
                              connectAttempt: connectAttempt, owned: output.node == nil)  // a node owns no device until it claims it
     }

@@ -10,23 +10,42 @@ import Foundation
 ///
 /// Which entities a device has depends only on its configuration, so the config topics are
 /// stable; the `device` block also carries what the state knows about the device (a GoPro's
-/// model, firmware and serial number from Get Hardware Info).
+/// model, firmware and serial number from Get Hardware Info). A device's own entities and model
+/// are its profile's (``DeviceProfile/homeAssistantEntities(for:topics:)``); this type owns the
+/// payloads, the bridge's own device and every device's RSSI and last seen.
 public struct HomeAssistantDiscovery: Sendable {
     public let prefix: String
     public let topics: Topics
     public let version: String
     /// `origin.support_url`, when the deployment has one to offer.
     public let supportURL: String?
+    /// The profiles whose devices are published.
+    public let profiles: ProfileCatalog
 
-    public init(prefix: String, topics: Topics, version: String, supportURL: String? = nil) {
+    public init(prefix: String, topics: Topics, version: String, supportURL: String? = nil, profiles: ProfileCatalog) {
         self.prefix = prefix
         self.topics = topics
         self.version = version
         self.supportURL = supportURL
+        self.profiles = profiles
+    }
+
+    /// A device's maker and model, as its profile names them.
+    public struct Model: Sendable, Equatable {
+        public var manufacturer: String
+        public var model: String
+        /// `model_id`, when the device told (a GoPro's model number).
+        public var modelID: String?
+
+        public init(manufacturer: String, model: String, modelID: String? = nil) {
+            self.manufacturer = manufacturer
+            self.model = model
+            self.modelID = modelID
+        }
     }
 
     /// The MQTT integration's platforms the bridge publishes.
-    enum Component: String, CaseIterable {
+    public enum Component: String, Sendable, CaseIterable {
         case sensor
         case binarySensor = "binary_sensor"
         case button
@@ -36,7 +55,7 @@ public struct HomeAssistantDiscovery: Sendable {
     }
 
     /// The topics whose `online` an entity needs.
-    enum Availability {
+    public enum Availability: Sendable {
         /// The bridge state and the device availability (`availability_mode: all`).
         case bridgeAndDevice
         /// The bridge state only: what the bridge observed of a device stays true while it is
@@ -49,7 +68,7 @@ public struct HomeAssistantDiscovery: Sendable {
     /// How an entity's `value_template` reads a value at `path` in the state JSON, and what it
     /// hands Home Assistant: a value of the wrong kind, or no value, renders `None`, which HA
     /// shows as unknown (sensor, binary_sensor, select and number all take `None` so).
-    enum StateValue: Equatable {
+    public enum StateValue: Sendable, Equatable {
         /// A number; anything else (an IEEE-11073 `"NaN"`) is `None`.
         case number([String])
         /// The value as text.
@@ -65,9 +84,14 @@ public struct HomeAssistantDiscovery: Sendable {
         /// The value as JSON text (a Caps mapping's decoded object).
         case json([String])
 
-        struct Label: Equatable {
-            var value: Int64
-            var label: String
+        public struct Label: Sendable, Equatable {
+            public var value: Int64
+            public var label: String
+
+            public init(value: Int64, label: String) {
+                self.value = value
+                self.label = label
+            }
         }
 
         var path: [String] {
@@ -108,20 +132,20 @@ public struct HomeAssistantDiscovery: Sendable {
     }
 
     /// One entity of a device.
-    struct Entity {
-        var component: Component
+    public struct Entity: Sendable {
+        public var component: Component
         /// The `<object>` of the config topic, unique within the device.
-        var object: String
-        var name: String
+        public var object: String
+        public var name: String
         /// How the value template reads the state; nil for buttons.
-        var state: StateValue?
+        public var state: StateValue?
         /// The state topic; nil: the device state `<base>/<device>`.
-        var stateTopic: String?
-        var availability = Availability.bridgeAndDevice
+        public var stateTopic: String?
+        public var availability = Availability.bridgeAndDevice
         /// The component's own options (`device_class`, `unit_of_measurement`, `command_topic`…).
-        var extra: JSONObject = [:]
+        public var extra: JSONObject = [:]
 
-        init(_ component: Component, _ object: String, _ name: String, _ state: StateValue?, stateTopic: String? = nil,
+        public init(_ component: Component, _ object: String, _ name: String, _ state: StateValue?, stateTopic: String? = nil,
              availability: Availability = .bridgeAndDevice, _ extra: JSONObject = [:]) {
             self.component = component
             self.object = object
@@ -170,13 +194,7 @@ public struct HomeAssistantDiscovery: Sendable {
     }
 
     func entities(for d: DeviceConfig) -> [Entity] {
-        let own: [Entity]
-        switch d.profile {
-        case .gopro: own = goproEntities(d)
-        case .rokid: own = rokidEntities(d)
-        case .custom: own = layoutEntities(d)
-        }
-        return own + diagnosticEntities()
+        (profiles[d.profile]?.homeAssistantEntities(for: d, topics: topics) ?? []) + diagnosticEntities()
     }
 
     /// Every device's sighting: the RSSI and when it was last seen (both kept in the state by
@@ -199,17 +217,10 @@ public struct HomeAssistantDiscovery: Sendable {
         if let a = d.address { device["connections"] = [["bluetooth", .string(a.lowercased())]] }
         device["name"] = .string(d.name ?? d.id)
         let hardware = state["hardware"]?.objectValue ?? [:]
-        switch d.profile {
-        case .gopro:
-            device["manufacturer"] = "GoPro"
-            device["model"] = .string(hardware["model_name"]?.stringValue ?? "Open GoPro camera")
-            if let n = hardware["model_number"], !n.isNull { device["model_id"] = .string(n.stringValue ?? n.jsonText) }
-        case .rokid:
-            device["manufacturer"] = "Rokid"
-            device["model"] = "Rokid glasses"
-        case .custom:
-            device["manufacturer"] = "Bluetooth LE"
-            device["model"] = "GATT device (layouts)"
+        if let model = profiles[d.profile]?.homeAssistantModel(for: d, hardware: hardware) {
+            device["manufacturer"] = .string(model.manufacturer)
+            device["model"] = .string(model.model)
+            if let id = model.modelID { device["model_id"] = .string(id) }
         }
         if let fw = hardware["firmware_version"]?.stringValue { device["sw_version"] = .string(fw) }
         if let serial = hardware["serial_number"]?.stringValue { device["serial_number"] = .string(serial) }
@@ -287,13 +298,13 @@ public struct HomeAssistantDiscovery: Sendable {
     }
 
     /// `heart_rate` → `Heart rate`.
-    static func title(_ name: String) -> String {
+    public static func title(_ name: String) -> String {
         let words = name.replacingOccurrences(of: "_", with: " ")
         return words.prefix(1).uppercased() + words.dropFirst()
     }
 
     /// A config topic's `<object>` (HA takes `[a-zA-Z0-9_-]+`).
-    static func objectID(_ s: String) -> String {
+    public static func objectID(_ s: String) -> String {
         String(s.unicodeScalars.map { c in
             (c.isASCII && (c.properties.isAlphabetic || ("0"..."9").contains(c) || c == "_" || c == "-")) ? Character(c) : "_"
         })

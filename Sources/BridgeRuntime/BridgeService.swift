@@ -110,7 +110,7 @@ public struct BridgeService: Service {
         let clock = { @Sendable () -> UInt64 in UInt64(exactly: (max(0, Date().timeIntervalSince1970) * 1e9).rounded(.down)) ?? 0 }
         let bridge = try Bridge(configuration: configuration, store: store, mqtt: frontend.map { FrontendTee(inner: port, hub: $0) } ?? port,
                                 central: central,
-                                drivers: { try makeDriver(for: $0, now: clock) }, logger: logger,
+                                profiles: DeviceProfiles.catalog(context: DriverContext(now: clock)), logger: logger,
                                 sleep: Sleep { [loop] in try await loop.sleep(for: $0) }, control: control,
                                 batchCommits: true)
         // The answers handled in one loop turn are committed together before the loop sleeps,

@@ -1,5 +1,6 @@
 import ArgumentParser
 import BridgeConfig
+import DeviceProfiles
 import Foundation
 
 /// `gatt2mqtt check-config FILE`: validates a configuration without starting anything.
@@ -35,7 +36,7 @@ func loadConfiguration(_ path: String) throws -> Configuration {
         throw CLIError("\(path): not UTF-8 text")
     }
     do {
-        return try Configuration(yaml: text, environment: ProcessInfo.processInfo.environment)
+        return try Configuration(yaml: text, environment: ProcessInfo.processInfo.environment, profiles: DeviceProfiles.all)
     } catch {
         throw CLIError("\(path): \(error)")
     }

@@ -35,7 +35,7 @@ import Testing
             do { _ = try DeviceConfig(json: json); return nil } catch { return error.description }
         }
         #expect(error(#"{"id":"x","profile":"gopro"}"#) == "device: needs an address or a name_pattern")
-        #expect(error(#"{"id":"x","profile":"toaster","address":"C0:FF:EE:00:00:09"}"#)?.hasPrefix("device.profile: ") == true)
+        #expect(error(#"{"id":"x","profile":"Toaster!","address":"C0:FF:EE:00:00:09"}"#)?.hasPrefix("device.profile: ") == true)
         #expect(error(#"{"id":"x y","profile":"gopro","address":"C0:FF:EE:00:00:09"}"#)?.hasPrefix("device.id: 'x y' may only contain") == true)
         #expect(error(#"{"id":"x","profile":"gopro","address":"nope"}"#) == "device.address: 'nope' is not a Bluetooth address like C0:FF:EE:00:00:01")
         #expect(error(#"{"id":"x","profile":"gopro","address":"C0:FF:EE:00:00:09","colour":"red"}"#)?.hasPrefix("device.colour: unknown key") == true)

@@ -1,5 +1,6 @@
 import BinaryCoding
 import BridgeConfig
+import DeviceProfiles
 import Testing
 @testable import BridgeCore
 
@@ -118,9 +119,9 @@ import Testing
     ]
 
     static let ha = HomeAssistantDiscovery(prefix: "homeassistant", topics: Topics(base: "gatt2mqtt"), version: "0.1.0",
-                                           supportURL: "https://example.org/gatt2mqtt")
+                                           supportURL: "https://example.org/gatt2mqtt", profiles: DeviceProfiles.catalog())
 
-    /// The three kinds of device (the GoPro with hardware info known), with every kind of
+    /// Every registered kind of device (the GoPro with hardware info known), with every kind of
     /// mapping, and the bridge.
     static var everything: [OutboundMessage] {
         let t = DiscoveryTests()

@@ -1,14 +1,15 @@
 import BinaryCoding
 import BridgeConfig
+import DeviceProfiles
 import GattLayout
 import GoProCodec
 import Testing
 @testable import BridgeCore
 
 @Suite struct DiscoveryTests {
-    let ha = HomeAssistantDiscovery(prefix: "homeassistant", topics: Topics(base: "gatt2mqtt"), version: "0.1.0")
+    let ha = HomeAssistantDiscovery(prefix: "homeassistant", topics: Topics(base: "gatt2mqtt"), version: "0.1.0", profiles: DeviceProfiles.catalog())
 
-    func device(_ id: String, _ p: DeviceProfile, _ addr: String) -> DeviceConfig {
+    func device(_ id: String, _ p: ProfileID, _ addr: String) -> DeviceConfig {
         var d = DeviceConfig(id: id, profile: p)
         d.address = addr
         return d
@@ -120,7 +121,7 @@ import Testing
 
     @Test func supportURLGoesIntoOrigin() throws {
         let withURL = HomeAssistantDiscovery(prefix: "homeassistant", topics: Topics(base: "gatt2mqtt"), version: "1.2.3",
-                                             supportURL: "https://example.org/gatt2mqtt")
+                                             supportURL: "https://example.org/gatt2mqtt", profiles: DeviceProfiles.catalog())
         for m in withURL.messages(for: [glasses]) {
             #expect(try JSONValue(parsing: m.payload)["origin"] == ["name": "gatt2mqtt", "sw_version": "1.2.3",
                                                                      "support_url": "https://example.org/gatt2mqtt"])
@@ -357,11 +358,11 @@ import Testing
     // MARK: Removal
 
     @Test func removedDevicesAreClearedWithEmptyRetained() {
-        let old = [camera, glasses]
+        let old = [camera, heartRate]
         let published = Set(ha.messages(for: old).map(\.topic))
         let removals = ha.removals(previous: published, current: [old[0]])
-        #expect(removals.count == ha.messages(for: glasses).count && removals.count == 7)
-        #expect(removals.allSatisfy { $0.payload.isEmpty && $0.retain && $0.qos == 1 && $0.topic.contains("gatt2mqtt_glasses") })
+        #expect(removals.count == ha.messages(for: heartRate).count && removals.count == 7)
+        #expect(removals.allSatisfy { $0.payload.isEmpty && $0.retain && $0.qos == 1 && $0.topic.contains("gatt2mqtt_heart_rate") })
         #expect(ha.removals(previous: published, current: old).isEmpty)
     }
 

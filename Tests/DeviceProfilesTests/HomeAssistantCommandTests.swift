@@ -10,7 +10,7 @@ import Testing
 /// `command_template`, a number's values — goes the way the bridge routes it (`Topics.route`,
 /// `parseSetPayload`, `parseShortcutValue`) and is accepted by the device's driver.
 @Suite struct HomeAssistantCommandTests {
-    let ha = HomeAssistantDiscovery(prefix: "homeassistant", topics: Topics(base: "gatt2mqtt"), version: "0.1.0")
+    let ha = HomeAssistantDiscovery(prefix: "homeassistant", topics: Topics(base: "gatt2mqtt"), version: "0.1.0", profiles: DeviceProfiles.catalog())
     let topics = Topics(base: "gatt2mqtt")
 
     /// What HA publishes for each config with a command topic: (command topic, payload).

@@ -28,15 +28,14 @@ extension BridgeAPIExtension {
                 ad.name.map { $0.range(of: p, options: .regularExpression) != nil } ?? false } }
         let guess: ProfileGuess
         if let name = body["profile"]?.stringValue {
-            guard let g = ProfileGuess.named(name, withBattery: sighting.map { ProfileGuess.guess($0)?.characteristics.contains { $0.objectValue?["uuid"] == "2A19" } ?? false } ?? false)
-                ?? (name == "custom" ? ProfileGuess(name: "custom", profile: .custom, characteristics: []) : nil) else {
-                throw RequestError("profile: '\(name)' is not one of \(ProfileGuess.names.joined(separator: ", "))")
+            guard let g = profiles.named(name, withBattery: sighting.map { profiles.guess($0)?.characteristics.contains { $0.objectValue?["uuid"] == "2A19" } ?? false } ?? false) else {
+                throw RequestError("profile: '\(name)' is not one of \(profiles.names.joined(separator: ", "))")
             }
             guess = g
-        } else if let s = sighting, let g = ProfileGuess.guess(s) {
+        } else if let s = sighting, let g = profiles.guess(s) {
             guess = g
         } else if sighting != nil {
-            throw RequestError("profile: the scan could not guess what \(json["address"]?.stringValue ?? "the device") is; give a profile (\(ProfileGuess.names.joined(separator: ", ")))")
+            throw RequestError("profile: the scan could not guess what \(json["address"]?.stringValue ?? "the device") is; give a profile (\(profiles.names.joined(separator: ", ")))")
         } else {
             throw RequestError("profile: required, or scan first (bridge/request/scan) so the bridge can guess it")
         }
@@ -45,7 +44,7 @@ extension BridgeAPIExtension {
         if json["name"] == nil, let n = sighting?.name { json["name"] = .string(n) }
         var device: DeviceConfig
         do {
-            device = try DeviceConfig(json: .object(json), adapters: configuration.bluetooth.adapters)
+            device = try DeviceConfig(json: .object(json), adapters: configuration.bluetooth.adapters, profiles: profiles.rules)
             if let options = body["options"] {
                 guard let o = options.objectValue else { throw ConfigError(path: "options", line: nil, message: "expected an object") }
                 device = try device.applying(options: o)

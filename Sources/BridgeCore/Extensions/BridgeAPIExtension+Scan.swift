@@ -93,7 +93,7 @@ extension BridgeAPIExtension {
         let configured = bridge.registry.withLock { r in r.values.first { $0.config.address == ad.address }?.config.id }
         o["configured"] = .bool(configured != nil)
         if let configured { o["device"] = .string(configured) }
-        o["profile_guess"] = ProfileGuess.guess(ad).map { .string($0.name) } ?? .null
+        o["profile_guess"] = bridge.profiles.guess(ad).map { .string($0.name) } ?? .null
         o["connected"] = .bool(ad.connected)
         o["paired"] = .bool(ad.paired)
         return .object(o)

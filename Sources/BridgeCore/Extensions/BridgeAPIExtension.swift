@@ -104,6 +104,7 @@ final class BridgeAPIExtension: BridgeExtension {
     var topics: Topics { bridge.topics }
     var central: any BLECentral { bridge.central }
     var clock: BridgeClock { bridge.clock }
+    var profiles: ProfileCatalog { bridge.profiles }
     var control: BridgeControl { bridge.control }
     var configuration: Configuration { bridge.configuration }
     var logger: Logger { bridge.logger }

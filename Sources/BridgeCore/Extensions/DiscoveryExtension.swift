@@ -39,7 +39,7 @@ final class DiscoveryExtension: BridgeExtension {
         let store = bridge.store
         var previous = (try? store.discoveryTopics()) ?? []
         previous.formUnion(gone.compactMap { r -> DeviceConfig? in
-            guard let p = DeviceProfile(rawValue: r.profile), p != .custom else { return nil }
+            guard let p = ProfileID(rawValue: r.profile), p != .custom else { return nil }
             var d = DeviceConfig(id: r.id, profile: p)
             d.address = r.address
             return d

@@ -1,21 +1,25 @@
 import BinaryCoding
 import BridgeConfig
+import BridgeCore
 import GoProCodec
 
 /// A GoPro camera's entities (docs/homeassistant.md, "GoPro"). The state is the `GoProDriver`'s:
 /// statuses (spec gopro.md §11) and settings (appendix) by their snake_case names — setting
 /// values as option names — and `hardware` from Get Hardware Info (§5, 0x3C). Commands go to
 /// `<base>/<device>/set` in the JSON vocabulary of docs/gopro.md.
-extension HomeAssistantDiscovery {
+extension GoProProfile {
+    typealias Entity = HomeAssistantDiscovery.Entity
+    typealias StateValue = HomeAssistantDiscovery.StateValue
+
     /// The settings offered as selects: the preset's main ones (§8).
-    static let goproSelectSettings = ["video_resolution", "frames_per_second", "video_lens"]
+    static let selectSettings = ["video_resolution", "frames_per_second", "video_lens"]
 
     /// Load Preset Group's groups (§5, 0x3E) and the JSON names the command takes.
-    static let goproPresetGroups: [StateValue.Label] = [
+    static let presetGroups: [StateValue.Label] = [
         .init(value: 1000, label: "video"), .init(value: 1001, label: "photo"), .init(value: 1002, label: "timelapse"),
     ]
 
-    func goproEntities(_ d: DeviceConfig) -> [Entity] {
+    public func homeAssistantEntities(for d: DeviceConfig, topics: Topics) -> [HomeAssistantDiscovery.Entity] {
         let set = "\(topics.base)/\(d.id)/set"
         func button(_ object: String, _ name: String, _ command: JSONValue, _ extra: JSONObject = [:]) -> Entity {
             var e: JSONObject = ["command_topic": .string(set), "payload_press": .string(command.jsonText)]
@@ -56,14 +60,14 @@ extension HomeAssistantDiscovery {
             button("hilight", "HiLight moment", ["command": "hilight_moment"], ["icon": "mdi:star"]),
             button("sleep", "Sleep", ["command": "sleep"], ["icon": "mdi:sleep"]),
             button("power_down", "Power down", ["command": "power_down"], ["icon": "mdi:power"]),
-            Entity(.select, "preset_group", "Preset group", .mapped(["preset_group"], Self.goproPresetGroups),
+            Entity(.select, "preset_group", "Preset group", .mapped(["preset_group"], Self.presetGroups),
                    ["command_topic": .string(set), "command_template": #"{"command":"load_preset_group","group":"{{ value }}"}"#,
-                    "options": .array(Self.goproPresetGroups.map { .string($0.label) }), "icon": "mdi:camera-switch"]),
+                    "options": .array(Self.presetGroups.map { .string($0.label) }), "icon": "mdi:camera-switch"]),
         ]
-        for name in Self.goproSelectSettings {
+        for name in Self.selectSettings {
             guard let setting = GoProSetting.setting(named: name) else { continue }
             let options = setting.options.map(\.name)
-            out.append(Entity(.select, name, Self.title(name), .choice([name], options: options),
+            out.append(Entity(.select, name, HomeAssistantDiscovery.title(name), .choice([name], options: options),
                               ["command_topic": .string(set),
                                "command_template": .string(#"{"setting":"\#(name)","value":"{{ value }}"}"#),
                                "options": .array(options.map { .string($0) })]))

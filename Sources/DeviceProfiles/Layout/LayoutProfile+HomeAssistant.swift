@@ -1,5 +1,6 @@
 import BinaryCoding
 import BridgeConfig
+import BridgeCore
 import Foundation
 import GattLayout
 
@@ -12,7 +13,10 @@ import GattLayout
 /// sensors. Arrays (the RR intervals) and structs (a time stamp) are no entities: they are the
 /// attributes of the mapping's main entity (`json_attributes_topic`, the characteristic topic).
 /// A raw or Caps mapping is one sensor with the whole value.
-extension HomeAssistantDiscovery {
+extension LayoutProfile {
+    typealias Entity = HomeAssistantDiscovery.Entity
+    typealias StateValue = HomeAssistantDiscovery.StateValue
+
     /// A numeric key's meaning for HA.
     struct Measure: Equatable {
         var deviceClass: String?
@@ -30,36 +34,36 @@ extension HomeAssistantDiscovery {
         }
     }
 
-    func layoutEntities(_ d: DeviceConfig) -> [Entity] {
-        d.characteristics.filter { $0.directions.contains(.notify) || $0.directions.contains(.read) }.flatMap { mappingEntities(d, $0) }
+    public func homeAssistantEntities(for d: DeviceConfig, topics: Topics) -> [HomeAssistantDiscovery.Entity] {
+        d.characteristics.filter { $0.directions.contains(.notify) || $0.directions.contains(.read) }.flatMap { mappingEntities(d, $0, topics) }
     }
 
-    func mappingEntities(_ d: DeviceConfig, _ c: CharacteristicMapping) -> [Entity] {
+    func mappingEntities(_ d: DeviceConfig, _ c: CharacteristicMapping, _ topics: Topics) -> [Entity] {
         let topic = c.topic
         let attributes: JSONObject = ["json_attributes_topic": .string(topics.characteristic(d.id, topic))]
         let keys = (c.codec == .layout ? Self.layout(c.layout)?.keys : nil)?.filter { $0.kind != .list && $0.kind != .object } ?? []
         guard !keys.isEmpty, let layout = Self.layout(c.layout) else {
             // Raw (hex text), Caps (JSON), or a layout of arrays and structs only: the whole value.
             let value: StateValue = c.codec == .raw ? .text([topic]) : .json([topic])
-            return [Entity(.sensor, Self.objectID(topic), Self.title(topic), value, attributes)]
+            return [Entity(.sensor, HomeAssistantDiscovery.objectID(topic), HomeAssistantDiscovery.title(topic), value, attributes)]
         }
         let uuid16 = Self.uuid16(c.uuid) ?? layout.shortUUID
         let numbers = keys.filter { $0.kind == .number }.count
         var out: [Entity] = keys.map { key in
             let object = keys.count == 1 || key.name == topic ? topic : "\(topic)_\(key.name)"
-            let name = keys.count == 1 ? Self.title(topic) : Self.title(key.name)
+            let name = keys.count == 1 ? HomeAssistantDiscovery.title(topic) : HomeAssistantDiscovery.title(key.name)
             let path = [topic, key.name]
             switch key.kind {
             case .boolean:
                 var extra = JSONObject()
                 if let dc = Self.binaryClass(uuid16: uuid16, key: key.name) { extra["device_class"] = .string(dc) }
                 if uuid16 == 0x2A37, key.name == "sensor_contact_supported" { extra["entity_category"] = "diagnostic" }
-                return Entity(.binarySensor, Self.objectID(object), name, .flag(path), extra)
+                return Entity(.binarySensor, HomeAssistantDiscovery.objectID(object), name, .flag(path), extra)
             case let .choice(names):
-                return Entity(.sensor, Self.objectID(object), name, .choice(path, options: names),
+                return Entity(.sensor, HomeAssistantDiscovery.objectID(object), name, .choice(path, options: names),
                               ["device_class": "enum", "options": .array(names.map { .string($0) })])
             case .text:
-                return Entity(.sensor, Self.objectID(object), name, .text(path))
+                return Entity(.sensor, HomeAssistantDiscovery.objectID(object), name, .text(path))
             case .number, .list, .object:
                 let m = Self.measure(uuid16: uuid16, key: key, onlyNumber: numbers == 1)
                 var extra = JSONObject()
@@ -68,7 +72,7 @@ extension HomeAssistantDiscovery {
                 if let v = m.stateClass { extra["state_class"] = .string(v) }
                 if let v = m.entityCategory { extra["entity_category"] = .string(v) }
                 if let v = m.icon { extra["icon"] = .string(v) }
-                return Entity(.sensor, Self.objectID(object), name, .number(path), extra)
+                return Entity(.sensor, HomeAssistantDiscovery.objectID(object), name, .number(path), extra)
             }
         }
         // The mapping's whole decoded value (arrays and structs included) as the attributes of
@@ -78,16 +82,9 @@ extension HomeAssistantDiscovery {
         return out
     }
 
-    /// The mapping's layout, as the `LayoutDriver` parses it (`builtin:NAME` or inline); nil
-    /// when it does not parse (the driver then refuses the configuration at start).
-    static func layout(_ spec: JSONValue?) -> GattLayout? {
-        guard let spec else { return nil }
-        if let name = spec.stringValue {
-            guard name.hasPrefix("builtin:") else { return nil }
-            return try? GattLayout.builtin(named: String(name.dropFirst("builtin:".count)))
-        }
-        return try? GattLayout(json: spec)
-    }
+    /// The mapping's layout, as the `LayoutDriver` parses it; nil when it does not parse (the
+    /// driver then refuses the configuration at start).
+    static func layout(_ spec: JSONValue?) -> GattLayout? { spec.flatMap { try? parseLayout($0) } }
 
     /// The 16-bit UUID of a configured characteristic (`2A37`, `0x2A37`, `00002a37` or the
     /// 128-bit form on the Bluetooth base), nil for a vendor UUID.

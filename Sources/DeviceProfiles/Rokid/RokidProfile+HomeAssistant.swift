@@ -1,16 +1,19 @@
 import BinaryCoding
 import BridgeConfig
+import BridgeCore
 
 /// Rokid glasses' entities (docs/homeassistant.md, "Rokid glasses"): what the `RokidDriver`
 /// keeps in the state — `battery`, `brightness` and `volume` (0–15, `Dev_GlassBrightness` /
 /// `Dev_GlassSound`, spec rokid-caps.md), `custom_view` (`open`, `closed`, `failed`) — and the
 /// commands of docs/caps.md. The glasses' wearing and charging notifications have no payload the
 /// spec shows, so the driver keeps neither and no entity offers them.
-extension HomeAssistantDiscovery {
-    /// The custom view states the driver sets from `Custom_View_*` notifications.
-    static let rokidCustomViewStates = ["open", "closed", "failed"]
+extension RokidProfile {
+    typealias Entity = HomeAssistantDiscovery.Entity
 
-    func rokidEntities(_ d: DeviceConfig) -> [Entity] {
+    /// The custom view states the driver sets from `Custom_View_*` notifications.
+    static let customViewStates = ["open", "closed", "failed"]
+
+    public func homeAssistantEntities(for d: DeviceConfig, topics: Topics) -> [HomeAssistantDiscovery.Entity] {
         let set = "\(topics.base)/\(d.id)/set"
         return [
             Entity(.sensor, "battery", "Battery", .number(["battery"]),
@@ -21,8 +24,8 @@ extension HomeAssistantDiscovery {
             Entity(.number, "volume", "Volume", .number(["volume"]),
                    ["command_topic": .string("\(set)/volume"), "min": 0, "max": 15, "step": 1, "mode": "slider",
                     "icon": "mdi:volume-high"]),
-            Entity(.sensor, "custom_view", "Custom view", .choice(["custom_view"], options: Self.rokidCustomViewStates),
-                   ["device_class": "enum", "options": .array(Self.rokidCustomViewStates.map { .string($0) }),
+            Entity(.sensor, "custom_view", "Custom view", .choice(["custom_view"], options: Self.customViewStates),
+                   ["device_class": "enum", "options": .array(Self.customViewStates.map { .string($0) }),
                     "icon": "mdi:card-text-outline"]),
             Entity(.button, "close_custom_view", "Close custom view", nil,
                    ["command_topic": .string(set), "payload_press": #"{"command":"close_custom_view"}"#,

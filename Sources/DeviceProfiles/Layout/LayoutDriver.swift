@@ -27,16 +27,7 @@ public struct LayoutDriver: DeviceDriver {
         for (i, c) in device.characteristics.enumerated() {
             var layout: GattLayout?
             if c.codec == .layout, let spec = c.layout {
-                do {
-                    if let name = spec.stringValue {
-                        guard name.hasPrefix("builtin:") else {
-                            throw GattLayoutError.invalidLayout(path: "", reason: "a string layout must be builtin:NAME")
-                        }
-                        layout = try GattLayout.builtin(named: String(name.dropFirst("builtin:".count)))
-                    } else {
-                        layout = try GattLayout(json: spec)
-                    }
-                } catch {
+                do { layout = try LayoutProfile.parseLayout(spec) } catch {
                     throw ConfigError(path: "devices[\(device.id)].characteristics[\(i)].layout", line: nil, message: "\(error)")
                 }
             }
@@ -131,14 +122,5 @@ public struct LayoutDriver: DeviceDriver {
 
     public mutating func receive(_ notification: GATTNotification) -> [DriverOutput] {
         decode(notification.characteristic, notification.value)
-    }
-}
-
-/// Builds the driver for a configured device (the bridge's `DriverFactory`).
-public func makeDriver(for device: DeviceConfig, now: @escaping @Sendable () -> UInt64) throws -> any DeviceDriver {
-    switch device.profile {
-    case .gopro: return GoProDriver()
-    case .rokid: return RokidDriver(now: now)
-    case .custom: return try LayoutDriver(device: device)
     }
 }

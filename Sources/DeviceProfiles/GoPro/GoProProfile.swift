@@ -1,0 +1,40 @@
+import BinaryCoding
+import BridgeConfig
+import BridgeCore
+import GoProCodec
+
+/// The `gopro` profile: an Open GoPro camera (docs/gopro.md). Its driver is ``GoProDriver``; a
+/// scan knows it by the GoPro service (FEA6) or GoPro's company id; Home Assistant gets its
+/// statuses, the main settings as selects and the shutter (GoProProfile+HomeAssistant.swift);
+/// a user interface also every other setting with its allowed values.
+public struct GoProProfile: DeviceProfile {
+    public let id: ProfileID = .gopro
+
+    /// GoPro, Inc.'s Bluetooth SIG company identifier.
+    public static let companyID: UInt16 = 0x02F2
+
+    public init() {}
+
+    public func makeDriver(for device: DeviceConfig, context: DriverContext) throws -> any DeviceDriver { GoProDriver() }
+
+    public func matches(_ ad: Advertisement) -> ProfileGuess? {
+        guard ProfileGuess.services(ad).contains("FEA6") || ad.manufacturerData[Self.companyID] != nil else { return nil }
+        return ProfileGuess(name: id.rawValue, profile: id, characteristics: [])
+    }
+
+    public func homeAssistantModel(for device: DeviceConfig, hardware: JSONObject) -> HomeAssistantDiscovery.Model {
+        var modelID: String?
+        if let n = hardware["model_number"], !n.isNull { modelID = n.stringValue ?? n.jsonText }
+        return .init(manufacturer: "GoPro", model: hardware["model_name"]?.stringValue ?? "Open GoPro camera", modelID: modelID)
+    }
+
+    /// Every setting with options that no entity offers already, as a `setting` control.
+    public func controls(for device: DeviceConfig, topics: Topics, besides named: Set<String>) -> [JSONValue] {
+        GoProSetting.all.filter { !named.contains($0.name) && !$0.options.isEmpty }.map { s in
+            ["component": "setting", "object": .string(s.name), "name": .string(s.title),
+             "command_topic": .string(topics.base + "/\(device.id)/set"),
+             "command_template": .string(#"{"setting":"\#(s.name)","value":"{{ value }}"}"#),
+             "options": .array(s.options.map { .string($0.name) })]
+        }
+    }
+}
