@@ -75,6 +75,6 @@ public struct BlueZBridgeService: Service {
             AdapterSet.Member(name: name, central: central(found.client, BlueZAdapter(name: name)),
                               maxConnections: configuration.bluetooth.maxConnections)
         }
-        return AdapterSet(members, pins: configuration.adapterPins, logger: logger, sleep: Sleep { [loop] in try await loop.sleep(for: $0) })
+        return AdapterSet(members, pins: configuration.adapterPins, logger: logger, clock: .eventLoop(loop))
     }
 }

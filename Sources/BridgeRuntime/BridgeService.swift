@@ -111,7 +111,7 @@ public struct BridgeService: Service {
         let bridge = try Bridge(configuration: configuration, store: store, mqtt: frontend.map { FrontendTee(inner: port, hub: $0) } ?? port,
                                 central: central,
                                 drivers: { try makeDriver(for: $0, now: clock) }, logger: logger,
-                                sleep: Sleep { [loop] in try await loop.sleep(for: $0) }, control: control,
+                                clock: .eventLoop(loop), control: control,
                                 batchCommits: true)
         // The answers handled in one loop turn are committed together before the loop sleeps,
         // then their responses and states published (AnswerBatch). Publishing from a hook queues
@@ -173,5 +173,12 @@ public struct BridgeService: Service {
             group.cancelAll()
         }
         logger.info("stopped")
+    }
+}
+
+extension BridgeClock {
+    /// The runtime's clock: the continuous clock, waited on with the event loop's timers.
+    static func eventLoop(_ loop: EventLoop) -> BridgeClock {
+        .continuous(sleep: Sleep { [loop] in try await loop.sleep(for: $0) })
     }
 }
