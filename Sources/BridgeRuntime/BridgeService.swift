@@ -16,13 +16,16 @@ public struct StartupError: Error, CustomStringConvertible {
     public init(_ description: String) { self.description = description }
 }
 
-/// `gatt2mqtt run`: the MQTT client, the bridge core and the BLE central, as one `Service`.
-/// Start: subscribe (before connecting, so a persistent session's queued commands find their
-/// route), connect, announce, run the device sessions. Graceful shutdown (SIGTERM/SIGINT):
-/// stop the sessions (links closed), publish `offline`, flush, disconnect.
+/// `gatt2mqtt run`: the bridge core over the MQTT client of an ``MQTTClientService`` and a BLE
+/// central, as one `Service` (after the client's in the `ServiceGroup`). Start: subscribe
+/// (before connecting, so a persistent session's queued commands find their route), connect,
+/// announce, run the device sessions. Graceful shutdown (SIGTERM/SIGINT): stop the sessions
+/// (links closed), publish `offline` and return — the client's service, stopped next, waits for
+/// the acknowledgements and disconnects.
 public struct BridgeService: Service {
     let configuration: Configuration
     let central: any BLECentral
+    let mqtt: MQTTClientService
     let logger: Logger
     let databasePath: String
     let loop: EventLoop
@@ -34,9 +37,11 @@ public struct BridgeService: Service {
     /// - Parameter loop: the event loop to run on (the MQTT client on it, the bridge's tasks
     ///   preferring it, waits on its timers).
     /// - Parameter control: restart, reload and log-level hooks for the bridge's requests.
-    public init(configuration: Configuration, central: any BLECentral, logger: Logger, loop: EventLoop,
+    /// - Parameter mqtt: the client to publish and subscribe through (on `loop`).
+    public init(configuration: Configuration, central: any BLECentral, mqtt: MQTTClientService, logger: Logger, loop: EventLoop,
                 control: BridgeControl = BridgeControl(), frontend: FrontendHub? = nil) {
         self.configuration = configuration
+        self.mqtt = mqtt
         self.frontend = frontend
         self.control = control
         self.central = central
@@ -98,14 +103,8 @@ public struct BridgeService: Service {
     private func runBridge() async throws {
         let store: BridgeStore
         do { store = try BridgeStore(path: databasePath) } catch { throw StartupError("\(error)") }
-        let client: MQTTClient
-        do {
-            let options = try Self.mqttOptions(configuration)
-            client = try MQTTClient(options: options, logger: logger, loop: loop)
-        } catch {
-            throw StartupError("MQTT: \(error)")
-        }
-        let port = MosquittoPort(client: client, logger: logger)
+        let client = mqtt.client
+        let port = mqtt.port
         // Wall-clock nanoseconds; a clock set before 1970 (or absurdly late) reads 0, not a trap.
         let clock = { @Sendable () -> UInt64 in UInt64(exactly: (max(0, Date().timeIntervalSince1970) * 1e9).rounded(.down)) ?? 0 }
         let bridge = try Bridge(configuration: configuration, store: store, mqtt: frontend.map { FrontendTee(inner: port, hub: $0) } ?? port,
@@ -119,17 +118,16 @@ public struct BridgeService: Service {
         // go round once more, so its hooks run again before it sleeps.
         let commitHook = loop.addHook { [loop] in if bridge.commitBatch() { loop.execute {} } }
         defer { loop.removeHook(commitHook) }
-        var subscriptions: [MQTTSubscription] = []
         for filter in bridge.subscriptions {
             // Handed to the bridge where the message arrives (the event loop): routing is quick and the device sessions take the commands through their
             // own queues.
             let noLocal = !bridge.ownPublishesWanted.contains(filter)
-            subscriptions.append(try await client.subscribe(filter, qos: .atLeastOnce, options: MQTTSubscribeOptions(noLocal: noLocal)) { m in
+            try await mqtt.subscribe(filter, noLocal: noLocal) { m in
                 CrashTrace.noteMessage(topic: m.topic, payload: m.payload)
                 bridge.handle(InboundMessage(topic: m.topic, payload: m.payload, retain: m.retain,
                                              responseTopic: m.properties.responseTopic, correlationData: m.properties.correlationData,
                                              packetID: m.packetID))
-            })
+            }
         }
         // The frontend's requests and commands go the way MQTT's do.
         frontend?.attach({ bridge.handle($0) }, controls: { bridge.controls(for: $0) })
@@ -142,13 +140,9 @@ public struct BridgeService: Service {
         SystemdNotify.send("READY=1\nSTATUS=connected to \(configuration.mqtt.host):\(configuration.mqtt.port)")
 
         await withDiscardingTaskGroup { group in
-            group.addTask { await port.run() }
             group.addTask {
                 // SIGHUP: reload the configuration file (as bridge/request/config/reload).
                 for await _ in await UnixSignalsSequence(trapping: .sighup) { bridge.reloadConfiguration() }
-            }
-            for s in subscriptions {
-                group.addTask { for await _ in s {} }  // ends with the subscription
             }
             group.addTask {
                 var first = true
@@ -163,13 +157,10 @@ public struct BridgeService: Service {
                     }
                 }
             }
-            // The bridge runs until graceful shutdown; then it publishes `offline` and returns.
+            // The bridge runs until graceful shutdown; then it publishes `offline` and returns
+            // (the client's service then sends what is queued and disconnects).
             await cancelWhenGracefulShutdown { await bridge.run() }
             SystemdNotify.send("STOPPING=1")
-            port.finish()
-            // Let the queued publishes (offline state included) go out, then close.
-            try? await loop.sleep(for: .milliseconds(200))
-            await client.disconnect()
             group.cancelAll()
         }
         logger.info("stopped")

@@ -48,13 +48,14 @@ import Testing
         let central = FakeCentral(["C0:FF:EE:00:00:09": device])
         let loop = EventLoop(name: "t-bridge")
         defer { loop.shutdown() }  // after the service stopped and the hub is disconnected
-        let service = BridgeService(configuration: try Self.config(port: broker.port, db: dir.path + "/state.sqlite"),
-                                    central: central, logger: Logger(label: "test"), loop: loop)
+        let configuration = try Self.config(port: broker.port, db: dir.path + "/state.sqlite")
+        let mqtt = try MQTTClientService(configuration: configuration, logger: Logger(label: "test"), loop: loop)
+        let service = BridgeService(configuration: configuration, central: central, mqtt: mqtt, logger: Logger(label: "test"), loop: loop)
         let hub = try await broker.client(loop: loop)
         let responses = try await hub.subscribe("gatt2mqtt/lamp/response")
         let state = try await hub.subscribe("gatt2mqtt/lamp")
         let bridgeState = try await hub.subscribe("gatt2mqtt/bridge/state")
-        let group = ServiceGroup(configuration: .init(services: [service], logger: Logger(label: "test")))
+        let group = ServiceGroup(configuration: .init(services: [mqtt, service], logger: Logger(label: "test")))
 
         try await withThrowingTaskGroup(of: Void.self) { tasks in
             tasks.addTask { try await group.run() }
@@ -102,11 +103,12 @@ import Testing
         let configuration = try Self.config(port: broker.port, db: dir.path + "/state.sqlite", mqtt: "  protocol: \(version)",
                                             top: "limits:\n  max_payload: 2KiB")
         #expect(try BridgeService.mqttOptions(configuration).maximumPacketSize == nil)
-        let service = BridgeService(configuration: configuration, central: central, logger: Logger(label: "test"), loop: loop)
+        let mqtt = try MQTTClientService(configuration: configuration, logger: Logger(label: "test"), loop: loop)
+        let service = BridgeService(configuration: configuration, central: central, mqtt: mqtt, logger: Logger(label: "test"), loop: loop)
         let hub = try await broker.client(loop: loop)
         let responses = try await hub.subscribe("gatt2mqtt/lamp/response")
         let bridgeState = try await hub.subscribe("gatt2mqtt/bridge/state")
-        let group = ServiceGroup(configuration: .init(services: [service], logger: Logger(label: "test")))
+        let group = ServiceGroup(configuration: .init(services: [mqtt, service], logger: Logger(label: "test")))
         try await withThrowingTaskGroup(of: Void.self) { tasks in
             tasks.addTask { try await group.run() }
             #expect(await collect(bridgeState, count: 1).first?.payloadString == #"{"state":"online"}"#)
