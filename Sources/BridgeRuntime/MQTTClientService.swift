@@ -1,4 +1,5 @@
 import BridgeConfig
+import BridgeCore
 import Logging
 import Mosquitto
 import Reactor
@@ -25,16 +26,54 @@ public final class MQTTClientService: Service, Sendable {
     /// route its queued commands come back by.
     private let subscriptions = Mutex<[MQTTSubscription]>([])
 
-    /// The client for the configuration's `mqtt` section (``BridgeService/mqttOptions(_:)``) on
+    /// The client for the configuration's `mqtt` section (``mqttOptions(_:)``) on
     /// `loop`; nothing is sent before the bridge connects.
     public init(configuration: Configuration, logger: Logger, loop: EventLoop) throws(StartupError) {
         do {
-            client = try MQTTClient(options: try BridgeService.mqttOptions(configuration), logger: logger, loop: loop)
+            client = try MQTTClient(options: try Self.mqttOptions(configuration), logger: logger, loop: loop)
         } catch {
             throw StartupError("MQTT: \(error)")
         }
         port = MosquittoPort(client: client, logger: logger)
         self.loop = loop
+    }
+
+    /// The MQTT client options the configuration describes (Will = `bridge/state` offline; with
+    /// `cluster.enabled`, this node's `bridge/nodes/<node>/state` offline, which releases its
+    /// devices: docs/scale-out.md).
+    public static func mqttOptions(_ c: Configuration) throws -> MQTTConnectOptions {
+        let m = c.mqtt
+        var o = MQTTConnectOptions(host: m.host, port: m.port, clientID: m.clientID,
+                                   protocolVersion: m.protocolVersion == .v5 ? .v5 : .v311,
+                                   keepAlive: Int(m.keepAlive.components.seconds), cleanSession: false)
+        if m.protocolVersion == .v5 {
+            o.sessionExpiryInterval = 7 * 24 * 3600
+            // No CONNECT Maximum Packet Size (`limits.max_payload` is checked here instead):
+            // mosquitto 2.0.11 (Debian 12) keeps a QoS 1 message larger than a client's maximum in
+            // that client's in-flight window instead of dropping it, and after `max_inflight`
+            // (20) of them it delivers nothing more to the client — twenty oversized messages
+            // from a stranger would cut the bridge off (docs/mqtt.md, "Limits";
+            // HostileInputTests.floodOfLargeMessagesLeavesMemoryFlat).
+        }
+        let topics = Topics(base: m.baseTopic)
+        if c.cluster.enabled {
+            o.will = MQTTWill(topic: topics.nodeState(c.nodeID), payload: Array(#"{"state":"offline","node":"\#(c.nodeID)"}"#.utf8),
+                              qos: .atLeastOnce, retain: true)
+        } else {
+            o.will = MQTTWill(topic: topics.bridgeState, payload: Array(#"{"state":"offline"}"#.utf8), qos: .atLeastOnce, retain: true)
+        }
+        o.reconnect = MQTTReconnectPolicy(minimumDelay: m.reconnectMin, maximumDelay: m.reconnectMax, retryInitialConnect: true)
+        if let user = m.username {
+            let password: MQTTPassword? = m.passwordFile.map { .file($0) } ?? m.passwordEnvironment.map { .environment($0) }
+            o.credentials = MQTTCredentials(username: user, password: password)
+        }
+        if m.useTLS {
+            let t = m.tls ?? MQTTSettings.TLS()
+            o.tls = MQTTTLSOptions(caFile: t.caFile, caDirectory: t.caDirectory ?? (t.caFile == nil ? "/etc/ssl/certs" : nil),
+                                   certificateFile: t.certificateFile, keyFile: t.keyFile, version: t.version,
+                                   verifyHostname: t.verifyHostname)
+        }
+        return o
     }
 
     /// Subscribes `filter`, each message to `handler` on the loop; held until the disconnect.

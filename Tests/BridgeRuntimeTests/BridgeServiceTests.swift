@@ -92,7 +92,7 @@ import Testing
     /// `limits.max_payload` end to end, under both protocols: a message far above the limit and
     /// one just above it are each answered `payload_too_large` by the bridge. The bridge does not
     /// ask the broker for a Maximum Packet Size (mosquitto 2.0.11 stalls a client's QoS 1
-    /// deliveries behind oversized messages: BridgeService.mqttOptions).
+    /// deliveries behind oversized messages: MQTTClientService.mqttOptions).
     @Test(arguments: ["5", "3.1.1"]) func oversizedPayloads(version: String) async throws {
         let broker = try MosquittoBroker()
         defer { broker.stop() }
@@ -102,7 +102,7 @@ import Testing
         defer { loop.shutdown() }  // after the service stopped and the hub is disconnected
         let configuration = try Self.config(port: broker.port, db: dir.path + "/state.sqlite", mqtt: "  protocol: \(version)",
                                             top: "limits:\n  max_payload: 2KiB")
-        #expect(try BridgeService.mqttOptions(configuration).maximumPacketSize == nil)
+        #expect(try MQTTClientService.mqttOptions(configuration).maximumPacketSize == nil)
         let mqtt = try MQTTClientService(configuration: configuration, logger: Logger(label: "test"), loop: loop)
         let service = BridgeService(configuration: configuration, central: central, mqtt: mqtt, logger: Logger(label: "test"), loop: loop)
         let hub = try await broker.client(loop: loop)
