@@ -95,16 +95,20 @@ let package = Package(
         .target(
             name: "BridgeRuntime",
             dependencies: [
-                "BridgeCore", "BridgeConfig", "BridgeStore", "DeviceProfiles", "Mosquitto", "BinaryCoding", "BlueZ", "BlueZPort", "DBus", "Reactor",
+                "BridgeCore", "BridgeConfig", "BridgeStore", "DeviceProfiles", "Frontend", "Mosquitto", "BinaryCoding", "BlueZ", "BlueZPort", "DBus", "Reactor",
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "FlyingSocks", package: "FlyingFox"),
-            ],
-            // The web frontend's pages: built into FrontendAssets.swift by scripts/gen-frontend.
-            exclude: ["Frontend"]
+            ]
+        ),
+        // The web frontend's pages (html, css, js), compiled in as resources; BridgeRuntime's
+        // FrontendServer serves them.
+        .target(
+            name: "Frontend",
+            resources: [.embedInCode("Pages/index.html"), .embedInCode("Pages/app.css"), .embedInCode("Pages/app.js")]
         ),
         .target(
             name: "DeviceSimulators",
@@ -122,7 +126,7 @@ let package = Package(
             dependencies: [
                 "BinaryCoding", "CapsCodec", "GoProCodec", "GattLayout", "BridgeConfig", "BridgeCore", "BridgeRuntime", "DeviceProfiles", "BlueZ", "BlueZSimulator", "DeviceSimulators", "PeripheralServer", "DBus", "Reactor",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -161,7 +165,7 @@ let package = Package(
         .testTarget(
             name: "BridgeRuntimeTests",
             dependencies: [
-                "BridgeRuntime", "BridgeCore", "BridgeConfig", "BridgeStore", "Mosquitto", "BinaryCoding", "BlueZ", "DBus", "Reactor", "TestSupport",
+                "BridgeRuntime", "BridgeCore", "BridgeConfig", "BridgeStore", "Frontend", "Mosquitto", "BinaryCoding", "BlueZ", "DBus", "Reactor", "TestSupport",
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Prometheus", package: "swift-prometheus"),

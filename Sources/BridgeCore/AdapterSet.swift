@@ -51,16 +51,18 @@ public final class AdapterSet: BLECentral, BLEAdapterControl, Sendable {
     var pins: [String: String] { pinned.withLock { $0 } }
     let logger: Logger
     let state = Mutex(State())
-    /// How a survey waits (the runtime's event-loop timers).
-    let sleep: Sleep
+    /// The bridge's one clock: sightings, failures and surveys are stamped with its `now`, and a
+    /// survey waits with its `sleep` (the runtime's: the event loop's timers; the tests': a
+    /// `ManualClock`).
+    let clock: BridgeClock
 
     /// - Parameter pins: device address (upper case) → adapter name (the devices' `adapter` key).
     /// How long a connect may first listen on every adapter for the device (``survey(_:within:)``).
     public static let surveyTime: Duration = .seconds(2)
 
     public init(_ members: [Member], pins: [String: String] = [:], logger: Logger = Logger(label: "gatt2mqtt.adapters"),
-                sleep: Sleep = .task) {
-        self.sleep = sleep
+                clock: BridgeClock = .continuous) {
+        self.clock = clock
         entries = members.enumerated().map { Entry(member: $1, index: $0) }
         pinned = Mutex(Dictionary(pins.map { ($0.key.uppercased(), $0.value) }, uniquingKeysWith: { a, _ in a }))
         self.logger = logger
@@ -114,8 +116,8 @@ public final class AdapterSet: BLECentral, BLEAdapterControl, Sendable {
         var lastError: BLEError?
         // No recent sighting through the adapters that could take it: listen first, so the
         // choice is by signal (a cluster node's continuous scan keeps them fresh).
-        if needsSurvey(a, at: .now) { await survey(a, within: min(Self.surveyTime, timeout / 4)) }
-        for e in order(for: a, at: .now) {
+        if needsSurvey(a, at: clock.now()) { await survey(a, within: min(Self.surveyTime, timeout / 4)) }
+        for e in order(for: a, at: clock.now()) {
             do throws(BLEError) {
                 let link = try await e.gate.withPermit { () async throws(BLEError) -> any BLELink in
                     guard reserve(e, a) else {
@@ -131,7 +133,7 @@ public final class AdapterSet: BLECentral, BLEAdapterControl, Sendable {
                 state.withLock { $0.failures[a]?[e.name] = nil }
                 return AdapterLink(inner: link, release: { [weak self] in self?.release(e.name, a) })
             } catch {
-                state.withLock { $0.failures[a, default: [:]][e.name] = .now }
+                state.withLock { $0.failures[a, default: [:]][e.name] = clock.now() }
                 logger.debug("connect through an adapter failed", metadata: ["adapter": "\(e.name)", "device": "\(a)", "error": "\(error)"])
                 lastError = error
             }
@@ -164,18 +166,20 @@ public final class AdapterSet: BLECentral, BLEAdapterControl, Sendable {
             guard stopped.withLock({ s in defer { s = true }; return !s }) else { return }
             await scan.stop()
         }
-        let timer = Task { [sleep] in
-            try? await sleep(within)
+        let timer = Task { [clock] in
+            try? await clock.sleep(within)
             await stop()
         }
-        let started = ContinuousClock.now
+        let started = clock.now()
         for await ad in scan.advertisements where ad.address.uppercased() == address {
-            if !needsSurvey(address, at: .now) { break }
-            if ContinuousClock.now - started >= within { break }
+            let now = clock.now()
+            if !needsSurvey(address, at: now) { break }
+            if now - started >= within { break }
         }
         timer.cancel()
         await stop()
-        state.withLock { $0.surveyed[address] = .now }
+        let surveyed = clock.now()
+        state.withLock { $0.surveyed[address] = surveyed }
     }
 
     func reserve(_ e: Entry, _ address: String) -> Bool {
@@ -232,7 +236,7 @@ public final class AdapterSet: BLECentral, BLEAdapterControl, Sendable {
     /// Records a sighting through `adapter`; returns the strongest recent RSSI of the device.
     func record(_ ad: Advertisement, on adapter: String) -> Int? {
         let a = ad.address.uppercased()
-        let now = ContinuousClock.now
+        let now = clock.now()
         return state.withLock { s in
             if let r = ad.rssi {
                 var through = s.sightings[a] ?? [:]
@@ -246,7 +250,7 @@ public final class AdapterSet: BLECentral, BLEAdapterControl, Sendable {
     /// Pairs through the adapter that holds the device's link, else the one it would connect through.
     public func pair(address: String, timeout: Duration) async throws(BLEError) {
         let a = address.uppercased()
-        let name = adapter(of: a) ?? order(for: a, at: .now).first?.name
+        let name = adapter(of: a) ?? order(for: a, at: clock.now()).first?.name
         guard let e = entries.first(where: { $0.name == name }), let control = e.member.central.adapterControl else {
             throw BLEError(.notSupported, "no adapter can pair \(a)")
         }

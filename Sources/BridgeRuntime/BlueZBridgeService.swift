@@ -12,17 +12,24 @@ import ServiceLifecycle
 /// `AdapterSet` of one `BlueZCentral` per adapter, all on the self-check's client. A graceful
 /// shutdown while still waiting for Bluetooth ends it cleanly.
 ///
-/// Everything runs on one `Reactor.EventLoop` thread (docs/architecture.md "Threads"): the MQTT
-/// client, the D-Bus connection, the AcquireNotify sockets, the device sessions and their timers.
+/// Everything runs on the application's one `Reactor.EventLoop` thread (docs/architecture.md
+/// "Threads"): the MQTT client, the D-Bus connection, the AcquireNotify sockets, the device
+/// sessions and their timers.
 public struct BlueZBridgeService: Service {
     let configuration: Configuration
+    let mqtt: MQTTClientService
+    let loop: EventLoop
     let logger: Logger
     let busAddress: String?
     let control: BridgeControl
     let frontend: FrontendHub?
 
-    public init(configuration: Configuration, logger: Logger, control: BridgeControl = BridgeControl(), frontend: FrontendHub? = nil) {
+    /// - Parameter mqtt: the bridge's MQTT client (before this service in the group), on `loop`.
+    public init(configuration: Configuration, mqtt: MQTTClientService, loop: EventLoop, logger: Logger,
+                control: BridgeControl = BridgeControl(), frontend: FrontendHub? = nil) {
         self.configuration = configuration
+        self.mqtt = mqtt
+        self.loop = loop
         self.frontend = frontend
         self.control = control
         self.logger = logger
@@ -30,15 +37,13 @@ public struct BlueZBridgeService: Service {
     }
 
     public func run() async throws {
-        let loop = EventLoop(name: "gatt2mqtt")
-        defer { loop.shutdown() }  // after the clients below are closed
         try await withTaskExecutorPreference(loop) {
             guard configuration.bluetooth.adapters.count > 1 else {
                 let selfCheck = BluetoothSelfCheck(busAddress: busAddress, adapter: configuration.bluetooth.adapter, loop: loop)
                 let ready = await cancelWhenGracefulShutdown { await selfCheck.waitUntilReady(logger: logger) }
                 guard let (client, adapter) = ready else { return }
                 defer { client.close() }
-                try await BridgeService(configuration: configuration, central: central(client, adapter),
+                try await BridgeService(configuration: configuration, central: central(client, adapter), mqtt: mqtt,
                                         logger: logger, loop: loop, control: control, frontend: frontend).run()
                 return
             }
@@ -46,7 +51,7 @@ public struct BlueZBridgeService: Service {
             let found = await cancelWhenGracefulShutdown { await selfCheck.waitUntilAdaptersReady(logger: logger) }
             guard let found else { return }
             defer { found.client.close() }
-            try await BridgeService(configuration: configuration, central: adapterSet(found, loop: loop),
+            try await BridgeService(configuration: configuration, central: adapterSet(found, loop: loop), mqtt: mqtt,
                                     logger: logger, loop: loop, control: control, frontend: frontend).run()
         }
     }
@@ -75,6 +80,6 @@ public struct BlueZBridgeService: Service {
             AdapterSet.Member(name: name, central: central(found.client, BlueZAdapter(name: name)),
                               maxConnections: configuration.bluetooth.maxConnections)
         }
-        return AdapterSet(members, pins: configuration.adapterPins, logger: logger, sleep: Sleep { [loop] in try await loop.sleep(for: $0) })
+        return AdapterSet(members, pins: configuration.adapterPins, logger: logger, clock: .eventLoop(loop))
     }
 }

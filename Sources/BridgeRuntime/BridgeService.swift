@@ -16,13 +16,16 @@ public struct StartupError: Error, CustomStringConvertible {
     public init(_ description: String) { self.description = description }
 }
 
-/// `gatt2mqtt run`: the MQTT client, the bridge core and the BLE central, as one `Service`.
-/// Start: subscribe (before connecting, so a persistent session's queued commands find their
-/// route), connect, announce, run the device sessions. Graceful shutdown (SIGTERM/SIGINT):
-/// stop the sessions (links closed), publish `offline`, flush, disconnect.
+/// `gatt2mqtt run`: the bridge core over the MQTT client of an ``MQTTClientService`` and a BLE
+/// central, as one `Service` (after the client's in the `ServiceGroup`). Start: subscribe
+/// (before connecting, so a persistent session's queued commands find their route), connect,
+/// announce, run the device sessions. Graceful shutdown (SIGTERM/SIGINT): stop the sessions
+/// (links closed), publish `offline` and return — the client's service, stopped next, waits for
+/// the acknowledgements and disconnects.
 public struct BridgeService: Service {
     let configuration: Configuration
     let central: any BLECentral
+    let mqtt: MQTTClientService
     let logger: Logger
     let databasePath: String
     let loop: EventLoop
@@ -34,9 +37,11 @@ public struct BridgeService: Service {
     /// - Parameter loop: the event loop to run on (the MQTT client on it, the bridge's tasks
     ///   preferring it, waits on its timers).
     /// - Parameter control: restart, reload and log-level hooks for the bridge's requests.
-    public init(configuration: Configuration, central: any BLECentral, logger: Logger, loop: EventLoop,
+    /// - Parameter mqtt: the client to publish and subscribe through (on `loop`).
+    public init(configuration: Configuration, central: any BLECentral, mqtt: MQTTClientService, logger: Logger, loop: EventLoop,
                 control: BridgeControl = BridgeControl(), frontend: FrontendHub? = nil) {
         self.configuration = configuration
+        self.mqtt = mqtt
         self.frontend = frontend
         self.control = control
         self.central = central
@@ -53,44 +58,6 @@ public struct BridgeService: Service {
         return home + "/.local/state/gatt2mqtt/gatt2mqtt.sqlite"
     }
 
-    /// The MQTT client options the configuration describes (Will = `bridge/state` offline; with
-    /// `cluster.enabled`, this node's `bridge/nodes/<node>/state` offline, which releases its
-    /// devices: docs/scale-out.md).
-    public static func mqttOptions(_ c: Configuration) throws -> MQTTConnectOptions {
-        let m = c.mqtt
-        var o = MQTTConnectOptions(host: m.host, port: m.port, clientID: m.clientID,
-                                   protocolVersion: m.protocolVersion == .v5 ? .v5 : .v311,
-                                   keepAlive: Int(m.keepAlive.components.seconds), cleanSession: false)
-        if m.protocolVersion == .v5 {
-            o.sessionExpiryInterval = 7 * 24 * 3600
-            // No CONNECT Maximum Packet Size (`limits.max_payload` is checked here instead):
-            // mosquitto 2.0.11 (Debian 12) keeps a QoS 1 message larger than a client's maximum in
-            // that client's in-flight window instead of dropping it, and after `max_inflight`
-            // (20) of them it delivers nothing more to the client — twenty oversized messages
-            // from a stranger would cut the bridge off (docs/mqtt.md, "Limits";
-            // HostileInputTests.floodOfLargeMessagesLeavesMemoryFlat).
-        }
-        let topics = Topics(base: m.baseTopic)
-        if c.cluster.enabled {
-            o.will = MQTTWill(topic: topics.nodeState(c.nodeID), payload: Array(#"{"state":"offline","node":"\#(c.nodeID)"}"#.utf8),
-                              qos: .atLeastOnce, retain: true)
-        } else {
-            o.will = MQTTWill(topic: topics.bridgeState, payload: Array(#"{"state":"offline"}"#.utf8), qos: .atLeastOnce, retain: true)
-        }
-        o.reconnect = MQTTReconnectPolicy(minimumDelay: m.reconnectMin, maximumDelay: m.reconnectMax, retryInitialConnect: true)
-        if let user = m.username {
-            let password: MQTTPassword? = m.passwordFile.map { .file($0) } ?? m.passwordEnvironment.map { .environment($0) }
-            o.credentials = MQTTCredentials(username: user, password: password)
-        }
-        if m.useTLS {
-            let t = m.tls ?? MQTTSettings.TLS()
-            o.tls = MQTTTLSOptions(caFile: t.caFile, caDirectory: t.caDirectory ?? (t.caFile == nil ? "/etc/ssl/certs" : nil),
-                                   certificateFile: t.certificateFile, keyFile: t.keyFile, version: t.version,
-                                   verifyHostname: t.verifyHostname)
-        }
-        return o
-    }
-
     public func run() async throws {
         try await withTaskExecutorPreference(loop) { try await runBridge() }
     }
@@ -98,20 +65,14 @@ public struct BridgeService: Service {
     private func runBridge() async throws {
         let store: BridgeStore
         do { store = try BridgeStore(path: databasePath) } catch { throw StartupError("\(error)") }
-        let client: MQTTClient
-        do {
-            let options = try Self.mqttOptions(configuration)
-            client = try MQTTClient(options: options, logger: logger, loop: loop)
-        } catch {
-            throw StartupError("MQTT: \(error)")
-        }
-        let port = MosquittoPort(client: client, logger: logger)
+        let client = mqtt.client
+        let port = mqtt.port
         // Wall-clock nanoseconds; a clock set before 1970 (or absurdly late) reads 0, not a trap.
         let clock = { @Sendable () -> UInt64 in UInt64(exactly: (max(0, Date().timeIntervalSince1970) * 1e9).rounded(.down)) ?? 0 }
         let bridge = try Bridge(configuration: configuration, store: store, mqtt: frontend.map { FrontendTee(inner: port, hub: $0) } ?? port,
                                 central: central,
                                 profiles: DeviceProfiles.catalog(context: DriverContext(now: clock)), logger: logger,
-                                sleep: Sleep { [loop] in try await loop.sleep(for: $0) }, control: control,
+                                clock: .eventLoop(loop), control: control,
                                 batchCommits: true)
         // The answers handled in one loop turn are committed together before the loop sleeps,
         // then their responses and states published (AnswerBatch). Publishing from a hook queues
@@ -119,17 +80,16 @@ public struct BridgeService: Service {
         // go round once more, so its hooks run again before it sleeps.
         let commitHook = loop.addHook { [loop] in if bridge.commitBatch() { loop.execute {} } }
         defer { loop.removeHook(commitHook) }
-        var subscriptions: [MQTTSubscription] = []
         for filter in bridge.subscriptions {
             // Handed to the bridge where the message arrives (the event loop): routing is quick and the device sessions take the commands through their
             // own queues.
             let noLocal = !bridge.ownPublishesWanted.contains(filter)
-            subscriptions.append(try await client.subscribe(filter, qos: .atLeastOnce, options: MQTTSubscribeOptions(noLocal: noLocal)) { m in
+            try await mqtt.subscribe(filter, noLocal: noLocal) { m in
                 CrashTrace.noteMessage(topic: m.topic, payload: m.payload)
                 bridge.handle(InboundMessage(topic: m.topic, payload: m.payload, retain: m.retain,
                                              responseTopic: m.properties.responseTopic, correlationData: m.properties.correlationData,
                                              packetID: m.packetID))
-            })
+            }
         }
         // The frontend's requests and commands go the way MQTT's do.
         frontend?.attach({ bridge.handle($0) }, controls: { bridge.controls(for: $0) })
@@ -142,13 +102,9 @@ public struct BridgeService: Service {
         SystemdNotify.send("READY=1\nSTATUS=connected to \(configuration.mqtt.host):\(configuration.mqtt.port)")
 
         await withDiscardingTaskGroup { group in
-            group.addTask { await port.run() }
             group.addTask {
                 // SIGHUP: reload the configuration file (as bridge/request/config/reload).
                 for await _ in await UnixSignalsSequence(trapping: .sighup) { bridge.reloadConfiguration() }
-            }
-            for s in subscriptions {
-                group.addTask { for await _ in s {} }  // ends with the subscription
             }
             group.addTask {
                 var first = true
@@ -163,15 +119,19 @@ public struct BridgeService: Service {
                     }
                 }
             }
-            // The bridge runs until graceful shutdown; then it publishes `offline` and returns.
+            // The bridge runs until graceful shutdown; then it publishes `offline` and returns
+            // (the client's service then sends what is queued and disconnects).
             await cancelWhenGracefulShutdown { await bridge.run() }
             SystemdNotify.send("STOPPING=1")
-            port.finish()
-            // Let the queued publishes (offline state included) go out, then close.
-            try? await loop.sleep(for: .milliseconds(200))
-            await client.disconnect()
             group.cancelAll()
         }
         logger.info("stopped")
+    }
+}
+
+extension BridgeClock {
+    /// The runtime's clock: the continuous clock, waited on with the event loop's timers.
+    static func eventLoop(_ loop: EventLoop) -> BridgeClock {
+        .continuous(sleep: Sleep { [loop] in try await loop.sleep(for: $0) })
     }
 }

@@ -2,6 +2,7 @@ import BinaryCoding
 import BridgeConfig
 import BridgeCore
 import FlyingSocks
+import Frontend
 import Foundation
 import Logging
 import Reactor
@@ -218,7 +219,7 @@ struct FrontendRouter: Sendable {
             let m = metrics.response(to: Array("\(r.method) /metrics HTTP/1.1\r\n\r\n".utf8))
             return .response(HTTPResponse(status: m.status, headers: m.headers, body: m.body, omitBody: m.omitBody))
         }
-        if let asset = FrontendAssets.files[path == "/" ? "/index.html" : path] {
+        if let asset = FrontendPages.files[path == "/" ? "/index.html" : path] {
             guard r.method == "GET" || r.method == "HEAD" else { return .response(Self.notAllowed("GET, HEAD")) }
             var headers = [("Content-Type", asset.contentType)] + Self.pageHeaders
             if path == "/", token != nil, let t = r.query["token"], equal(t, token!) {
@@ -226,7 +227,7 @@ struct FrontendRouter: Sendable {
                 headers.append(("Set-Cookie", "\(Self.cookie)=\(t); Path=/; HttpOnly; SameSite=Strict"))
                 return .response(HTTPResponse(status: 303, headers: [("Location", path), ("Set-Cookie", headers.last!.1), ("Cache-Control", "no-store")]))
             }
-            return .response(HTTPResponse(status: 200, headers: headers, body: Array(asset.body.utf8), omitBody: r.method == "HEAD"))
+            return .response(HTTPResponse(status: 200, headers: headers, body: asset.body, omitBody: r.method == "HEAD"))
         }
         if path == "/api/events" {
             guard r.method == "GET" else { return .response(Self.notAllowed("GET")) }

@@ -1,6 +1,7 @@
 import BridgeCore
 import Logging
 import Mosquitto
+import Reactor
 import Synchronization
 
 /// The bridge core's `MQTTPort` over the Mosquitto client. `send` hands the message to
@@ -9,44 +10,80 @@ import Synchronization
 /// none waits for the acknowledgement of the one before (a command's response and its state
 /// leave back to back). QoS ≥ 1 messages issued while the broker is away are queued by the
 /// client (bounded) and go out after the reconnect, ahead of newer ones.
+///
+/// It owns the count of messages handed over and not yet acknowledged (or failed), and the
+/// waiters for that count to reach zero (``drained(within:on:)``), as one value behind one lock.
 final class MosquittoPort: MQTTPort {
     let client: MQTTClient
     let logger: Logger
-    /// Messages handed over and not yet acknowledged (or failed).
-    private let pending = Atomic<Int>(0)
-    private let finished: AsyncStream<Void>
-    private let finishSink: AsyncStream<Void>.Continuation
+    private let outstanding = Mutex(Outstanding())
+
+    /// The messages in flight and who waits for none to be.
+    struct Outstanding {
+        var count = 0
+        var waiters: [UInt64: CheckedContinuation<Void, Never>] = [:]
+        var nextWaiter: UInt64 = 0
+
+        /// One message acknowledged (or failed): the waiters to resume when it was the last.
+        mutating func settled() -> [CheckedContinuation<Void, Never>] {
+            count -= 1
+            guard count == 0 else { return [] }
+            defer { waiters = [:] }
+            return Array(waiters.values)
+        }
+    }
 
     init(client: MQTTClient, logger: Logger) {
         self.client = client
         self.logger = logger
-        (finished, finishSink) = AsyncStream.makeStream(of: Void.self)
     }
 
     func send(_ message: OutboundMessage) {
         var properties = MQTTPublishProperties()
         if let c = message.correlationData, client.options.protocolVersion == .v5 { properties.correlationData = c }
-        pending.add(1, ordering: .relaxed)
+        outstanding.withLock { $0.count += 1 }
         let logger = self.logger
         let topic = message.topic
         client.publishDetached(topic: message.topic, payload: message.payload, qos: MQTTQoS(rawValue: message.qos) ?? .atLeastOnce,
                                retain: message.retain, properties: properties) { [self] result in
-            self.pending.subtract(1, ordering: .relaxed)
+            for waiter in outstanding.withLock({ $0.settled() }) { waiter.resume() }
             if case let .failure(error) = result {
                 logger.warning("publish failed", metadata: ["topic": "\(topic)", "error": "\(error)"])
             }
         }
     }
 
-    /// Stops the port: `run()` returns once what was sent is acknowledged (at most 5 s).
-    func finish() { finishSink.finish() }
+    /// How many messages are handed over and not yet acknowledged (or failed).
+    var outstandingCount: Int { outstanding.withLock { $0.count } }
 
-    /// Runs until `finish()`, then waits for outstanding acknowledgements.
-    func run() async {
-        for await _ in finished {}
-        let deadline = ContinuousClock.now + .seconds(5)
-        while pending.load(ordering: .relaxed) > 0, ContinuousClock.now < deadline {
-            try? await Task.sleep(for: .milliseconds(5))
+    /// Returns once every message sent so far is acknowledged (or failed), or after `timeout`
+    /// (the loop's timer), or when the task is cancelled.
+    func drained(within timeout: Duration, on loop: EventLoop) async {
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { await self.waitUntilNoneOutstanding() }
+            group.addTask { try? await loop.sleep(for: timeout) }
+            await group.next()
+            group.cancelAll()
+        }
+    }
+
+    /// Returns when no message is outstanding (at once if none is), or when the task is cancelled.
+    private func waitUntilNoneOutstanding() async {
+        let id = outstanding.withLock { o in
+            o.nextWaiter += 1
+            return o.nextWaiter
+        }
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+                let now = outstanding.withLock { o -> Bool in
+                    guard o.count > 0, !Task.isCancelled else { return true }
+                    o.waiters[id] = c
+                    return false
+                }
+                if now { c.resume() }
+            }
+        } onCancel: {
+            outstanding.withLock { $0.waiters.removeValue(forKey: id) }?.resume()
         }
     }
 }

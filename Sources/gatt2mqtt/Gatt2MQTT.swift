@@ -2,6 +2,7 @@ import ArgumentParser
 import BridgeConfig
 import BridgeRuntime
 import Foundation
+import UnixSignals
 
 /// The `gatt2mqtt` executable: argument parsing and dispatch only; the work lives in the modules.
 @main
@@ -63,35 +64,27 @@ func emit(_ line: String) {
 /// SIGINT and SIGTERM, caught (handled, not fatal) from the moment this is made, so a command that
 /// makes it first can stop what it starts even when the signal comes during its start-up (a
 /// `simulate` killed by SIGTERM between starting its dbus-daemon and waiting would leave the
-/// daemon behind). ``wait(after:)`` returns at once for a signal that came earlier.
-final class StopSignals {
-    private let stop = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
-    private let sources: [DispatchSourceSignal]
+/// daemon behind). ``wait(after:)`` returns at once for a signal that came earlier. The signals
+/// arrive through service-lifecycle's `UnixSignalsSequence`, as `run`'s do (its `ServiceGroup`'s
+/// graceful shutdown, the bridge's SIGHUP): one way in for every signal the commands handle.
+struct StopSignals {
+    private let signals: UnixSignalsSequence
 
-    init() {
+    init() async {
+        // Not fatal from here on, also on a thread the sequence's handler does not run on.
         signal(SIGINT, SIG_IGN)
         signal(SIGTERM, SIG_IGN)
-        let continuation = stop.continuation
-        sources = [SIGINT, SIGTERM].map { sig -> DispatchSourceSignal in
-            let s = DispatchSource.makeSignalSource(signal: sig)
-            s.setEventHandler { continuation.yield() }
-            s.resume()
-            return s
-        }
+        signals = await UnixSignalsSequence(trapping: .sigint, .sigterm)
     }
 
-    deinit { sources.forEach { $0.cancel() } }
-
-    /// Returns on SIGINT or SIGTERM (since ``init()``), or after `seconds` when given: how
+    /// Returns on SIGINT or SIGTERM (since ``init()``), or after `duration` when given: how
     /// `simulate` and `peripherals` run until stopped.
     func wait(after duration: Duration?) async {
-        let continuation = stop.continuation
-        let timer = Task {
-            guard let duration else { return }
-            try? await Task.sleep(for: duration)
-            continuation.yield()
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { for await _ in signals { break } }
+            if let duration { group.addTask { try? await Task.sleep(for: duration) } }
+            await group.next()
+            group.cancelAll()
         }
-        defer { timer.cancel() }
-        for await _ in stop.stream { break }
     }
 }

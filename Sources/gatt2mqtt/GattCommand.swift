@@ -111,16 +111,11 @@ struct GattCommand: AsyncParsableCommand {
         }
     }
 
-    /// Services and their characteristics from BlueZ's object tree, in path order.
+    /// Services and their characteristics (``BlueZClient/gattServices(of:)``), one line each.
     func printServices(_ client: BlueZClient, _ dev: BlueZDevice) {
-        let objects = client.objects.filter { $0.key.rawValue.hasPrefix(dev.path.rawValue + "/") }.sorted { $0.key < $1.key }
-        for (_, interfaces) in objects {
-            if let s = interfaces["org.bluez.GattService1"] {
-                emit("service \(s["UUID"]?.stringValue ?? "?")\(s["Primary"]?.boolValue == true ? " (primary)" : "")")
-            } else if let c = interfaces["org.bluez.GattCharacteristic1"] {
-                let flags = c["Flags"]?.arrayItems?.compactMap { $0.stringValue }.joined(separator: ",") ?? ""
-                emit("  characteristic \(c["UUID"]?.stringValue ?? "?") [\(flags)]")
-            }
+        for s in client.gattServices(of: dev) {
+            emit("service \(s.uuid)\(s.primary ? " (primary)" : "")")
+            for c in s.characteristics { emit("  characteristic \(c.uuid) [\(c.flags.joined(separator: ","))]") }
         }
     }
 }

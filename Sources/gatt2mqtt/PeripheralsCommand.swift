@@ -40,7 +40,7 @@ struct PeripheralsCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let signals = StopSignals()
+        let signals = await StopSignals()
         let loop = EventLoop(name: "peripherals")
         defer { loop.shutdown() }
         let timings = try self.timings

@@ -2,7 +2,6 @@ import ArgumentParser
 import BridgeRuntime
 import Foundation
 import Logging
-import ServiceLifecycle
 import BridgeConfig
 import BridgeCore
 
@@ -29,42 +28,11 @@ struct RunCommand: AsyncParsableCommand {
         let logging = RuntimeLogLevel(level)
         logging.bootstrap()
         let logger = Logger(label: "gatt2mqtt")
-        let restart = RestartRequest()
         let path = config
         let control = BridgeControl(
             reloadConfiguration: { try loadConfiguration(path) },
             setLogLevel: { logging.current = $0.loggerLevel },
-            restart: { restart.request() },
             configurationFile: path, logLevel: LogLevel(rawValue: name))
-        // The web frontend (opt-in): its hub sees what the bridge publishes.
-        let hub = configuration.frontend.map { _ in FrontendHub(baseTopic: configuration.mqtt.baseTopic) }
-        // Waits (retrying, one fix line per problem) until the bus, org.bluez and the adapter are ready.
-        let service = BlueZBridgeService(configuration: configuration, logger: logger, control: control, frontend: hub)
-        // The HTTP servers (opt-in) first: made before the bridge (they bootstrap swift-metrics),
-        // stopped after it. The frontend serves /metrics too; on the same address it is the only one.
-        var servers: [any Service] = []
-        if let settings = configuration.frontend, let hub {
-            servers.append(try FrontendServer(settings: settings, hub: hub, metrics: configuration.metrics != nil, logger: logger))
-        }
-        if let metrics = configuration.metrics, metrics.listen != configuration.frontend?.listen {
-            servers.append(try MetricsServer(settings: metrics, logger: logger))
-        }
-        let group = ServiceGroup(configuration: .init(
-            services: servers + [service], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
-        try await withThrowingDiscardingTaskGroup { tasks in
-            tasks.addTask {
-                for await _ in restart.requests {
-                    logger.notice("restarting (bridge/request/restart)")
-                    await group.triggerGracefulShutdown()
-                    break
-                }
-            }
-            try await group.run()
-            tasks.cancelAll()
-        }
-        if restart.isRequested {
-            let error = RestartRequest.reexecute()
-            throw CLIError("restart: execv(/proc/self/exe) failed: \(String(cString: strerror(error)))")
-        }
+        try await BridgeApplication.build(configuration: configuration, control: control, logger: logger).run()
     }
 }

@@ -158,7 +158,7 @@ struct SimulateCommand: AsyncParsableCommand {
 
     func run() async throws {
         // Caught from here on: a signal during the start-up stops what was started (below).
-        let signals = StopSignals()
+        let signals = await StopSignals()
         let adapterNames = try Self.adapterNames(adapters)
         let options = EmulatedBlueZ.Options(
             devices: try Self.specs(devices, default: address), timings: try timings, rokidAuth: try rokidAuthMode,

@@ -25,8 +25,8 @@ struct AdapterSetTests {
         var connects: Int { devices.values.map { $0.state.withLock { $0.connects } }.reduce(0, +) }
     }
 
-    func set(_ radios: [Radio], max: Int = 7, pins: [String: String] = [:]) -> AdapterSet {
-        AdapterSet(radios.map { AdapterSet.Member(name: $0.name, central: $0.central, maxConnections: max) }, pins: pins)
+    func set(_ radios: [Radio], max: Int = 7, pins: [String: String] = [:], clock: BridgeClock = .continuous) -> AdapterSet {
+        AdapterSet(radios.map { AdapterSet.Member(name: $0.name, central: $0.central, maxConnections: max) }, pins: pins, clock: clock)
     }
 
     /// Runs the merged scan until every radio's advertisements are in.
@@ -78,6 +78,22 @@ struct AdapterSetTests {
         await link.deliverNotifications { _ in }
         #expect(adapters.linkCounts == ["hci0": 0, "hci1": 0])
         #expect(adapters.order(for: Self.a1, at: .now).map(\.name) == ["hci0", "hci1"])
+    }
+
+    /// Sightings and failures are stamped with the injected clock: the failed adapter goes last
+    /// for ``AdapterSet/failurePenalty`` of that clock, then its better signal counts again.
+    @Test func theFailurePenaltyEndsOnTheInjectedClock() async throws {
+        let clock = ManualClock()
+        let hci0 = Radio("hci0", rssi: [Self.a1: -80])
+        let hci1 = Radio("hci1", rssi: [Self.a1: -50])
+        let adapters = set([hci0, hci1], clock: clock.bridgeClock)
+        _ = try await scanAll(adapters, count: 2)
+        for d in hci1.devices.values { d.setPresent(false) }
+        _ = try await adapters.connect(address: Self.a1, notify: [], timeout: .seconds(1))
+        #expect(adapters.adapter(of: Self.a1) == "hci0")
+        #expect(adapters.order(for: Self.a1, at: clock.now).map(\.name) == ["hci0", "hci1"])
+        clock.advance(by: AdapterSet.failurePenalty)
+        #expect(adapters.order(for: Self.a1, at: clock.now).map(\.name) == ["hci1", "hci0"])
     }
 
     @Test func anAdapterAtItsLinkLimitIsSkipped() async throws {

@@ -48,13 +48,14 @@ import Testing
         let central = FakeCentral(["C0:FF:EE:00:00:09": device])
         let loop = EventLoop(name: "t-bridge")
         defer { loop.shutdown() }  // after the service stopped and the hub is disconnected
-        let service = BridgeService(configuration: try Self.config(port: broker.port, db: dir.path + "/state.sqlite"),
-                                    central: central, logger: Logger(label: "test"), loop: loop)
+        let configuration = try Self.config(port: broker.port, db: dir.path + "/state.sqlite")
+        let mqtt = try MQTTClientService(configuration: configuration, logger: Logger(label: "test"), loop: loop)
+        let service = BridgeService(configuration: configuration, central: central, mqtt: mqtt, logger: Logger(label: "test"), loop: loop)
         let hub = try await broker.client(loop: loop)
         let responses = try await hub.subscribe("gatt2mqtt/lamp/response")
         let state = try await hub.subscribe("gatt2mqtt/lamp")
         let bridgeState = try await hub.subscribe("gatt2mqtt/bridge/state")
-        let group = ServiceGroup(configuration: .init(services: [service], logger: Logger(label: "test")))
+        let group = ServiceGroup(configuration: .init(services: [mqtt, service], logger: Logger(label: "test")))
 
         try await withThrowingTaskGroup(of: Void.self) { tasks in
             tasks.addTask { try await group.run() }
@@ -91,7 +92,7 @@ import Testing
     /// `limits.max_payload` end to end, under both protocols: a message far above the limit and
     /// one just above it are each answered `payload_too_large` by the bridge. The bridge does not
     /// ask the broker for a Maximum Packet Size (mosquitto 2.0.11 stalls a client's QoS 1
-    /// deliveries behind oversized messages: BridgeService.mqttOptions).
+    /// deliveries behind oversized messages: MQTTClientService.mqttOptions).
     @Test(arguments: ["5", "3.1.1"]) func oversizedPayloads(version: String) async throws {
         let broker = try MosquittoBroker()
         defer { broker.stop() }
@@ -101,12 +102,13 @@ import Testing
         defer { loop.shutdown() }  // after the service stopped and the hub is disconnected
         let configuration = try Self.config(port: broker.port, db: dir.path + "/state.sqlite", mqtt: "  protocol: \(version)",
                                             top: "limits:\n  max_payload: 2KiB")
-        #expect(try BridgeService.mqttOptions(configuration).maximumPacketSize == nil)
-        let service = BridgeService(configuration: configuration, central: central, logger: Logger(label: "test"), loop: loop)
+        #expect(try MQTTClientService.mqttOptions(configuration).maximumPacketSize == nil)
+        let mqtt = try MQTTClientService(configuration: configuration, logger: Logger(label: "test"), loop: loop)
+        let service = BridgeService(configuration: configuration, central: central, mqtt: mqtt, logger: Logger(label: "test"), loop: loop)
         let hub = try await broker.client(loop: loop)
         let responses = try await hub.subscribe("gatt2mqtt/lamp/response")
         let bridgeState = try await hub.subscribe("gatt2mqtt/bridge/state")
-        let group = ServiceGroup(configuration: .init(services: [service], logger: Logger(label: "test")))
+        let group = ServiceGroup(configuration: .init(services: [mqtt, service], logger: Logger(label: "test")))
         try await withThrowingTaskGroup(of: Void.self) { tasks in
             tasks.addTask { try await group.run() }
             #expect(await collect(bridgeState, count: 1).first?.payloadString == #"{"state":"online"}"#)

@@ -2,6 +2,7 @@ import BinaryCoding
 import BridgeConfig
 import BridgeCore
 import Foundation
+import Frontend
 import Logging
 import ServiceLifecycle
 import Synchronization
@@ -50,18 +51,19 @@ import Testing
 
     // MARK: The assets
 
-    /// FrontendAssets.swift is generated from Sources/BridgeRuntime/Frontend/ (scripts/gen-frontend).
-    @Test func generatedAssetsMatchTheSources() throws {
-        let dir = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../Sources/BridgeRuntime/Frontend").standardized
+    /// Every file of Sources/Frontend/Pages is served, as it is on disk (without its final
+    /// newlines), with its media type.
+    @Test func pagesAreTheFilesOfTheFrontendModule() throws {
+        let dir = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../Sources/Frontend/Pages").standardized
         let names = try FileManager.default.contentsOfDirectory(atPath: dir.path).filter { !$0.hasPrefix(".") }.sorted()
         #expect(names == ["app.css", "app.js", "index.html"])
-        #expect(FrontendAssets.files.keys.sorted() == names.map { "/" + $0 })
+        #expect(FrontendPages.files.keys.sorted() == names.map { "/" + $0 })
         for name in names {
             var text = try String(contentsOf: dir.appendingPathComponent(name), encoding: .utf8)
             while text.hasSuffix("\n") { text.removeLast() }
-            #expect(FrontendAssets.files["/" + name]?.body == text, "\(name) changed: run scripts/gen-frontend")
+            #expect(FrontendPages.files["/" + name]?.body == Array(text.utf8), "\(name)")
         }
-        #expect(FrontendAssets.files["/app.js"]?.contentType == "text/javascript; charset=utf-8")
+        #expect(FrontendPages.files["/app.js"]?.contentType == "text/javascript; charset=utf-8")
     }
 
     // MARK: HTTP and SSE
