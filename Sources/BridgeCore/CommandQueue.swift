@@ -2,57 +2,6 @@ import BinaryCoding
 import BridgeConfig
 import BridgeStore
 
-/// A command waiting in a device session's queue (user command, raw write, or internal request).
-struct PendingCommand: Sendable {
-    enum Payload: Sendable {
-        case command(JSONObject)
-        case write(topic: String, payload: [UInt8])
-        case `internal`(DeviceRequest)
-    }
-    var payload: Payload
-    var outboxID: Int64?
-    var transaction: JSONValue?
-    var responseTopic: String?
-    var correlationData: [UInt8]?
-    /// When it expires unsent (`expired`), on the bridge's clock; nil: never (internal requests).
-    var deadline: ContinuousClock.Instant?
-    var attribute: String?
-    /// `queued` was published (the command waited), so `sent` carries news too.
-    var announced = false
-    /// When it came in over MQTT, on the bridge's clock (nil: resumed from the outbox, or
-    /// internal), for its latency.
-    var received: ContinuousClock.Instant?
-    /// Whether it may go out while the driver is busy (learnt when it was validated; an internal
-    /// request says so itself, a raw write never may).
-    var bypassesBusyGate = false
-    /// Its request, when it was encoded (by the driver itself, for the link it goes out on) at
-    /// once because nothing was ahead of it: dispatch uses it instead of encoding again.
-    var encoded: DeviceRequest?
-
-    init(payload: Payload, outboxID: Int64? = nil, transaction: JSONValue? = nil, responseTopic: String? = nil,
-         correlationData: [UInt8]? = nil, deadline: ContinuousClock.Instant?, attribute: String? = nil,
-         received: ContinuousClock.Instant? = nil) {
-        self.payload = payload
-        self.outboxID = outboxID
-        self.transaction = transaction
-        self.responseTopic = responseTopic
-        self.correlationData = correlationData
-        self.deadline = deadline
-        self.attribute = attribute
-        self.received = received
-        if case let .internal(r) = payload { bypassesBusyGate = r.bypassesBusyGate }
-    }
-
-    var isInternal: Bool { if case .internal = payload { return true }; return false }
-    var commandJSON: JSONValue? {
-        switch payload {
-        case let .command(o): return .object(o)
-        case let .write(topic, payload): return ["write": .string(topic), "payload": .string(String(decoding: payload, as: UTF8.self))]
-        case .internal: return nil
-        }
-    }
-}
-
 /// One device's commands, without I/O: what waits (user commands and internal requests, the
 /// start-up steps ahead of them), the one GATT operation under way, deadlines and answers.
 /// Time is passed in (instants of the bridge's clock); the session does the store writes,

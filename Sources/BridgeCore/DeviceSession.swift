@@ -374,7 +374,7 @@ actor DeviceSession {
     /// Stores a command that waits (`queued`); under the `latest` policy the waiting commands
     /// for the same attribute end `superseded`.
     func store(_ cmd: inout PendingCommand) {
-        let entry = outboxEntry(cmd, .queued)
+        let entry = cmd.outboxEntry(device: id, .queued, now: output.clock.now(), wallNow: Date())
         do throws(StoreError) {
             let latest = config.offlinePolicy == .latest && cmd.attribute != nil
             let (saved, replaced) = try output.metrics.commit { () throws(StoreError) in try output.store.enqueue(entry, replacingSameAttribute: latest) }
@@ -494,8 +494,9 @@ actor DeviceSession {
             if let oid = cmd.outboxID {
                 try? output.metrics.commit { try output.store.setStatus(.sent, for: oid) }
             } else if !cmd.isInternal {
+                let entry = cmd.outboxEntry(device: id, .sent, now: output.clock.now(), wallNow: Date())
                 do throws(StoreError) {
-                    cmd.outboxID = try output.metrics.commit { () throws(StoreError) in try output.store.enqueue(outboxEntry(cmd, .sent)) }.entry.id
+                    cmd.outboxID = try output.metrics.commit { () throws(StoreError) in try output.store.enqueue(entry) }.entry.id
                 } catch {
                     output.logger.error("outbox write failed", metadata: ["device": "\(id)", "error": "\(error)"])
                 }
@@ -619,14 +620,6 @@ actor DeviceSession {
             publishState(json: merged.json)
             if merged.hardwareChanged { output.deviceInfoChanged(config, state.values) }
         }
-    }
-
-    func outboxEntry(_ cmd: PendingCommand, _ status: OutboxEntry.Status) -> OutboxEntry {
-        let wallNow = Date()
-        let deadline = cmd.deadline.map { BridgeClock.date(of: $0, now: output.clock.now(), wallNow: wallNow) } ?? wallNow
-        return OutboxEntry(deviceID: id, transaction: cmd.transaction?.jsonText, command: cmd.commandJSON?.jsonText ?? "{}",
-                    attribute: cmd.attribute, status: status, createdAt: wallNow, deadline: deadline,
-                    responseTopic: cmd.responseTopic, correlationData: cmd.correlationData.map { Data($0) })
     }
 
     /// - Parameter removed: the outbox entry was already removed (with the answer's state).

@@ -1,6 +1,7 @@
 import BinaryCoding
 import BridgeConfig
 import BridgeStore
+import Foundation
 import Testing
 @testable import BridgeCore
 
@@ -261,5 +262,27 @@ import Testing
         #expect(interrupted?.command.transaction == 1)
         #expect(waiting.map(\.transaction) == [2, 3])
         #expect(q.count == 0 && q.inFlight == nil)
+    }
+
+    /// A command and its outbox entry: both directions (the deadline through the wall clock).
+    @Test func outboxEntryRoundTrip() throws {
+        let wallNow = Date(timeIntervalSince1970: 1_000_000)
+        var c = PendingCommand(payload: .command(["command": "shutter", "value": true]), outboxID: nil, transaction: "t1",
+                               responseTopic: "reply/here", correlationData: [1, 2], deadline: t0 + .seconds(30), attribute: "shutter")
+        var entry = c.outboxEntry(device: "cam", .queued, now: t0, wallNow: wallNow)
+        #expect(entry.deviceID == "cam" && entry.status == .queued && entry.attribute == "shutter")
+        #expect(entry.deadline == wallNow.addingTimeInterval(30) && entry.createdAt == wallNow)
+        entry.id = 5
+        let back = try #require(PendingCommand(outboxEntry: entry, now: t0 + .seconds(10), wallNow: wallNow.addingTimeInterval(10)))
+        #expect(back.outboxID == 5 && back.transaction == "t1" && back.responseTopic == "reply/here" && back.correlationData == [1, 2])
+        #expect(back.commandJSON == c.commandJSON && back.attribute == "shutter" && back.deadline == t0 + .seconds(30))
+        c.payload = .write(topic: "level", payload: Array("42".utf8))
+        let write = try #require(PendingCommand(outboxEntry: c.outboxEntry(device: "cam", .queued, now: t0, wallNow: wallNow),
+                                                now: t0, wallNow: wallNow))
+        guard case let .write(topic, payload) = write.payload else { Issue.record("not a write"); return }
+        #expect(topic == "level" && payload == Array("42".utf8))
+        var garbage = entry
+        garbage.command = "not json"
+        #expect(PendingCommand(outboxEntry: garbage, now: t0, wallNow: wallNow) == nil)
     }
 }
