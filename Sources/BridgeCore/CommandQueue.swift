@@ -52,10 +52,27 @@ struct CommandQueue: Sendable {
     enum Admission: Equatable {
         /// Answer `error` at once (the offline policy `reject` while the link is down).
         case reject(CommandError)
-        /// Take it. `immediate`: it goes out at once (its outbox row is written `sent` by the
-        /// dispatch, in one commit); else it is stored `queued` first. `announce`: publish
-        /// `queued` (it will wait: the link is down, or the busy device holds it back).
-        case accept(immediate: Bool, announce: Bool)
+        /// Take it: `outbox` says when its row is written; `announce`: publish `queued` (it will
+        /// wait: the link is down, or the busy device holds it back).
+        case accept(OutboxWrite, announce: Bool)
+    }
+
+    /// When an admitted command's outbox row is written (at most once: a row says `sent` before
+    /// the device gets the first byte).
+    enum OutboxWrite: Equatable {
+        /// It goes out at once: the dispatch writes its row `sent`, in one commit, before the
+        /// device write (an internal request has none).
+        case atDispatch
+        /// It waits: stored `queued` now (under `latest`, superseding the older commands for
+        /// its attribute).
+        case queuedNow
+        /// It waits only for BlueZ to return the previous write (its answer already in): stored
+        /// `queued` at the end of this event-loop turn if it was not sent by then. The method
+        /// return usually arrives with the next command and sends it `sent` in one commit
+        /// instead of `queued` then `sent` (without a loop: after the events already received).
+        case queuedAtEndOfTurn
+        /// It waits and has a row already (from the outbox), or is internal (none).
+        case unchanged
     }
 
     /// The user commands waiting (internal requests not counted).
@@ -71,9 +88,21 @@ struct CommandQueue: Sendable {
         if !cmd.isInternal, waitingCommands >= limit {
             return .reject(CommandError(.queueFull, "\(device) has \(limit) commands waiting already (limits.max_queued)"))
         }
-        let immediate = linkUp && isIdle && (!busy || cmd.bypassesBusyGate)
+        let passes = !busy || cmd.bypassesBusyGate
         let announce = (!linkUp || (inFlight != nil && busy)) && !cmd.announced && !cmd.isInternal
-        return .accept(immediate: immediate, announce: announce)
+        let outbox: OutboxWrite
+        if linkUp, isIdle, passes {
+            outbox = .atDispatch
+        } else if cmd.outboxID != nil || cmd.isInternal {
+            outbox = .unchanged
+        } else if linkUp, onlyWriteReturnAhead, passes, policy != .latest {
+            // Never put off under `latest`: its store looks for older rows of the attribute and
+            // changes the queue.
+            outbox = .queuedAtEndOfTurn
+        } else {
+            outbox = .queuedNow
+        }
+        return .accept(outbox, announce: announce)
     }
 
     mutating func append(_ cmd: PendingCommand) { waiting.append(cmd) }

@@ -339,20 +339,11 @@ actor DeviceSession {
                                limit: output.maxQueued) {
         case let .reject(error):
             finish(cmd, .error, error: error)
-        case let .accept(immediate, announce):
-            // A command that goes out at once is written to the outbox by `dispatch` as `sent`,
-            // in one commit, before it is written to the device; any other is stored `queued` here.
-            // One that waits only for BlueZ to return the previous write (its answer already
-            // in) is stored at the end of this event-loop turn: the method return, which usually
-            // arrives with the next command, sends it `sent` in one commit instead of `queued`
-            // then `sent`; if it did not come, the command is stored `queued` then, before the
-            // loop sleeps (without a loop: after the events already received).
-            if cmd.outboxID == nil, !cmd.isInternal, !immediate {
-                if link != nil, queue.onlyWriteReturnAhead, !driver.isBusy || cmd.bypassesBusyGate, config.offlinePolicy != .latest {
-                    output.batch.atEndOfTurn { [sink] in sink.yield(.storeWaiting) }
-                } else {
-                    store(&cmd)
-                }
+        case let .accept(outbox, announce):
+            switch outbox {
+            case .atDispatch, .unchanged: break
+            case .queuedNow: store(&cmd)
+            case .queuedAtEndOfTurn: output.batch.atEndOfTurn { [sink] in sink.yield(.storeWaiting) }
             }
             if announce {
                 cmd.announced = true

@@ -206,14 +206,14 @@ import Testing
         q.append(command(2))
         #expect(q.waitingCommands == 2)
         #expect(q.admission(of: command(3), linkUp: false, busy: false, policy: .queue, device: "d", limit: 3)
-            == .accept(immediate: false, announce: true))
+            == .accept(.queuedNow, announce: true))
         #expect(q.admission(of: command(3), linkUp: false, busy: false, policy: .queue, device: "d", limit: 2)
             == .reject(CommandError(.queueFull, "d has 2 commands waiting already (limits.max_queued)")))
         #expect(q.admission(of: command(3), linkUp: true, busy: true, policy: .latest, device: "d", limit: 2)
             == .reject(CommandError(.queueFull, "d has 2 commands waiting already (limits.max_queued)")))
         let poll = PendingCommand(payload: .internal(ping(8)), deadline: nil)
         #expect(q.admission(of: poll, linkUp: true, busy: false, policy: .queue, device: "d", limit: 2)
-            == .accept(immediate: false, announce: false))
+            == .accept(.unchanged, announce: false))
     }
 
     @Test func admissionFollowsTheOfflinePolicy() {
@@ -221,19 +221,38 @@ import Testing
         let c = command(1)
         #expect(q.admission(of: c, linkUp: false, busy: false, policy: .reject, device: "d")
             == .reject(CommandError(.deviceOffline, "d is not connected")))
-        #expect(q.admission(of: c, linkUp: false, busy: false, policy: .queue, device: "d") == .accept(immediate: false, announce: true))
-        #expect(q.admission(of: c, linkUp: false, busy: false, policy: .latest, device: "d") == .accept(immediate: false, announce: true))
-        #expect(q.admission(of: c, linkUp: true, busy: false, policy: .reject, device: "d") == .accept(immediate: true, announce: false))
+        #expect(q.admission(of: c, linkUp: false, busy: false, policy: .queue, device: "d") == .accept(.queuedNow, announce: true))
+        #expect(q.admission(of: c, linkUp: false, busy: false, policy: .latest, device: "d") == .accept(.queuedNow, announce: true))
+        #expect(q.admission(of: c, linkUp: true, busy: false, policy: .reject, device: "d") == .accept(.atDispatch, announce: false))
         // Busy: only a bypassing command goes out at once.
-        #expect(q.admission(of: c, linkUp: true, busy: true, policy: .queue, device: "d") == .accept(immediate: false, announce: false))
+        #expect(q.admission(of: c, linkUp: true, busy: true, policy: .queue, device: "d") == .accept(.queuedNow, announce: false))
         #expect(q.admission(of: command(2, bypass: true), linkUp: true, busy: true, policy: .queue, device: "d")
-            == .accept(immediate: true, announce: false))
+            == .accept(.atDispatch, announce: false))
         // Something ahead: it waits (announced only when the busy device holds the one under way).
         q.append(command(3))
         guard case let .send(s) = q.next(busy: false) else { Issue.record("nothing to send"); return }
         _ = q.start(s, ping(3), commandTimeout: timeout, now: t0)
-        #expect(q.admission(of: c, linkUp: true, busy: false, policy: .queue, device: "d") == .accept(immediate: false, announce: false))
-        #expect(q.admission(of: c, linkUp: true, busy: true, policy: .queue, device: "d") == .accept(immediate: false, announce: true))
+        #expect(q.admission(of: c, linkUp: true, busy: false, policy: .queue, device: "d") == .accept(.queuedNow, announce: false))
+        #expect(q.admission(of: c, linkUp: true, busy: true, policy: .queue, device: "d") == .accept(.queuedNow, announce: true))
+        // A command from the outbox already has its row.
+        #expect(q.admission(of: command(4, outbox: 7), linkUp: false, busy: false, policy: .queue, device: "d")
+            == .accept(.unchanged, announce: true))
+    }
+
+    /// Only BlueZ's return of the previous write ahead: the `queued` row is put off to the end of
+    /// the turn, except under `latest` (its store changes the queue) and for a held-back command.
+    @Test func admissionPutsOffTheQueuedRowBehindAWriteReturn() {
+        var q = CommandQueue()
+        q.append(command(1))
+        guard case let .send(first) = q.next(busy: false) else { Issue.record("nothing to send"); return }
+        _ = q.start(first, ping(1), commandTimeout: timeout, now: t0)
+        _ = q.answer("ping:1")
+        let c = command(2)
+        #expect(q.admission(of: c, linkUp: true, busy: false, policy: .queue, device: "d") == .accept(.queuedAtEndOfTurn, announce: false))
+        #expect(q.admission(of: c, linkUp: true, busy: false, policy: .latest, device: "d") == .accept(.queuedNow, announce: false))
+        #expect(q.admission(of: c, linkUp: true, busy: true, policy: .queue, device: "d") == .accept(.queuedNow, announce: false))
+        #expect(q.admission(of: command(3, bypass: true), linkUp: true, busy: true, policy: .queue, device: "d")
+            == .accept(.queuedAtEndOfTurn, announce: false))
     }
 
     @Test func supersededCommandsLeaveInOrder() {
