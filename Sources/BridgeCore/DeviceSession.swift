@@ -522,16 +522,8 @@ actor DeviceSession {
             // Already answered by a notification (or timed out): nothing left but the write's fate.
             if let failure { output.logger.debug("write failed after its answer", metadata: ["device": "\(id)", "error": "\(failure)"]) }
         case let .read(f):
-            let outputs = driver.decodeRead(f.read!, value ?? [])
-            // The command's data: the decoded characteristic value, else the state it changed.
-            var characteristic: JSONValue?
-            var changed = JSONObject()
-            for o in outputs {
-                if case let .state(s) = o { changed.merge(s) }
-                if case let .characteristic(_, v) = o { characteristic = v }
-            }
-            process(outputs, from: nil, answering: f.command)
-            finish(f.command, .ok, data: characteristic ?? (changed.isEmpty ? nil : .object(changed)), removed: true)
+            let effects = process(driver.decodeRead(f.read!, value ?? []), from: nil, answering: f.command)
+            finish(f.command, .ok, data: effects.readData, removed: true)
         case let .done(cmd):
             finish(cmd, .ok)
         case let .requeued(cmd):
@@ -552,48 +544,27 @@ actor DeviceSession {
         if !outputs.isEmpty { process(outputs, from: nil) }
     }
 
+    /// Carries out what the driver's `outputs` come to (``OutputEffects``): the store writes
+    /// staged first, then the answers and publishes in order, then the state.
     /// - Parameter answering: a command these outputs answer (a read's), whose outbox entry is
     ///   removed in the same commit as the new state.
-    func process(_ outputs: [DriverOutput], from notification: GATTNotification?, answering: PendingCommand? = nil) {
-        if notification != nil { output.counters.notification(); metrics.notifications.increment() }
-        if notification != nil { schedule.heard(at: output.clock.now()); if !available, link != nil { setAvailable(true) } }
-        // The answer's writes first, in one commit, before anything about them is published: the
-        // answered command's outbox entry removed, the new state saved (write-through; in SQLite
-        // no later than its retained publish). The commit is the batch's (``AnswerBatch``).
-        var changed = JSONObject()
-        for o in outputs { if case let .state(s) = o { changed.merge(s) } }
-        var writes: [BridgeStore.Write] = []
-        var answered = answering?.outboxID
-        if answered == nil, let expect = queue.awaitedKey,
-           outputs.contains(where: { if case .response(expect, _) = $0 { return true }; return false }) {
-            answered = queue.inFlight?.command.outboxID
+    @discardableResult
+    func process(_ outputs: [DriverOutput], from notification: GATTNotification?, answering: PendingCommand? = nil) -> OutputEffects {
+        if notification != nil {
+            output.counters.notification()
+            metrics.notifications.increment()
+            schedule.heard(at: output.clock.now())
+            if !available, link != nil { setAvailable(true) }
         }
-        if let answered { writes.append(.removeCommand(answered)) }
-        // Next handshake steps run before anything queued, in the order given.
-        queue.insertSteps(outputs.compactMap { if case let .request(r) = $0 { r } else { nil } })
-        var merged: (json: String, hardwareChanged: Bool)?
-        if !changed.isEmpty {
-            let date = Date()
-            merged = state.merge(changed, at: date)
-            if let merged { writes.append(.saveState(deviceID: id, json: merged.json, at: date.timeIntervalSince1970)) }
-        }
+        let effects = OutputEffects(outputs, answering: answering, device: id, queue: &queue, state: &state, at: Date())
         // Staged: committed with the turn's other answers, before any publish made from here on.
-        output.batch.stage(writes)
-        for o in outputs {
-            switch o {
-            case .state:
-                break
-            case let .response(key, result):
-                guard let f = queue.answer(key) else {
-                    output.logger.debug("unmatched response", metadata: ["device": "\(id)", "key": "\(key)"])
-                    continue
-                }
-                switch result {
-                case let .success(data): finish(f.command, .ok, data: data, removed: true)
-                case let .failure(error): finish(f.command, .error, error: error, removed: true)
-                }
-            case let .event(e):
-                output.mqtt.send(OutboundMessage(topic: output.topics.event(id), json: e, qos: 0, retain: false))
+        output.batch.stage(effects.writes)
+        for step in effects.steps {
+            switch step {
+            case let .answer(cmd, .success(data)): finish(cmd, .ok, data: data, removed: true)
+            case let .answer(cmd, .failure(error)): finish(cmd, .error, error: error, removed: true)
+            case let .unmatched(key): output.logger.debug("unmatched response", metadata: ["device": "\(id)", "key": "\(key)"])
+            case let .event(e): output.mqtt.send(OutboundMessage(topic: output.topics.event(id), json: e, qos: 0, retain: false))
             case let .characteristic(topic, value):
                 // Retained like the state: Home Assistant's json_attributes_topic reads it after a restart.
                 output.mqtt.send(OutboundMessage(topic: output.topics.characteristic(id, topic), json: value, qos: output.stateQoS,
@@ -603,14 +574,13 @@ actor DeviceSession {
                 output.event("device_error", device: id, ["message": .string(reason)])
             case let .deviceError(error):
                 output.event("device_error", device: id, ["code": .string(error.code.rawValue), "message": .string(error.message)])
-            case .request:
-                break  // queued above
             }
         }
-        if let merged {
+        if let merged = effects.state {
             publishState(json: merged.json)
             if merged.hardwareChanged { output.deviceInfoChanged(config, state.values) }
         }
+        return effects
     }
 
     /// - Parameter removed: the outbox entry was already removed (with the answer's state).
