@@ -15,16 +15,7 @@ extension Bridge {
         guard let pending = try? store.pendingCommands(for: device) else { return }
         let (now, wallNow) = (clock.now(), Date())
         for entry in pending {
-            let body = (try? JSONValue(parsing: entry.command))?.objectValue
-            var cmd = PendingCommand(payload: .command(body ?? [:]), outboxID: entry.id,
-                                     transaction: entry.transaction.flatMap { try? JSONValue(parsing: $0) },
-                                     responseTopic: entry.responseTopic, correlationData: entry.correlationData.map { Array($0) },
-                                     deadline: BridgeClock.instant(of: entry.deadline, now: now, wallNow: wallNow),
-                                     attribute: entry.attribute)
-            if let w = body?["write"]?.stringValue, let p = body?["payload"]?.stringValue {
-                cmd.payload = .write(topic: w, payload: Array(p.utf8))
-            }
-            guard let session = session(entry.deviceID), body != nil else {
+            guard let cmd = PendingCommand(outboxEntry: entry, now: now, wallNow: wallNow), let session = session(entry.deviceID) else {
                 if let id = entry.id { try? store.removeCommand(id) }
                 continue
             }

@@ -2,57 +2,6 @@ import BinaryCoding
 import BridgeConfig
 import BridgeStore
 
-/// A command waiting in a device session's queue (user command, raw write, or internal request).
-struct PendingCommand: Sendable {
-    enum Payload: Sendable {
-        case command(JSONObject)
-        case write(topic: String, payload: [UInt8])
-        case `internal`(DeviceRequest)
-    }
-    var payload: Payload
-    var outboxID: Int64?
-    var transaction: JSONValue?
-    var responseTopic: String?
-    var correlationData: [UInt8]?
-    /// When it expires unsent (`expired`), on the bridge's clock; nil: never (internal requests).
-    var deadline: ContinuousClock.Instant?
-    var attribute: String?
-    /// `queued` was published (the command waited), so `sent` carries news too.
-    var announced = false
-    /// When it came in over MQTT, on the bridge's clock (nil: resumed from the outbox, or
-    /// internal), for its latency.
-    var received: ContinuousClock.Instant?
-    /// Whether it may go out while the driver is busy (learnt when it was validated; an internal
-    /// request says so itself, a raw write never may).
-    var bypassesBusyGate = false
-    /// Its request, when it was encoded (by the driver itself, for the link it goes out on) at
-    /// once because nothing was ahead of it: dispatch uses it instead of encoding again.
-    var encoded: DeviceRequest?
-
-    init(payload: Payload, outboxID: Int64? = nil, transaction: JSONValue? = nil, responseTopic: String? = nil,
-         correlationData: [UInt8]? = nil, deadline: ContinuousClock.Instant?, attribute: String? = nil,
-         received: ContinuousClock.Instant? = nil) {
-        self.payload = payload
-        self.outboxID = outboxID
-        self.transaction = transaction
-        self.responseTopic = responseTopic
-        self.correlationData = correlationData
-        self.deadline = deadline
-        self.attribute = attribute
-        self.received = received
-        if case let .internal(r) = payload { bypassesBusyGate = r.bypassesBusyGate }
-    }
-
-    var isInternal: Bool { if case .internal = payload { return true }; return false }
-    var commandJSON: JSONValue? {
-        switch payload {
-        case let .command(o): return .object(o)
-        case let .write(topic, payload): return ["write": .string(topic), "payload": .string(String(decoding: payload, as: UTF8.self))]
-        case .internal: return nil
-        }
-    }
-}
-
 /// One device's commands, without I/O: what waits (user commands and internal requests, the
 /// start-up steps ahead of them), the one GATT operation under way, deadlines and answers.
 /// Time is passed in (instants of the bridge's clock); the session does the store writes,
@@ -103,10 +52,27 @@ struct CommandQueue: Sendable {
     enum Admission: Equatable {
         /// Answer `error` at once (the offline policy `reject` while the link is down).
         case reject(CommandError)
-        /// Take it. `immediate`: it goes out at once (its outbox row is written `sent` by the
-        /// dispatch, in one commit); else it is stored `queued` first. `announce`: publish
-        /// `queued` (it will wait: the link is down, or the busy device holds it back).
-        case accept(immediate: Bool, announce: Bool)
+        /// Take it: `outbox` says when its row is written; `announce`: publish `queued` (it will
+        /// wait: the link is down, or the busy device holds it back).
+        case accept(OutboxWrite, announce: Bool)
+    }
+
+    /// When an admitted command's outbox row is written (at most once: a row says `sent` before
+    /// the device gets the first byte).
+    enum OutboxWrite: Equatable {
+        /// It goes out at once: the dispatch writes its row `sent`, in one commit, before the
+        /// device write (an internal request has none).
+        case atDispatch
+        /// It waits: stored `queued` now (under `latest`, superseding the older commands for
+        /// its attribute).
+        case queuedNow
+        /// It waits only for BlueZ to return the previous write (its answer already in): stored
+        /// `queued` at the end of this event-loop turn if it was not sent by then. The method
+        /// return usually arrives with the next command and sends it `sent` in one commit
+        /// instead of `queued` then `sent` (without a loop: after the events already received).
+        case queuedAtEndOfTurn
+        /// It waits and has a row already (from the outbox), or is internal (none).
+        case unchanged
     }
 
     /// The user commands waiting (internal requests not counted).
@@ -122,9 +88,21 @@ struct CommandQueue: Sendable {
         if !cmd.isInternal, waitingCommands >= limit {
             return .reject(CommandError(.queueFull, "\(device) has \(limit) commands waiting already (limits.max_queued)"))
         }
-        let immediate = linkUp && isIdle && (!busy || cmd.bypassesBusyGate)
+        let passes = !busy || cmd.bypassesBusyGate
         let announce = (!linkUp || (inFlight != nil && busy)) && !cmd.announced && !cmd.isInternal
-        return .accept(immediate: immediate, announce: announce)
+        let outbox: OutboxWrite
+        if linkUp, isIdle, passes {
+            outbox = .atDispatch
+        } else if cmd.outboxID != nil || cmd.isInternal {
+            outbox = .unchanged
+        } else if linkUp, onlyWriteReturnAhead, passes, policy != .latest {
+            // Never put off under `latest`: its store looks for older rows of the attribute and
+            // changes the queue.
+            outbox = .queuedAtEndOfTurn
+        } else {
+            outbox = .queuedNow
+        }
+        return .accept(outbox, announce: announce)
     }
 
     mutating func append(_ cmd: PendingCommand) { waiting.append(cmd) }

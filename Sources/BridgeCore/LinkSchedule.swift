@@ -1,7 +1,7 @@
-/// A device's link over time, without I/O: up or down, when it was last heard (availability),
-/// when the keep-alive and each poll are due. Driven by events and the bridge's clock's instants.
+/// A device's link over time, without I/O: when it was last heard (availability), when the
+/// keep-alive and each poll are due (none while the link is down). Driven by events and the
+/// bridge's clock's instants; whether the link is up is ``LinkStateMachine``'s.
 struct LinkSchedule: Sendable {
-    private(set) var isUp = false
     /// The last good exchange with the device (link up, a write returned, a notification).
     private(set) var lastHeard: ContinuousClock.Instant
     private(set) var nextKeepAlive: ContinuousClock.Instant?
@@ -13,14 +13,13 @@ struct LinkSchedule: Sendable {
     /// The link came up at `now`: the keep-alive is due one interval later, every poll at once
     /// (a connect re-reads them).
     mutating func up(at now: ContinuousClock.Instant, keepAlive: Duration?, polls: Int) {
-        isUp = true
         lastHeard = now
         nextKeepAlive = keepAlive.map { now + $0 }
         nextPolls = Array(repeating: now, count: polls)
     }
 
+    /// The link went down: nothing is due until it is up again.
     mutating func down() {
-        isUp = false
         nextKeepAlive = nil
         nextPolls = []
     }
@@ -28,14 +27,13 @@ struct LinkSchedule: Sendable {
     /// A good exchange with the device at `now`.
     mutating func heard(at now: ContinuousClock.Instant) { lastHeard = now }
 
-    /// Whether the device, while the link is up, has been silent for longer than `timeout`.
-    func silent(at now: ContinuousClock.Instant, timeout: Duration) -> Bool { isUp && now - lastHeard > timeout }
+    /// Whether the device has been silent for longer than `timeout` (asked while the link is up).
+    func silent(at now: ContinuousClock.Instant, timeout: Duration) -> Bool { now - lastHeard > timeout }
 
     /// Hands `body` the requests of the polls due at `now`, in order (each is due again one
     /// interval later).
     mutating func duePolls(at now: ContinuousClock.Instant, _ polls: [(interval: Duration, request: DeviceRequest)],
                            _ body: (DeviceRequest) -> Void) {
-        guard isUp else { return }
         for i in nextPolls.indices where i < polls.count && now >= nextPolls[i] {
             nextPolls[i] = now + polls[i].interval
             body(polls[i].request)
@@ -44,7 +42,7 @@ struct LinkSchedule: Sendable {
 
     /// Whether the keep-alive is due at `now` (then it is due again one `interval` later).
     mutating func keepAliveDue(at now: ContinuousClock.Instant, interval: Duration?) -> Bool {
-        guard isUp, let interval, let next = nextKeepAlive, now >= next else { return false }
+        guard let interval, let next = nextKeepAlive, now >= next else { return false }
         nextKeepAlive = now + interval
         return true
     }

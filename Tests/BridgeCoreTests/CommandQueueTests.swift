@@ -1,6 +1,7 @@
 import BinaryCoding
 import BridgeConfig
 import BridgeStore
+import Foundation
 import Testing
 @testable import BridgeCore
 
@@ -205,14 +206,14 @@ import Testing
         q.append(command(2))
         #expect(q.waitingCommands == 2)
         #expect(q.admission(of: command(3), linkUp: false, busy: false, policy: .queue, device: "d", limit: 3)
-            == .accept(immediate: false, announce: true))
+            == .accept(.queuedNow, announce: true))
         #expect(q.admission(of: command(3), linkUp: false, busy: false, policy: .queue, device: "d", limit: 2)
             == .reject(CommandError(.queueFull, "d has 2 commands waiting already (limits.max_queued)")))
         #expect(q.admission(of: command(3), linkUp: true, busy: true, policy: .latest, device: "d", limit: 2)
             == .reject(CommandError(.queueFull, "d has 2 commands waiting already (limits.max_queued)")))
         let poll = PendingCommand(payload: .internal(ping(8)), deadline: nil)
         #expect(q.admission(of: poll, linkUp: true, busy: false, policy: .queue, device: "d", limit: 2)
-            == .accept(immediate: false, announce: false))
+            == .accept(.unchanged, announce: false))
     }
 
     @Test func admissionFollowsTheOfflinePolicy() {
@@ -220,19 +221,38 @@ import Testing
         let c = command(1)
         #expect(q.admission(of: c, linkUp: false, busy: false, policy: .reject, device: "d")
             == .reject(CommandError(.deviceOffline, "d is not connected")))
-        #expect(q.admission(of: c, linkUp: false, busy: false, policy: .queue, device: "d") == .accept(immediate: false, announce: true))
-        #expect(q.admission(of: c, linkUp: false, busy: false, policy: .latest, device: "d") == .accept(immediate: false, announce: true))
-        #expect(q.admission(of: c, linkUp: true, busy: false, policy: .reject, device: "d") == .accept(immediate: true, announce: false))
+        #expect(q.admission(of: c, linkUp: false, busy: false, policy: .queue, device: "d") == .accept(.queuedNow, announce: true))
+        #expect(q.admission(of: c, linkUp: false, busy: false, policy: .latest, device: "d") == .accept(.queuedNow, announce: true))
+        #expect(q.admission(of: c, linkUp: true, busy: false, policy: .reject, device: "d") == .accept(.atDispatch, announce: false))
         // Busy: only a bypassing command goes out at once.
-        #expect(q.admission(of: c, linkUp: true, busy: true, policy: .queue, device: "d") == .accept(immediate: false, announce: false))
+        #expect(q.admission(of: c, linkUp: true, busy: true, policy: .queue, device: "d") == .accept(.queuedNow, announce: false))
         #expect(q.admission(of: command(2, bypass: true), linkUp: true, busy: true, policy: .queue, device: "d")
-            == .accept(immediate: true, announce: false))
+            == .accept(.atDispatch, announce: false))
         // Something ahead: it waits (announced only when the busy device holds the one under way).
         q.append(command(3))
         guard case let .send(s) = q.next(busy: false) else { Issue.record("nothing to send"); return }
         _ = q.start(s, ping(3), commandTimeout: timeout, now: t0)
-        #expect(q.admission(of: c, linkUp: true, busy: false, policy: .queue, device: "d") == .accept(immediate: false, announce: false))
-        #expect(q.admission(of: c, linkUp: true, busy: true, policy: .queue, device: "d") == .accept(immediate: false, announce: true))
+        #expect(q.admission(of: c, linkUp: true, busy: false, policy: .queue, device: "d") == .accept(.queuedNow, announce: false))
+        #expect(q.admission(of: c, linkUp: true, busy: true, policy: .queue, device: "d") == .accept(.queuedNow, announce: true))
+        // A command from the outbox already has its row.
+        #expect(q.admission(of: command(4, outbox: 7), linkUp: false, busy: false, policy: .queue, device: "d")
+            == .accept(.unchanged, announce: true))
+    }
+
+    /// Only BlueZ's return of the previous write ahead: the `queued` row is put off to the end of
+    /// the turn, except under `latest` (its store changes the queue) and for a held-back command.
+    @Test func admissionPutsOffTheQueuedRowBehindAWriteReturn() {
+        var q = CommandQueue()
+        q.append(command(1))
+        guard case let .send(first) = q.next(busy: false) else { Issue.record("nothing to send"); return }
+        _ = q.start(first, ping(1), commandTimeout: timeout, now: t0)
+        _ = q.answer("ping:1")
+        let c = command(2)
+        #expect(q.admission(of: c, linkUp: true, busy: false, policy: .queue, device: "d") == .accept(.queuedAtEndOfTurn, announce: false))
+        #expect(q.admission(of: c, linkUp: true, busy: false, policy: .latest, device: "d") == .accept(.queuedNow, announce: false))
+        #expect(q.admission(of: c, linkUp: true, busy: true, policy: .queue, device: "d") == .accept(.queuedNow, announce: false))
+        #expect(q.admission(of: command(3, bypass: true), linkUp: true, busy: true, policy: .queue, device: "d")
+            == .accept(.queuedAtEndOfTurn, announce: false))
     }
 
     @Test func supersededCommandsLeaveInOrder() {
@@ -261,5 +281,27 @@ import Testing
         #expect(interrupted?.command.transaction == 1)
         #expect(waiting.map(\.transaction) == [2, 3])
         #expect(q.count == 0 && q.inFlight == nil)
+    }
+
+    /// A command and its outbox entry: both directions (the deadline through the wall clock).
+    @Test func outboxEntryRoundTrip() throws {
+        let wallNow = Date(timeIntervalSince1970: 1_000_000)
+        var c = PendingCommand(payload: .command(["command": "shutter", "value": true]), outboxID: nil, transaction: "t1",
+                               responseTopic: "reply/here", correlationData: [1, 2], deadline: t0 + .seconds(30), attribute: "shutter")
+        var entry = c.outboxEntry(device: "cam", .queued, now: t0, wallNow: wallNow)
+        #expect(entry.deviceID == "cam" && entry.status == .queued && entry.attribute == "shutter")
+        #expect(entry.deadline == wallNow.addingTimeInterval(30) && entry.createdAt == wallNow)
+        entry.id = 5
+        let back = try #require(PendingCommand(outboxEntry: entry, now: t0 + .seconds(10), wallNow: wallNow.addingTimeInterval(10)))
+        #expect(back.outboxID == 5 && back.transaction == "t1" && back.responseTopic == "reply/here" && back.correlationData == [1, 2])
+        #expect(back.commandJSON == c.commandJSON && back.attribute == "shutter" && back.deadline == t0 + .seconds(30))
+        c.payload = .write(topic: "level", payload: Array("42".utf8))
+        let write = try #require(PendingCommand(outboxEntry: c.outboxEntry(device: "cam", .queued, now: t0, wallNow: wallNow),
+                                                now: t0, wallNow: wallNow))
+        guard case let .write(topic, payload) = write.payload else { Issue.record("not a write"); return }
+        #expect(topic == "level" && payload == Array("42".utf8))
+        var garbage = entry
+        garbage.command = "not json"
+        #expect(PendingCommand(outboxEntry: garbage, now: t0, wallNow: wallNow) == nil)
     }
 }

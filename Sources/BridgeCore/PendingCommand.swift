@@ -1,0 +1,79 @@
+import BinaryCoding
+import BridgeStore
+import Foundation
+
+/// A command waiting in a device session's queue (user command, raw write, or internal request).
+struct PendingCommand: Sendable {
+    enum Payload: Sendable {
+        case command(JSONObject)
+        case write(topic: String, payload: [UInt8])
+        case `internal`(DeviceRequest)
+    }
+    var payload: Payload
+    var outboxID: Int64?
+    var transaction: JSONValue?
+    var responseTopic: String?
+    var correlationData: [UInt8]?
+    /// When it expires unsent (`expired`), on the bridge's clock; nil: never (internal requests).
+    var deadline: ContinuousClock.Instant?
+    var attribute: String?
+    /// `queued` was published (the command waited), so `sent` carries news too.
+    var announced = false
+    /// When it came in over MQTT, on the bridge's clock (nil: resumed from the outbox, or
+    /// internal), for its latency.
+    var received: ContinuousClock.Instant?
+    /// Whether it may go out while the driver is busy (learnt when it was validated; an internal
+    /// request says so itself, a raw write never may).
+    var bypassesBusyGate = false
+    /// Its request, when it was encoded (by the driver itself, for the link it goes out on) at
+    /// once because nothing was ahead of it: dispatch uses it instead of encoding again.
+    var encoded: DeviceRequest?
+
+    init(payload: Payload, outboxID: Int64? = nil, transaction: JSONValue? = nil, responseTopic: String? = nil,
+         correlationData: [UInt8]? = nil, deadline: ContinuousClock.Instant?, attribute: String? = nil,
+         received: ContinuousClock.Instant? = nil) {
+        self.payload = payload
+        self.outboxID = outboxID
+        self.transaction = transaction
+        self.responseTopic = responseTopic
+        self.correlationData = correlationData
+        self.deadline = deadline
+        self.attribute = attribute
+        self.received = received
+        if case let .internal(r) = payload { bypassesBusyGate = r.bypassesBusyGate }
+    }
+
+    /// A command found in the outbox (at start, or when its session was replaced), its
+    /// deadline moved from the wall clock to the bridge's clock (`now` and `wallNow` are the same
+    /// moment on each). Nil when the stored command is not a JSON object (the entry is dropped).
+    init?(outboxEntry entry: OutboxEntry, now: ContinuousClock.Instant, wallNow: Date) {
+        guard let body = (try? JSONValue(parsing: entry.command))?.objectValue else { return nil }
+        self.init(payload: .command(body), outboxID: entry.id, transaction: entry.transaction.flatMap { try? JSONValue(parsing: $0) },
+                  responseTopic: entry.responseTopic, correlationData: entry.correlationData.map { Array($0) },
+                  deadline: BridgeClock.instant(of: entry.deadline, now: now, wallNow: wallNow), attribute: entry.attribute)
+        // A raw write is stored as `{"write": topic, "payload": text}` (``commandJSON``).
+        if let w = body["write"]?.stringValue, let p = body["payload"]?.stringValue {
+            payload = .write(topic: w, payload: Array(p.utf8))
+        }
+    }
+
+    /// Its outbox entry for `device` with `status`, created at `wallNow` (its deadline moved from
+    /// the bridge's clock, where it is `now`, to the wall clock; none: due at once).
+    func outboxEntry(device: String, _ status: OutboxEntry.Status, now: ContinuousClock.Instant, wallNow: Date) -> OutboxEntry {
+        let deadline = deadline.map { BridgeClock.date(of: $0, now: now, wallNow: wallNow) } ?? wallNow
+        return OutboxEntry(deviceID: device, transaction: transaction?.jsonText, command: commandJSON?.jsonText ?? "{}",
+                           attribute: attribute, status: status, createdAt: wallNow, deadline: deadline,
+                           responseTopic: responseTopic, correlationData: correlationData.map { Data($0) })
+    }
+
+    var isInternal: Bool { if case .internal = payload { return true }; return false }
+    /// What the response's `command` says and the outbox stores (a raw write as
+    /// `{"write": topic, "payload": text}`; nil for an internal request).
+    var commandJSON: JSONValue? {
+        switch payload {
+        case let .command(o): return .object(o)
+        case let .write(topic, payload): return ["write": .string(topic), "payload": .string(String(decoding: payload, as: UTF8.self))]
+        case .internal: return nil
+        }
+    }
+}
