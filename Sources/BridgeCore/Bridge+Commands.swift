@@ -117,8 +117,7 @@ extension Bridge {
     func reject(device: String?, _ m: InboundMessage, transaction: JSONValue?, error: CommandError) {
         // With several bridges, one answers: the device's owner, or the leader when none.
         guard answers(for: device) else { return }
-        counters.command(.error, error)
-        if let device { counters.metrics.rejected(device: device, error) }
+        counters.rejected(device: device, error)
         var response = CommandResponse(transaction: transaction, status: .error, error: error)
         response.node = output.node
         let body = response.json

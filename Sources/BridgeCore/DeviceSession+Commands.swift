@@ -177,8 +177,7 @@ extension DeviceSession {
     @discardableResult
     func process(_ outputs: [DriverOutput], from notification: GATTNotification?, answering: PendingCommand? = nil) -> OutputEffects {
         if notification != nil {
-            output.counters.notification()
-            metrics.notifications.increment()
+            output.counters.notification(metrics)
             schedule.heard(at: output.clock.now())
             if link.heard() { publishAvailability(true) }
         }

@@ -41,8 +41,7 @@ struct SessionOutput: Sendable {
 
     func respond(_ cmd: PendingCommand, device: String, _ status: CommandStatus, data: JSONValue? = nil, error: CommandError? = nil) {
         guard !cmd.isInternal else { return }
-        counters.command(status, error)
-        metrics.ended(cmd, device: device, status, error: error, at: clock.now())
+        counters.ended(cmd, device: device, status, error: error, at: clock.now())
         var body = CommandResponse(transaction: cmd.transaction, status: status, command: cmd.commandJSON, data: data, error: error)
         body.node = node
         let topic = cmd.responseTopic ?? topics.response(device)
