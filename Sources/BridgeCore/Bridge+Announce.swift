@@ -59,17 +59,9 @@ extension Bridge {
             o["profile"] = .string(d.profile.rawValue)
             o["source"] = .string(r.source.rawValue)
             o["paired"] = .bool(records[d.id]?.paired ?? false)
-            if let seen = records[d.id]?.lastSeen { o["last_seen"] = .string(seen.iso8601) }
+            if let seen = records[d.id]?.lastSeen { o["last_seen"] = .string(DeviceState.timestamp(seen)) }
             if d.profile == .custom { o["topics"] = .array(d.characteristics.map { .string($0.topic) }) }
             return .object(o)
         })
-    }
-}
-
-extension Date {
-    /// ISO 8601 in UTC with seconds, e.g. `2026-11-25T04:00:00Z`.
-    var iso8601: String {
-        let c = Calendar(identifier: .gregorian).dateComponents(in: TimeZone(identifier: "UTC")!, from: self)
-        return String(format: "%04d-%02d-%02dT%02d:%02d:%02dZ", c.year!, c.month!, c.day!, c.hour!, c.minute!, c.second!)
     }
 }

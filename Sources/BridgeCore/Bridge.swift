@@ -53,8 +53,8 @@ public final class Bridge: Sendable {
     }
 
     /// The configuration file as last loaded (at start or by `config/reload`).
-    let file: Mutex<Configuration>
-    var configuration: Configuration { file.withLock { $0 } }
+    let loadedConfiguration: Mutex<Configuration>
+    var configuration: Configuration { loadedConfiguration.withLock { $0 } }
     let topics: Topics
     let store: BridgeStore
     let mqtt: any MQTTPort
@@ -135,7 +135,7 @@ public final class Bridge: Sendable {
                 control: BridgeControl = BridgeControl(), batchCommits: Bool = false) throws {
         self.tick = tick
         self.clock = clock ?? .continuous(sleep: sleep)
-        self.file = Mutex(configuration)
+        self.loadedConfiguration = Mutex(configuration)
         self.topics = Topics(base: configuration.mqtt.baseTopic)
         self.store = store
         let batch = AnswerBatch(inner: mqtt, store: store, metrics: counters.metrics, logger: logger, deferred: batchCommits)
@@ -271,7 +271,7 @@ public final class Bridge: Sendable {
                 // One ticker for every session (one timer wake-up per tick, not one per device).
                 while !Task.isCancelled {
                     try? await self.sleep(self.tick)
-                    for s in self.registry.withLock({ $0.values.map(\.session) }) { s.tickNow() }
+                    for s in self.registry.withLock({ $0.values.map(\.session) }) { s.tick() }
                     for e in self.extensions.all { e.tick() }
                 }
             }

@@ -37,7 +37,7 @@ extension DeviceSession {
             switch outbox {
             case .atDispatch, .unchanged: break
             case .queuedNow: store(&cmd)
-            case .queuedAtEndOfTurn: output.batch.atEndOfTurn { [sink] in sink.yield(.storeWaiting) }
+            case .queuedAtEndOfTurn: output.batch.atEndOfTurn { [sink] in sink.yield(.deferredRowsDue) }
             }
             if announce {
                 cmd.announced = true
@@ -49,7 +49,7 @@ extension DeviceSession {
 
     /// Stores the waiting commands whose `queued` row ``accept(_:)`` put off and that were not
     /// sent meanwhile.
-    func storeWaiting() {
+    func storeDeferredRows() {
         // Never put off under `latest` (its store looks for older rows of the attribute and
         // changes the queue), so nothing is to store then.
         guard config.offlinePolicy != .latest else { return }

@@ -66,7 +66,7 @@ extension DeviceSession {
 
     /// The ticker: the link's waiters, deadlines, answer timeouts, availability, polls and
     /// the keep-alive at the clock's now.
-    func tick() {
+    func checkTimers() {
         let now = output.clock.now()
         for (w, answer) in link.expire(at: now) { w.resume(returning: answer) }
         let (expired, timedOut) = queue.expire(at: now)
@@ -85,8 +85,8 @@ extension DeviceSession {
         if let k = driver.keepAlive, schedule.keepAliveDue(at: now, interval: k.interval) { queue.pushInternal(k.request) }
     }
 
-    /// A sighting's RSSI (``observed(rssi:)``).
-    func observe(rssi: Int) {
+    /// A sighting's RSSI (the ``observed(rssi:)`` event): put in the state when it moved by ``BridgeDefaults/rssiStep``.
+    func updateRSSI(_ rssi: Int) {
         lastRSSI = rssi
         guard state.rssiIsNews(rssi) else { return }
         commitState(["rssi": .int(Int64(rssi))], at: Date())

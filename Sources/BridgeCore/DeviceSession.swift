@@ -32,7 +32,7 @@ actor DeviceSession {
         /// Resumed once every event before it was handled (``settled()``).
         case settle(CheckedContinuation<Void, Never>)
         /// Store the waiting commands whose `queued` row was put off (``accept(_:)``).
-        case storeWaiting
+        case deferredRowsDue
         /// This node gained or lost the device (several bridges on one broker,
         /// docs/scale-out.md); losing it ends the waiting commands with `error` and closes the
         /// link before `done` is resumed.
@@ -100,7 +100,7 @@ actor DeviceSession {
     }
 
     /// The bridge's ticker: deadlines, timeouts, keep-alives and polls are checked now.
-    nonisolated func tickNow() { sink.yield(.tick) }
+    nonisolated func tick() { sink.yield(.tick) }
 
     /// Stops the session and returns once its link is closed. `error` ends the queued commands;
     /// nil leaves them in the outbox for the session that replaces this one.
@@ -134,7 +134,7 @@ actor DeviceSession {
     }
 
     /// Runs until cancelled or stopped: keeps the link, processes commands and notifications.
-    /// Ticks come from the bridge's one ticker (``tickNow()``), not from a timer per session.
+    /// Ticks come from the bridge's one ticker (``tick()``), not from a timer per session.
     func run() async {
         await withDiscardingTaskGroup { group in
             group.addTask { await self.linkDriver.maintainLink() }
@@ -142,7 +142,7 @@ actor DeviceSession {
             for await event in events {
                 if case let .stop(error, done) = event {
                     stopped.append(done)
-                    if error == nil { storeWaiting() }  // left in the outbox for the next session
+                    if error == nil { storeDeferredRows() }  // left in the outbox for the next session
                     stopQueued(error)
                     break
                 }
@@ -154,7 +154,7 @@ actor DeviceSession {
         }
         // Cancelled (the bridge stops) with a command whose `queued` row was put off: stored now,
         // so it stays in the outbox for the next start.
-        storeWaiting()
+        storeDeferredRows()
         await shutdown()
         // Events that came after the stop: their commands and waiters must not hang.
         sink.finish()
@@ -198,11 +198,11 @@ actor DeviceSession {
         case let .waitForLink(deadline, c):
             if let answer = link.wait(c, until: deadline) { c.resume(returning: answer) }
         case .stop: break  // taken by run()
-        case .settle: storeWaiting()  // resumed below, after the dispatch
-        case .storeWaiting: storeWaiting()
+        case .settle: storeDeferredRows()  // resumed below, after the dispatch
+        case .deferredRowsDue: storeDeferredRows()
         case let .notification(n): process(driver.receive(n), from: n)
-        case let .observed(rssi): if link.isOwned { observe(rssi: rssi) }
-        case .tick: tick()
+        case let .observed(rssi): if link.isOwned { updateRSSI(rssi) }
+        case .tick: checkTimers()
         case let .written(sequence, result): written(sequence, result)
         }
         dispatch()

@@ -46,7 +46,7 @@ import Testing
         /// instant (the bridge's ticker wakes by the same clock, a tick after its last one).
         func advance(by d: Duration) async throws {
             try #require(clock).advance(by: d)
-            session.tickNow()
+            session.tick()
             await session.settled()
         }
 
@@ -547,7 +547,7 @@ import Testing
         /// Moves the clock; returns once the session handled a tick at the new instant.
         func advance(by d: Duration) async {
             clock.advance(by: d)
-            session.tickNow()
+            session.tick()
             await session.settled()
         }
         try await withThrowingTaskGroup(of: Void.self) { group in

@@ -52,7 +52,7 @@ extension BridgeAPIExtension {
                 yielded.append(id)
             }
         }
-        bridge.file.withLock { $0 = new }
+        bridge.loadedConfiguration.withLock { $0 = new }
         for device in new.devices {
             if let r = current[device.id], r.source == .file {
                 if r.config == device { unchanged += 1; continue }
