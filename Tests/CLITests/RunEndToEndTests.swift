@@ -189,8 +189,8 @@ extension RunEndToEndTests {
         #expect(c.first?.payloadString.hasPrefix(#"{"transaction":"s1","status":"ok""#) == true, "\(c.map(\.payloadString))")
         let g = await collect(glasses, count: 1)
         #expect(g.first?.payloadString.hasPrefix(#"{"transaction":"b1","status":"ok""#) == true, "\(g.map(\.payloadString))")
-        // The camera's status push (encoding 1) reaches the retained state; collect what arrives.
-        let states = await collect(cameraState, count: 50, timeout: .seconds(3))
+        // The camera's status push (encoding 1) reaches the retained state: waited for (deadline).
+        let states = await Self.collectUntil(cameraState, { $0.payloadString.contains(#""encoding":true"#) })
         #expect(states.contains { $0.payloadString.contains(#""encoding":true"#) }, "\(states.map(\.payloadString))")
         let glassesState = await collect(try await hub.subscribe("gatt2mqtt/glasses"), count: 1)
         #expect(glassesState.first?.payloadString.contains(#""brightness":8"#) == true)
