@@ -167,12 +167,18 @@ import Testing
         #expect(info["status"] as? String == "ok")
         let first = await collect(requests, count: 1).first
         #expect(first?.topic == "gatt2mqtt/bridge/request/info" && first?.retain == false, "\(first?.topic ?? "none")")
-        // Never restarted: the bridge went online once and never offline; one answer only.
-        let seen = await collect(states, count: 100, timeout: .milliseconds(500))
+        // Never restarted: the bridge went online once and never offline; one answer only. What
+        // the bridge published before its answer to `info` is on the hub before that answer; a
+        // marker the hub publishes now comes after all of it on each topic.
+        try await hub.publish(topic: "gatt2mqtt/bridge/state", payload: Array("marker".utf8), qos: .atLeastOnce)
+        let seen = await collectUntil(states) { $0.payloadString == "marker" }
+        #expect(seen.last?.payloadString == "marker", "\(seen.map(\.payloadString))")
         #expect(!seen.contains { $0.payloadString.contains("offline") }, "\(seen.map(\.payloadString))")
         #expect(bridge.isRunning)
         #expect(env.bridgeLog().contains("gatt2mqtt/bridge/request/restart"), "the warning names the topic")
-        let more = await collect(responses, count: 1, timeout: .milliseconds(300))
+        try await hub.publish(topic: "gatt2mqtt/bridge/response/marker", payload: Array("marker".utf8), qos: .atLeastOnce)
+        let more = await collectUntil(responses) { $0.topic == "gatt2mqtt/bridge/response/marker" }
+        #expect(more.last?.topic == "gatt2mqtt/bridge/response/marker", "\(more.map(\.topic))")
         #expect(!more.contains { $0.topic == "gatt2mqtt/bridge/response/restart" }, "the clear's echo was not taken for a request")
         await late.disconnect()
         await hub.disconnect()
