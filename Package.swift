@@ -139,7 +139,8 @@ let package = Package(
         // (`gatt2mqtt simulate` starts its bus with it too). A plain library target, not a product.
         .target(
             name: "TestSupport",
-            dependencies: ["BinaryCoding", "BridgeCore", "DBus", "Mosquitto", "Reactor"],
+            // BlueZ and BlueZSimulator for `withEmulator` (BlueZTests, BlueZSimulatorTests, BlueZPortTests).
+            dependencies: ["BinaryCoding", "BlueZ", "BlueZSimulator", "BridgeCore", "DBus", "Mosquitto", "Reactor"],
             path: "Tests/TestSupport",
             exclude: ["Fixtures"]
         ),
@@ -150,10 +151,22 @@ let package = Package(
         .testTarget(name: "GattLayoutTests", dependencies: ["GattLayout", "BinaryCoding", "TestSupport"], exclude: ["Corpus"]),
         .testTarget(name: "MosquittoTests", dependencies: ["Mosquitto", "Reactor", "TestSupport"]),
         .testTarget(name: "DBusTests", dependencies: ["DBus", "Reactor", "TestSupport"]),
+        .testTarget(name: "PacketSocketTests", dependencies: ["PacketSocket", "Reactor", "TestSupport"]),
+        // The BlueZ client against the emulator: its pure parts, AcquireWrite/AcquireNotify.
+        .testTarget(name: "BlueZTests", dependencies: ["BlueZ", "BlueZSimulator", "DBus", "TestSupport"]),
+        // The emulator as a BlueZ client sees it: scans, advertising, discovery sessions, RSSI,
+        // notification faults, several adapters (one test there drives a BlueZCentral on hci1).
         .testTarget(
-            name: "BlueZTests",
-            dependencies: ["BlueZ", "BlueZPort", "BlueZSimulator", "DBus", "BridgeCore", "BridgeConfig", "BridgeStore", "DeviceProfiles", "DeviceSimulators", "GoProCodec", "PacketSocket", "Reactor",
-                           "TestSupport"]
+            name: "BlueZSimulatorTests",
+            dependencies: ["BlueZ", "BlueZPort", "BlueZSimulator", "BridgeCore", "DBus", "DeviceSimulators", "GoProCodec", "Reactor", "TestSupport"]
+        ),
+        // BlueZCentral (the core's BLE ports over the client) on the emulator, and the core's
+        // device sessions run over it end to end in-process (GoProBridgeTests, RokidBridgeTests):
+        // the port with the core above it and the emulated devices below.
+        .testTarget(
+            name: "BlueZPortTests",
+            dependencies: ["BlueZ", "BlueZPort", "BlueZSimulator", "BinaryCoding", "BridgeConfig", "BridgeCore", "BridgeStore", "CapsCodec", "DBus",
+                           "DeviceProfiles", "DeviceSimulators", "GoProCodec", "Reactor", "TestSupport"]
         ),
         .testTarget(name: "BridgeConfigTests", dependencies: ["BridgeConfig", "BinaryCoding"]),
         .testTarget(

@@ -180,7 +180,7 @@ import Testing
                 try writer.write([1])
                 Issue.record("write on a closed socket succeeded")
             } catch {
-                #expect(code(error) == "not_connected")
+                #expect(blueZCode(error) == "not_connected")
             }
             #expect(await eventually {
                 property(env, n, "NotifyAcquired") == false && property(env, w, "WriteAcquired") == false

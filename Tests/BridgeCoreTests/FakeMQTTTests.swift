@@ -21,6 +21,7 @@ import Testing
         let mqtt = FakeMQTT()
         let start = ContinuousClock.now
         async let waited = mqtt.wait(for: "a", count: 2, timeout: .seconds(30))
+        #expect(await eventually { mqtt.waiting == 1 }, "the wait is suspended before anything is sent")
         mqtt.send(Self.message("a", "1"))
         mqtt.send(Self.message("b", "x"))
         mqtt.send(Self.message("a", "2"))
@@ -51,6 +52,7 @@ import Testing
                     return try #require(got).count
                 }
             }
+            #expect(await eventually { log.waiting == 50 }, "every wait is suspended before anything is appended")
             for n in 0..<50 { log.append(n) }
             for try await count in group { #expect(count >= 1) }
         }

@@ -9,11 +9,7 @@ import Testing
     /// The first message on `subscription` that `matches`, within `timeout`.
     static func first(_ subscription: MQTTSubscription, timeout: Duration = .seconds(15),
                       where matches: @escaping @Sendable (MQTTMessage) -> Bool) async -> MQTTMessage? {
-        let deadline = ContinuousClock.now + timeout
-        while ContinuousClock.now < deadline {
-            for m in await collect(subscription, count: 1, timeout: deadline - ContinuousClock.now) where matches(m) { return m }
-        }
-        return nil
+        await collectUntil(subscription, timeout: timeout, matches).last.flatMap { matches($0) ? $0 : nil }
     }
 
     /// Sends `bridge/request/<action>` with a fresh transaction and returns the response that
@@ -114,8 +110,11 @@ import Testing
         #expect(renamed["status"] as? String == "ok", "\(renamed)")
         #expect(await Self.first(discovery) { $0.topic.contains("/gatt2mqtt_porch/") && $0.payload.isEmpty } != nil)
         #expect(await Self.first(availability) { $0.topic == "gatt2mqtt/garden/availability" && $0.payloadString.contains("online") } != nil)
-        let oldState = await collect(try await hub.subscribe("gatt2mqtt/porch/availability"), count: 1, timeout: .milliseconds(500))
-        #expect(oldState.isEmpty, "the old retained topics are cleared")
+        // A retained message comes on subscribing, before a live marker published after it.
+        let oldTopic = try await hub.subscribe("gatt2mqtt/porch/availability")
+        try await hub.publish(topic: "gatt2mqtt/porch/availability", payload: Array("marker".utf8), qos: .atLeastOnce)
+        let oldState = await collectUntil(oldTopic) { $0.payloadString == "marker" }
+        #expect(oldState.map(\.payloadString) == ["marker"], "the old retained topics are cleared")
         let options = try await Self.request(hub, responses, "device/options", #"{"id":"garden","options":{"command_timeout":"2s","offline":{"policy":"reject"}}}"#)
         let device = Self.data(options)["device"] as? [String: Any]
         #expect(device?["command_timeout"] as? String == "2s" && (device?["offline"] as? [String: Any])?["policy"] as? String == "reject", "\(options)")
@@ -168,12 +167,18 @@ import Testing
         #expect(info["status"] as? String == "ok")
         let first = await collect(requests, count: 1).first
         #expect(first?.topic == "gatt2mqtt/bridge/request/info" && first?.retain == false, "\(first?.topic ?? "none")")
-        // Never restarted: the bridge went online once and never offline; one answer only.
-        let seen = await collect(states, count: 100, timeout: .milliseconds(500))
+        // Never restarted: the bridge went online once and never offline; one answer only. What
+        // the bridge published before its answer to `info` is on the hub before that answer; a
+        // marker the hub publishes now comes after all of it on each topic.
+        try await hub.publish(topic: "gatt2mqtt/bridge/state", payload: Array("marker".utf8), qos: .atLeastOnce)
+        let seen = await collectUntil(states) { $0.payloadString == "marker" }
+        #expect(seen.last?.payloadString == "marker", "\(seen.map(\.payloadString))")
         #expect(!seen.contains { $0.payloadString.contains("offline") }, "\(seen.map(\.payloadString))")
         #expect(bridge.isRunning)
         #expect(env.bridgeLog().contains("gatt2mqtt/bridge/request/restart"), "the warning names the topic")
-        let more = await collect(responses, count: 1, timeout: .milliseconds(300))
+        try await hub.publish(topic: "gatt2mqtt/bridge/response/marker", payload: Array("marker".utf8), qos: .atLeastOnce)
+        let more = await collectUntil(responses) { $0.topic == "gatt2mqtt/bridge/response/marker" }
+        #expect(more.last?.topic == "gatt2mqtt/bridge/response/marker", "\(more.map(\.topic))")
         #expect(!more.contains { $0.topic == "gatt2mqtt/bridge/response/restart" }, "the clear's echo was not taken for a request")
         await late.disconnect()
         await hub.disconnect()

@@ -71,12 +71,12 @@ final class Cluster {
         precondition(count == 1 || count == 2, "one broker, or two bridged")
         for _ in 0..<2 { await Slots.processHeavy.acquire() }
         do {
-            let first = try MosquittoBroker()
+            let first = try await MosquittoBroker.started()
             var brokers = [first]
             if count == 2 {
                 // Every topic of the bridges, both ways, QoS 1 (the claims', states' and commands' QoS).
-                brokers.append(try MosquittoBroker(appending: MosquittoBroker.bridge(to: first, name: "broker2-to-broker1",
-                                                                                     topics: ["gatt2mqtt/# both 1"])))
+                brokers.append(try await MosquittoBroker.started(appending: MosquittoBroker.bridge(to: first, name: "broker2-to-broker1",
+                                                                                                   topics: ["gatt2mqtt/# both 1"])))
             }
             self.brokers = brokers
             directory = try TemporaryDirectory()
@@ -111,11 +111,9 @@ final class Cluster {
                 for (from, to, direction) in [(far, near, "2-to-1"), (near, far, "1-to-2")] {
                     let topic = "gatt2mqtt/test/bridge-probe/\(direction)"
                     let arrivals = try await to.subscribe(topic)
-                    let deadline = ContinuousClock.now + .seconds(10)
-                    var arrived = false
-                    while !arrived, ContinuousClock.now < deadline {
-                        try await from.publish(topic: topic, payload: Array(direction.utf8), qos: .atLeastOnce)
-                        arrived = !(await collect(arrivals, count: 1, timeout: .milliseconds(200))).isEmpty
+                    let arrived = await eventuallyAsync(timeout: .seconds(10)) {
+                        guard (try? await from.publish(topic: topic, payload: Array(direction.utf8), qos: .atLeastOnce)) != nil else { return false }
+                        return !(await collect(arrivals, count: 1, timeout: .milliseconds(200))).isEmpty
                     }
                     try #require(arrived, """
                         the broker bridge carried no probe \(direction) within 10 s; broker 1's log:

@@ -126,15 +126,16 @@ import Glibc
         }
 
         /// Waits (deadline) for the script to exit; its wait status. `repeating`: a signal sent to
-        /// it again every 20 ms meanwhile (never after it is reaped, so never to another process).
+        /// it again at each look (every 10 ms) meanwhile (never after it is reaped, so never to another process).
         func waitForExit(timeout: Duration = .seconds(40), repeating signal: Int32? = nil) async throws -> Int32 {
-            let deadline = ContinuousClock.now + timeout
-            while ContinuousClock.now < deadline {
-                if let status = reap() { return status }
-                try await Task.sleep(for: .milliseconds(20))
-                if let signal { _ = kill(pid, signal) }
+            var status: Int32?
+            _ = await eventually(timeout: timeout) {
+                status = reap()
+                if status == nil, let signal { _ = kill(pid, signal) }
+                return status != nil
             }
-            throw HarnessError("scripts/run still running \(timeout) after the signal:\n\(output)")
+            guard let status else { throw HarnessError("scripts/run still running \(timeout) after the signal:\n\(output)") }
+            return status
         }
 
         /// Safety net: SIGKILL to the script and what it left running, if the test failed.
@@ -263,8 +264,8 @@ import Glibc
 
     /// With a broker already on the port the script uses it, and stops only what it started.
     @Test func aBrokerThatWasRunningIsUsedAndLeftRunning() async throws {
-        let broker = try MosquittoBroker()
-        defer { broker.stop() }
-        try await stopsEverything(on: SIGINT, ownBroker: broker)
+        try await withMosquitto { broker in
+            try await stopsEverything(on: SIGINT, ownBroker: broker)
+        }
     }
 }

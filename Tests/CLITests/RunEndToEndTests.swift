@@ -21,7 +21,7 @@ final class EndToEnd {
     init(simulate devices: [String] = []) async throws {
         await Slots.processHeavy.acquire()
         do {
-            broker = try MosquittoBroker()
+            broker = try await MosquittoBroker.started()
             (simulator, bus) = try await BluetoothCLITests.simulate(devices)
             directory = try TemporaryDirectory()
         } catch {
@@ -189,8 +189,8 @@ extension RunEndToEndTests {
         #expect(c.first?.payloadString.hasPrefix(#"{"transaction":"s1","status":"ok""#) == true, "\(c.map(\.payloadString))")
         let g = await collect(glasses, count: 1)
         #expect(g.first?.payloadString.hasPrefix(#"{"transaction":"b1","status":"ok""#) == true, "\(g.map(\.payloadString))")
-        // The camera's status push (encoding 1) reaches the retained state; collect what arrives.
-        let states = await collect(cameraState, count: 50, timeout: .seconds(3))
+        // The camera's status push (encoding 1) reaches the retained state: waited for (deadline).
+        let states = await Self.collectUntil(cameraState, { $0.payloadString.contains(#""encoding":true"#) })
         #expect(states.contains { $0.payloadString.contains(#""encoding":true"#) }, "\(states.map(\.payloadString))")
         let glassesState = await collect(try await hub.subscribe("gatt2mqtt/glasses"), count: 1)
         #expect(glassesState.first?.payloadString.contains(#""brightness":8"#) == true)
@@ -477,9 +477,9 @@ extension RunEndToEndTests {
         // Rokid: a Caps header whose size (0xDEADBEEF) is far over the limit.
         #expect(try env.control("Notify", "C0:FF:EE:00:00:02", "9202", "[0xde, 0xad, 0xbe, 0xef, 0x05]").contains("true"))
         var e: [[String: Any]] = []
-        let end = ContinuousClock.now + .seconds(10)
-        while e.count < 2, ContinuousClock.now < end {
-            e += Self.objects(await collect(events, count: 1, timeout: end - ContinuousClock.now)).filter { $0["type"] as? String == "device_error" }
+        _ = await TestSupport.collectUntil(events, timeout: .seconds(10)) { message in
+            e += Self.objects([message]).filter { $0["type"] as? String == "device_error" }
+            return e.count >= 2
         }
         let cameraError = e.first { $0["device"] as? String == "camera" }?["message"] as? String
         let glassesError = e.first { $0["device"] as? String == "glasses" }?["message"] as? String

@@ -32,7 +32,9 @@ public func collectUntil<S: AsyncSequence & Sendable>(_ sequence: S, timeout: Du
     return all
 }
 
-/// What ``collect(_:count:timeout:)`` took so far, shared with the task that takes it.
-private final class Collected<Element: Sendable>: Sendable {
-    let items = Mutex<[Element]>([])
+/// Elements gathered by one task and read by another (what ``collect(_:count:timeout:)`` took
+/// so far; the notifications a test's handler saw).
+public final class Collected<Element: Sendable>: Sendable {
+    public let items = Mutex<[Element]>([])
+    public init() {}
 }

@@ -18,11 +18,10 @@ extension EventLoop {
     /// leaves behind once its teardown, which runs on the loop shortly after close or loss, has
     /// finished; returns the registrations last seen.
     public func settled(timeout: Duration = .seconds(5)) async -> Registrations {
-        let deadline = ContinuousClock.now + timeout
         var seen = await registrations()
-        while seen != Self.nothingRegistered, ContinuousClock.now < deadline {
-            try? await sleep(for: .milliseconds(10))
+        _ = await eventuallyAsync(timeout: timeout) {
             seen = await registrations()
+            return seen == Self.nothingRegistered
         }
         return seen
     }

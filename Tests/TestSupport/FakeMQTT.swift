@@ -18,6 +18,9 @@ public final class FakeMQTT: MQTTPort {
     /// Every message sent so far, in order.
     public var sent: [OutboundMessage] { log.elements }
 
+    /// How many waits are suspended now (``WaitableLog/waiting``).
+    public var waiting: Int { log.waiting }
+
     public func messages(_ topic: String) -> [OutboundMessage] { sent.filter { $0.topic == topic } }
 
     /// Waits (up to `timeout`) until `count` messages on `topic` were sent; returns them all.

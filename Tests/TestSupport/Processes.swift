@@ -12,7 +12,7 @@ public struct HarnessError: Error, CustomStringConvertible {
 }
 
 /// A fresh temporary directory, removed on deinit.
-public final class TemporaryDirectory {
+public final class TemporaryDirectory: Sendable {
     public let path: String
 
     public init() throws {

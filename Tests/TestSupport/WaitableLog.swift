@@ -28,6 +28,9 @@ public final class WaitableLog<Element: Sendable>: Sendable {
     /// Everything appended so far, in order.
     public var elements: [Element] { state.withLock { $0.elements } }
 
+    /// How many waits are suspended now (for a test to start appending only once its waiters wait).
+    public var waiting: Int { state.withLock { $0.waiters.count } }
+
     /// Appends `element`, then resumes every waiter whose condition holds now.
     public func append(_ element: Element) {
         let (woken, elements) = state.withLock { s in

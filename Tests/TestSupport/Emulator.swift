@@ -5,25 +5,26 @@ import Foundation
 import Reactor
 import Synchronization
 import TestSupport
-import Testing
 
+/// The BlueZ tests' world (BlueZTests, BlueZSimulatorTests, BlueZPortTests).
+///
 /// One test's world: a private bus, the emulator on its own connection and event loop, a
 /// client on another connection and loop (``loop``: for more clients of the test).
-struct Emulator {
-    let bus: PrivateBus
-    let simulatorConnection: DBusConnection
-    let simulator: BlueZSimulator
-    let client: BlueZClient
-    let loop: EventLoop
+public struct Emulator: Sendable {
+    public let bus: PrivateBus
+    public let simulatorConnection: DBusConnection
+    public let simulator: BlueZSimulator
+    public let client: BlueZClient
+    public let loop: EventLoop
 
     /// Fast timings so the suite stays under a minute.
-    static let fast = BlueZSimulator.Options(
+    public static let fast = BlueZSimulator.Options(
         connectDelay: .milliseconds(20), resolveDelay: .milliseconds(60), disconnectDelay: .milliseconds(80),
         absentConnectTimeout: .milliseconds(300), removalDelay: .milliseconds(300))
 }
 
 /// Runs `body` in a fresh world; everything is stopped afterwards (the daemon by its pid).
-func withEmulator(_ options: BlueZSimulator.Options = Emulator.fast, devices: [any SimulatedDevice] = [],
+public func withEmulator(_ options: BlueZSimulator.Options = Emulator.fast, devices: [any SimulatedDevice] = [],
                   _ body: (Emulator) async throws -> Void) async throws
 {
     try await withEventLoop(name: "t-bluez-sim") { simulatorLoop in
@@ -43,9 +44,22 @@ func withEmulator(_ options: BlueZSimulator.Options = Emulator.fast, devices: [a
     }
 }
 
+/// The simulated heart-rate sensor's address in these tests.
+public let hrAddress = "C0:FF:EE:00:00:01"
+/// ``echoDevice(address:mtu:)``'s default address and its characteristics: write (with and
+/// without response), read + notify (the echo), read, write only.
+public let echoAddress = "C0:FF:EE:00:00:02"
+public let echoWrite = "12345678-1234-5678-1234-56789abcdef1"
+public let echoNotify = "12345678-1234-5678-1234-56789abcdef2"
+public let echoRead = "12345678-1234-5678-1234-56789abcdef3"
+public let echoWriteOnly = "12345678-1234-5678-1234-56789abcdef4"
+
+/// The stable code of a BlueZ error, or the error's text.
+public func blueZCode(_ e: any Error) -> String { (e as? BlueZError)?.code ?? "\(e)" }
+
 /// A device with a characteristic for every write kind, whose write handler notifies the bytes
 /// reversed on the notify characteristic.
-func echoDevice(address: String = "C0:FF:EE:00:00:02", mtu: Int = 23) -> GenericDevice {
+public func echoDevice(address: String = "C0:FF:EE:00:00:02", mtu: Int = 23) -> GenericDevice {
     GenericDevice(
         address: address,
         advertisement: SimulatedAdvertisement(name: "Echo", rssi: -70, uuids: ["12345678-1234-5678-1234-56789abcdef0"]),
@@ -63,16 +77,12 @@ func echoDevice(address: String = "C0:FF:EE:00:00:02", mtu: Int = 23) -> Generic
 }
 
 /// Scans on `adapter` (nil: the first) until `address` shows up under it, then stops the scan.
-func discover(_ env: Emulator, _ address: String, on adapter: BlueZAdapter? = nil) async throws -> BlueZDevice {
+public func discover(_ env: Emulator, _ address: String, on adapter: BlueZAdapter? = nil) async throws -> BlueZDevice {
     let adapter = try adapter ?? env.client.adapter()
     let scan = try await env.client.scan(adapter)
     let device = try await env.client.waitForDevice(address, adapter: adapter, timeout: .seconds(5))
     try await scan.stop()
     return device
-}
-
-final class Collected<T: Sendable>: Sendable {
-    let items = Mutex<[T]>([])
 }
 
 /// The removal delay has passed for every device whose removal was scheduled before now: the
@@ -81,7 +91,7 @@ final class Collected<T: Sendable>: Sendable {
 /// scan of its own and that scan stopped, so its removal is scheduled after every earlier one,
 /// with the same delay (behaviour 4); once BlueZ has removed it, an earlier-scheduled removal
 /// that was going to happen has happened.
-func removalDelayPassed(_ env: Emulator, marker: String) async throws -> Bool {
+public func removalDelayPassed(_ env: Emulator, marker: String) async throws -> Bool {
     _ = try await discover(env, marker)
     return await eventually(timeout: .seconds(10)) { !env.simulator.isExported(marker) }
 }

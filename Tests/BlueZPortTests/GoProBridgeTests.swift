@@ -61,7 +61,7 @@ func withBridge(_ env: Emulator, device: DeviceConfig, store: BridgeStore, drive
                     _ body: (BridgeRecorder) async throws -> Void) async throws {
         var d = DeviceConfig(id: "camera", profile: .gopro)
         d.address = Self.address
-        try await BlueZTests.withBridge(env, device: d, store: store, driver: { GoProDriver(keepAliveInterval: keepAlive) }, body)
+        try await BlueZPortTests.withBridge(env, device: d, store: store, driver: { GoProDriver(keepAliveInterval: keepAlive) }, body)
     }
 
     func pairCalls(_ env: Emulator) -> Int { env.simulator.received(Self.address).filter { $0.method == "Pair" }.count }

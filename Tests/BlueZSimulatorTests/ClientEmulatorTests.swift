@@ -5,16 +5,6 @@ import Foundation
 import TestSupport
 import Testing
 
-let hrAddress = "C0:FF:EE:00:00:01"
-let echoAddress = "C0:FF:EE:00:00:02"
-let echoWrite = "12345678-1234-5678-1234-56789abcdef1"
-let echoNotify = "12345678-1234-5678-1234-56789abcdef2"
-let echoRead = "12345678-1234-5678-1234-56789abcdef3"
-let echoWriteOnly = "12345678-1234-5678-1234-56789abcdef4"
-
-/// The stable code of a BlueZ error, or the error's text.
-func code(_ e: any Error) -> String { (e as? BlueZError)?.code ?? "\(e)" }
-
 /// The client against the emulator, each test on its own private bus (spec/bluez.md behaviours).
 @Suite(.serialized, .timeLimit(.minutes(1))) struct ClientEmulatorTests {
     @Test func scanFindsDeviceWithAdvertisingDataThenItVanishes() async throws {
@@ -196,7 +186,7 @@ func code(_ e: any Error) -> String { (e as? BlueZError)?.code ?? "\(e)" }
                 try await env.client.connect(device)
                 Issue.record("second Connect succeeded")
             } catch {
-                #expect(code(error) == "in_progress")
+                #expect(blueZCode(error) == "in_progress")
             }
             try await first
             #expect(env.client.connectionState(device).servicesResolved)
@@ -218,7 +208,7 @@ func code(_ e: any Error) -> String { (e as? BlueZError)?.code ?? "\(e)" }
                 try await env.client.connect(device)
                 Issue.record("refused connect succeeded")
             } catch {
-                #expect(code(error) == "connection_failed")
+                #expect(blueZCode(error) == "connection_failed")
             }
             // A Disconnect while connecting cancels the attempt.
             try env.simulator.updateFaults(hrAddress) { $0 = .init(); $0.silent = true }
@@ -232,7 +222,7 @@ func code(_ e: any Error) -> String { (e as? BlueZError)?.code ?? "\(e)" }
                 try await attempt
                 Issue.record("cancelled connect succeeded")
             } catch {
-                #expect(code(error) == "cancelled")
+                #expect(blueZCode(error) == "cancelled")
             }
             // Injected errors answer instead of the method.
             try env.simulator.updateFaults(hrAddress) {
@@ -275,7 +265,7 @@ func code(_ e: any Error) -> String { (e as? BlueZError)?.code ?? "\(e)" }
                 try await env.client.write([3], to: w)
                 Issue.record("write after link loss succeeded")
             } catch {
-                #expect(code(error) == "not_connected")
+                #expect(blueZCode(error) == "not_connected")
             }
         }
     }
@@ -326,7 +316,7 @@ func code(_ e: any Error) -> String { (e as? BlueZError)?.code ?? "\(e)" }
                 try await env.client.connect(device)
                 Issue.record("connect with the adapter off succeeded")
             } catch {
-                #expect(code(error) == "not_ready")
+                #expect(blueZCode(error) == "not_ready")
             }
             try await env.client.setPowered(adapter, true)
             try await env.client.connect(device)
@@ -441,7 +431,7 @@ func code(_ e: any Error) -> String { (e as? BlueZError)?.code ?? "\(e)" }
                 try await env.client.connect(device)
                 Issue.record("refused connect succeeded")
             } catch {
-                #expect(code(error) == "connection_failed")
+                #expect(blueZCode(error) == "connection_failed")
             }
             _ = try await tool("/usr/bin/gdbus", base + ["org.gatt2mqtt.Simulator1.SetFaults", hrAddress,
                                                          "{'RefuseConnections': <false>}"])
@@ -514,7 +504,7 @@ func code(_ e: any Error) -> String { (e as? BlueZError)?.code ?? "\(e)" }
                 _ = try await env.client.read(battery, timeout: .milliseconds(200))
                 Issue.record("read from a silent device succeeded")
             } catch {
-                #expect(code(error) == "timeout")
+                #expect(blueZCode(error) == "timeout")
             }
             // The silent device's pending call fails once the link drops.
             let reads = env.simulator.received(hrAddress).filter { $0.method == "ReadValue" }.count
