@@ -59,11 +59,9 @@ final class MosquittoPort: MQTTPort {
     /// Returns once every message sent so far is acknowledged (or failed), or after `timeout`
     /// (the loop's timer), or when the task is cancelled.
     func drained(within timeout: Duration, on loop: EventLoop) async {
-        await withTaskGroup(of: Void.self) { group in
-            group.addTask { await self.waitUntilNoneOutstanding() }
-            group.addTask { try? await loop.sleep(for: timeout) }
-            await group.next()
-            group.cancelAll()
+        _ = await withDeadline(timeout, sleep: { try await loop.sleep(for: $0) }) { () async -> Void? in
+            await self.waitUntilNoneOutstanding()
+            return ()
         }
     }
 

@@ -2,6 +2,7 @@ import ArgumentParser
 import BridgeConfig
 import BridgeRuntime
 import Foundation
+import Reactor
 import UnixSignals
 
 /// The `gatt2mqtt` executable: argument parsing and dispatch only; the work lives in the modules.
@@ -80,11 +81,14 @@ struct StopSignals {
     /// Returns on SIGINT or SIGTERM (since ``init()``), or after `duration` when given: how
     /// `simulate` and `peripherals` run until stopped.
     func wait(after duration: Duration?) async {
-        await withTaskGroup(of: Void.self) { group in
-            group.addTask { for await _ in signals { break } }
-            if let duration { group.addTask { try? await Task.sleep(for: duration) } }
-            await group.next()
-            group.cancelAll()
+        let signals = self.signals
+        guard let duration else {
+            for await _ in signals { break }
+            return
+        }
+        _ = await withDeadline(duration) { () async -> Void? in
+            for await _ in signals { break }
+            return ()
         }
     }
 }
