@@ -59,7 +59,7 @@ public struct OwnershipClaim: Sendable, Equatable {
 
 /// What one node knows of the others and of who owns which device, and what it should do
 /// about it (docs/scale-out.md). A pure value: instants are passed in, decisions are returned
-/// for the bridge's ``Cluster`` to publish and carry out.
+/// for the bridge's ``ClusterExtension`` to publish and carry out.
 public struct ClusterView: Sendable {
     public struct Parameters: Sendable, Equatable {
         /// dB by which another node must see a device better than its owner.

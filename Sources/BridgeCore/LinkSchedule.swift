@@ -48,23 +48,25 @@ struct LinkSchedule: Sendable {
     }
 }
 
-/// The wait between connect attempts: from `min`, doubled after each failure up to `max`,
-/// back to `min` after a connect; each wait is scaled by a jitter in 0.5…1.
-struct Backoff: Sendable {
-    let min: Duration
-    let max: Duration
-    private(set) var current: Duration
+/// The wait between attempts (a device's connects, the start-up check of Bluetooth): from `min`,
+/// doubled after each failure up to `max`, back to `min` after a success; each wait is scaled by
+/// a jitter in 0.5…1 (1: none). The MQTT client's reconnect has the same shape in its own layer
+/// (`MQTTReconnectPolicy`, in the Mosquitto wrapper, which does not see the core).
+public struct Backoff: Sendable {
+    public let min: Duration
+    public let max: Duration
+    public private(set) var current: Duration
 
-    init(min: Duration, max: Duration) {
+    public init(min: Duration, max: Duration) {
         self.min = min
         self.max = max
         current = min
     }
 
-    mutating func reset() { current = min }
+    public mutating func reset() { current = min }
 
     /// The wait before the next attempt, for `jitter` in 0.5…1; the one after it doubles.
-    mutating func next(jitter: Double) -> Duration {
+    public mutating func next(jitter: Double) -> Duration {
         defer { current = Swift.min(current * 2, max) }
         return current * jitter
     }

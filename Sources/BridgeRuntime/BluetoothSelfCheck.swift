@@ -1,4 +1,5 @@
 import BlueZ
+import BridgeCore
 import DBus
 import Foundation
 import Logging
@@ -188,7 +189,7 @@ public struct BluetoothSelfCheck: Sendable {
     }
 
     func retrying<Ready>(logger: Logger, _ attempt: () async -> Result<Ready, BluetoothProblem>) async -> Ready? {
-        var delay = retryMin
+        var backoff = Backoff(min: retryMin, max: retryMax)
         var last: BluetoothProblem?
         while !Task.isCancelled {
             switch await attempt() {
@@ -206,8 +207,7 @@ public struct BluetoothSelfCheck: Sendable {
                     logger.debug("Bluetooth still not ready", metadata: ["problem": "\(p)"])
                 }
             }
-            try? await loop.sleep(for: delay)
-            delay = min(delay * 2, retryMax)
+            try? await loop.sleep(for: backoff.next(jitter: 1))  // no jitter: one bridge, one bus
         }
         return nil
     }
