@@ -175,10 +175,11 @@ let package = Package(
                            .product(name: "MetricsTestKit", package: "swift-metrics")]
         ),
         .testTarget(name: "DeviceProfilesTests", dependencies: ["DeviceProfiles", "BridgeCore", "BridgeConfig", "CapsCodec", "GoProCodec", "BinaryCoding"]),
+        .testTarget(name: "FrontendTests", dependencies: ["Frontend"]),
         .testTarget(
             name: "BridgeRuntimeTests",
             dependencies: [
-                "BridgeRuntime", "BridgeCore", "BridgeConfig", "BridgeStore", "Frontend", "Mosquitto", "BinaryCoding", "BlueZ", "DBus", "Reactor", "TestSupport",
+                "BridgeRuntime", "BridgeCore", "BridgeConfig", "BridgeStore", "Mosquitto", "BinaryCoding", "BlueZ", "DBus", "Reactor", "TestSupport",
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Prometheus", package: "swift-prometheus"),

@@ -2,7 +2,6 @@ import BinaryCoding
 import BridgeConfig
 import BridgeCore
 import Foundation
-import Frontend
 import Logging
 import ServiceLifecycle
 import Synchronization
@@ -48,23 +47,6 @@ import Testing
     }
 
     static func body(_ r: HTTPResponse?) -> String { String(decoding: r?.body ?? [], as: UTF8.self) }
-
-    // MARK: The assets
-
-    /// Every file of Sources/Frontend/Pages is served, as it is on disk (without its final
-    /// newlines), with its media type.
-    @Test func pagesAreTheFilesOfTheFrontendModule() throws {
-        let dir = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../Sources/Frontend/Pages").standardized
-        let names = try FileManager.default.contentsOfDirectory(atPath: dir.path).filter { !$0.hasPrefix(".") }.sorted()
-        #expect(names == ["app.css", "app.js", "index.html"])
-        #expect(FrontendPages.files.keys.sorted() == names.map { "/" + $0 })
-        for name in names {
-            var text = try String(contentsOf: dir.appendingPathComponent(name), encoding: .utf8)
-            while text.hasSuffix("\n") { text.removeLast() }
-            #expect(FrontendPages.files["/" + name]?.body == Array(text.utf8), "\(name)")
-        }
-        #expect(FrontendPages.files["/app.js"]?.contentType == "text/javascript; charset=utf-8")
-    }
 
     // MARK: HTTP and SSE
 
