@@ -52,6 +52,12 @@ let package = Package(
             dependencies: [.product(name: "Mosquitto", package: "gatt2mqtt"), .product(name: "Reactor", package: "gatt2mqtt")],
             path: "Bridge/Swift"
         ),
+        // forced handovers on a two-node cluster, commands sent all along: Benchmarks/ClusterHandover/run.sh
+        .executableTarget(
+            name: "handover-bench",
+            dependencies: [.product(name: "Mosquitto", package: "gatt2mqtt"), .product(name: "Reactor", package: "gatt2mqtt")],
+            path: "ClusterHandover/Swift"
+        ),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -189,8 +189,7 @@ final class Cluster {
             devices:
             \(RunEndToEndTests.heartControl)
             """.write(toFile: config, atomically: true, encoding: .utf8)
-        // The benchmark's settings are no bridge's (which refuses unknown GATT2MQTT_ variables).
-        host.bridge = try launchBridge(config: config, logLevel: logLevel, log: host.log, dropping: ["GATT2MQTT_HANDOVER_BENCH"])
+        host.bridge = try launchBridge(config: config, logLevel: logLevel, log: host.log)
     }
 
     /// Starts both bridges and waits until both nodes say they are online (their retained
