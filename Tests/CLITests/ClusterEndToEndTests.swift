@@ -59,15 +59,9 @@ final class Cluster {
     /// emulators with their dbus-daemons, two bridges) with sub-second timings.
     private var slots = 0
 
-    /// The `cluster.hysteresis` of the bridges started from now on (dB).
-    var hysteresis = 6
-    /// Their `--log-level`.
-    var logLevel = "info"
-
     /// Starts the broker (or two bridged ones, `brokers: 2`) and both emulators, emulator A seeing
-    /// the sensor at `rssi.a` dBm and B at `rssi.b` (`simulate --rssi`), each running for
-    /// `seconds` with `simulate` options besides.
-    init(rssi: (a: Int, b: Int), brokers count: Int = 1, seconds: Int = 120, simulate: [String] = []) async throws {
+    /// the sensor at `rssi.a` dBm and B at `rssi.b` (`simulate --rssi`), each running for 120 s.
+    init(rssi: (a: Int, b: Int), brokers count: Int = 1) async throws {
         precondition(count == 1 || count == 2, "one broker, or two bridged")
         for _ in 0..<2 { await Slots.processHeavy.acquire() }
         do {
@@ -89,7 +83,7 @@ final class Cluster {
             let rssiOption = try await Self.rssiOption()
             for (node, dBm) in [("a", rssi.a), ("b", rssi.b)] {
                 // Longer than the default 40 s: a test's waits may add up to more.
-                let (simulator, bus) = try await BluetoothCLITests.simulate(["--seconds", "\(seconds)"] + simulate + rssiOption(dBm))
+                let (simulator, bus) = try await BluetoothCLITests.simulate(["--seconds", "120"] + rssiOption(dBm))
                 let host = Host(node: node, simulator: simulator, bus: bus, broker: node == "a" ? brokers[0] : brokers[brokers.count - 1],
                                 log: directory.path + "/\(node).log")
                 if node == "a" { a = host } else { b = host }
@@ -155,12 +149,12 @@ final class Cluster {
     /// lines (its `node_id` and the `cluster` section with short timings) and lines of its `mqtt`
     /// section (its client id, and the least keep-alive). Shared with the real stack's cluster,
     /// which needs a longer `lost_after`.
-    static func nodeYAML(_ node: String, lostAfter: String = "2s", hysteresis: Int = 6) -> (top: String, mqtt: String) {
+    static func nodeYAML(_ node: String, lostAfter: String = "2s") -> (top: String, mqtt: String) {
         ("""
             node_id: \(node)
             cluster:
               enabled: true
-              hysteresis: \(hysteresis)
+              hysteresis: 6
               handover_after: 1s
               seen_interval: 200ms
               lost_after: \(lostAfter)
@@ -176,7 +170,7 @@ final class Cluster {
     /// Writes node `host`'s configuration and starts its bridge (stderr to `host.log`).
     func startBridge(_ host: Host) throws {
         let config = directory.path + "/\(host.node).yaml"
-        let node = Self.nodeYAML(host.node, hysteresis: hysteresis)
+        let node = Self.nodeYAML(host.node)
         try """
             \(node.top)
             mqtt:
@@ -189,7 +183,7 @@ final class Cluster {
             devices:
             \(RunEndToEndTests.heartControl)
             """.write(toFile: config, atomically: true, encoding: .utf8)
-        host.bridge = try launchBridge(config: config, logLevel: logLevel, log: host.log)
+        host.bridge = try launchBridge(config: config, logLevel: "info", log: host.log)
     }
 
     /// Starts both bridges and waits until both nodes say they are online (their retained
@@ -268,13 +262,11 @@ final class Cluster {
     }
 
     /// Runs `body` with a cluster whose emulators see the sensor at `rssi`, on one broker or two
-    /// bridged (`brokers`), both bridges online (after `configure`), and a connected hub (on
+    /// bridged (`brokers`), both bridges online, and a connected hub (on
     /// broker 1); disconnects the hub and stops every process whatever `body` does.
-    static func run(rssi: (a: Int, b: Int), brokers: Int = 1, seconds: Int = 120, simulate: [String] = [],
-                    configure: (Cluster) -> Void = { _ in }, sourceLocation: SourceLocation = #_sourceLocation,
+    static func run(rssi: (a: Int, b: Int), brokers: Int = 1, sourceLocation: SourceLocation = #_sourceLocation,
                     _ body: (Cluster, MQTTClient) async throws -> Void) async throws {
-        let cluster = try await Cluster(rssi: rssi, brokers: brokers, seconds: seconds, simulate: simulate)
-        configure(cluster)
+        let cluster = try await Cluster(rssi: rssi, brokers: brokers)
         defer { cluster.stop() }
         let hub = try await cluster.broker.client(loop: cluster.loop)
         do {
