@@ -32,6 +32,19 @@ public func collectUntil<S: AsyncSequence & Sendable>(_ sequence: S, timeout: Du
     return all
 }
 
+/// Everything `sequence` yields until it ends; nil when it has not ended within `timeout`. For a
+/// stream that the code under test closes: what it carried, and that it was closed.
+public func collectToEnd<S: AsyncSequence & Sendable>(_ sequence: S, timeout: Duration = .seconds(10)) async -> [S.Element]?
+    where S.Element: Sendable, S.Failure == Never
+{
+    let collected = Collected<S.Element>()
+    let ended = await withDeadline(timeout) { () async -> Bool? in
+        for await element in sequence { collected.items.withLock { $0.append(element) } }
+        return Task.isCancelled ? nil : true
+    }
+    return ended == true ? collected.items.withLock { $0 } : nil
+}
+
 /// Elements gathered by one task and read by another (what ``collect(_:count:timeout:)`` took
 /// so far; the notifications a test's handler saw).
 public final class Collected<Element: Sendable>: Sendable {
