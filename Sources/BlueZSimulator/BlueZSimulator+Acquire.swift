@@ -24,6 +24,9 @@ extension BlueZSimulator {
             guard c.notifyIO == nil else { throw BlueZErrors.notPermitted("Notify acquired") }
             guard c.sessions.isEmpty else { throw BlueZErrors.inProgress }
             guard c.flags.contains("notify") else { throw BlueZErrors.notSupported }
+            // bluetoothd answers once the CCCD write that subscribes went through (5.66
+            // `register_notify_io_cb`): raising the link's security first if it must.
+            try await raiseSecurity(key, epoch: d.epoch, needs: Self.security(c.flags, for: ["notify"]), characteristic: c.uuid)
         }
         guard let (io, theirs) = PacketSocket.pair() else { throw BlueZErrors.failed("socketpair failed") }
         // Our copy of the client's end closes when this value goes (the reply carries a dup).

@@ -85,6 +85,7 @@ extension BlueZSimulator {
                 for (k, v) in raw {
                     switch (k, v) {
                     case let ("RefuseConnections", .boolean(b)): change.append { $0.refuseConnections = b }
+                    case let ("RefusePairing", .boolean(b)): change.append { $0.refusePairing = b }
                     case let ("Silent", .boolean(b)): change.append { $0.silent = b }
                     case let ("DropLinkOnWrite", .uint32(n)): change.append { $0.dropLinkOnWrite = n == 0 ? nil : Int(n) }
                     case let ("ReplyDelayMs", .uint32(ms)): change.append { $0.replyDelay = .milliseconds(Int64(ms)) }

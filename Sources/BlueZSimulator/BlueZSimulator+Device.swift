@@ -215,7 +215,8 @@ extension BlueZSimulator {
     /// resolve as after Connect. The pairing agent (``pairingAgent(for:)``: the caller's own,
     /// else the default) is asked `RequestAuthorization(device)`; a refusal fails the call with
     /// `AuthenticationRejected`. With no agent at all the pairing goes ahead (docs/bluez.md,
-    /// "Pairing agent").
+    /// "Pairing agent"). A device that refuses pairing (``Faults/refusePairing``) fails it with
+    /// `AuthenticationFailed: Authentication Failed`.
     func pair(_ key: DeviceKey, sender: String?) async throws(DBusError) {
         try await gate(key, "Pair", sender: sender,
                        record: Received(method: "Pair", value: [], delivered: true, sender: sender))
@@ -236,6 +237,10 @@ extension BlueZSimulator {
             guard !d.paired else { throw DBusError.remote(name: "org.bluez.Error.AlreadyExists", message: "Already Exists") }
             guard s.hears(key), !p.faults.silent else {
                 throw DBusError.remote(name: "org.bluez.Error.AuthenticationTimeout", message: "Authentication Timeout")
+            }
+            // SMP Pairing Failed from the device: MGMT_STATUS_AUTH_FAILED (5.66 `new_authentication_return`).
+            guard !p.faults.refusePairing else {
+                throw DBusError.remote(name: "org.bluez.Error.AuthenticationFailed", message: "Authentication Failed")
             }
             s.devices[key]!.paired = true
             return d.path

@@ -109,6 +109,70 @@ extension BlueZSimulator {
         }
     }
 
+    /// What a characteristic's flags ask of the link for some kinds of access (bluez
+    /// doc/org.bluez.GattCharacteristic.rst `Flags`): `encrypt-<access>` an encrypted link,
+    /// `encrypt-authenticated-<access>` and `secure-<access>` an authenticated one.
+    enum LinkSecurity: Comparable {
+        case none, encrypted, authenticated
+    }
+
+    static func security(_ flags: [String], for accesses: [String]) -> LinkSecurity {
+        var needs = LinkSecurity.none
+        for a in accesses {
+            if flags.contains("encrypt-authenticated-" + a) || flags.contains("secure-" + a) { return .authenticated }
+            if flags.contains("encrypt-" + a) { needs = .encrypted }
+        }
+        return needs
+    }
+
+    /// bluetoothd's automatic security (docs/bluez.md "Automatic security"; 5.66
+    /// `src/shared/att.c` `change_security`, the security level `auto` every client link has):
+    /// the device answers an access its link is not secure enough for with an ATT error; bluetoothd
+    /// raises the link's security — the kernel pairs Just Works, asking no agent (a pairing the
+    /// host starts is not confirmed) — and sends the request again. A pairing that succeeds makes
+    /// the device `Paired` and `Bonded` (one PropertiesChanged, as after `Pair`) and the access
+    /// goes ahead. One that fails (the device refuses it, ``Faults/refusePairing``; or the access
+    /// needs an authenticated link, which Just Works never gives) is tried again with the request
+    /// every ``Options/securityRetryInterval``, without end: the call gets no answer until the link
+    /// drops (then `Failed: Operation failed`), as on the real stack (bluez issue #21). Every
+    /// pairing attempt is recorded as a `SecurityPairing` ``Received``. A bonded device's link is
+    /// encrypted without pairing again (the kernel uses the stored key).
+    func raiseSecurity(_ key: DeviceKey, epoch: UInt64, needs: LinkSecurity, characteristic: String) async throws(DBusError) {
+        guard needs != .none else { return }
+        while true {
+            let attempt = state.withLock { s -> (justPaired: Bool, path: DBusObjectPath)? in
+                guard let d = s.devices[key], d.epoch == epoch, d.connected, let p = s.peripherals[key.address] else { return nil }
+                if d.paired { return (false, d.path) }
+                let accepted = !p.faults.refusePairing
+                s.record(key.address, Received(method: "SecurityPairing", characteristic: characteristic, value: [],
+                                               delivered: accepted, sender: nil))
+                if accepted { s.devices[key]!.paired = true }
+                return (accepted, d.path)
+            }
+            guard let attempt else { throw BlueZErrors.failed("Operation failed") }
+            if attempt.justPaired {
+                // 5.66 `new_long_term_key_callback`: device_set_bonded, then bonding_complete's
+                // device_set_paired, in one main-loop turn: gdbus sends them as one signal.
+                try? connection.setProperties(attempt.path, interface: Self.device1,
+                                              ["Paired": .boolean(true), "Bonded": .boolean(true)])
+            }
+            let secure = state.withLock { $0.devices[key]?.paired ?? false }
+            if secure, needs == .encrypted { return }
+            if secure, !attempt.justPaired {
+                // Encrypted but not authenticated: the kernel's pairing asking for MITM fails
+                // (SMP Authentication Requirements) before the device is asked.
+                state.withLock {
+                    $0.record(key.address, Received(method: "SecurityPairing", characteristic: characteristic, value: [],
+                                                    delivered: false, sender: nil))
+                }
+            }
+            let changed = await wait(options.securityRetryInterval) {
+                state.withLock { $0.devices[key]?.epoch != epoch || $0.stopped }
+            }
+            if changed || Task.isCancelled { throw BlueZErrors.failed("Operation failed") }
+        }
+    }
+
     /// A silent device never answers: wait until the link changes, then fail as a lost link does.
     func silence(_ key: DeviceKey, epoch: UInt64) async throws(DBusError) {
         _ = await wait(.seconds(3600)) { state.withLock { $0.devices[key]?.epoch != epoch || $0.stopped } }
@@ -123,11 +187,9 @@ extension BlueZSimulator {
                        record: Received(method: "ReadValue", characteristic: uuid, value: [], delivered: true, sender: sender))
         let (d, c, faults) = try gattContext(key, path)
         if faults.silent { try await silence(key, epoch: d.epoch) }
-        guard c.flags.contains("read") || c.flags.contains("encrypt-read") || c.flags.contains("encrypt-authenticated-read")
+        guard c.flags.contains("read") || Self.security(c.flags, for: ["read"]) != .none
         else { throw BlueZErrors.notPermitted("Read not permitted") }
-        if c.flags.contains(where: { $0.hasPrefix("encrypt") && $0.hasSuffix("read") }), !d.paired {
-            throw BlueZErrors.notPermitted("Insufficient authentication")
-        }
+        try await raiseSecurity(key, epoch: d.epoch, needs: Self.security(c.flags, for: ["read"]), characteristic: c.uuid)
         var value: [UInt8]
         do {
             value = try d.device.handleRead(c.uuid, current: c.value)
@@ -193,14 +255,16 @@ extension BlueZSimulator {
             if accepted { try? d.device.handleWrite(value, to: c.uuid, withResponse: false) }
             return
         }
-        guard c.flags.contains("write") || c.flags.contains(where: { $0.hasPrefix("encrypt") && $0.hasSuffix("write") })
+        guard c.flags.contains("write") || Self.security(c.flags, for: ["write"]) != .none
         else {
             record(false)
             throw BlueZErrors.notPermitted("Write not permitted")
         }
-        if c.flags.contains(where: { $0.hasPrefix("encrypt") && $0.hasSuffix("write") }), !d.paired {
+        do {
+            try await raiseSecurity(key, epoch: d.epoch, needs: Self.security(c.flags, for: ["write"]), characteristic: c.uuid)
+        } catch {
             record(false)
-            throw BlueZErrors.notPermitted("Insufficient authentication")
+            throw error
         }
         record(true)
         do {
@@ -214,9 +278,12 @@ extension BlueZSimulator {
         let uuid = state.withLock { $0.devices[key]?.chars[path]?.uuid }
         try await gate(key, "StartNotify", sender: sender,
                        record: Received(method: "StartNotify", characteristic: uuid, value: [], delivered: true, sender: sender))
-        let (_, c, _) = try gattContext(key, path, disconnectingError: BlueZErrors.notConnected)
+        let (d, c, _) = try gattContext(key, path, disconnectingError: BlueZErrors.notConnected)
         if c.notifyIO != nil { throw BlueZErrors.notPermitted("Notify acquired") }
         guard c.flags.contains("notify") || c.flags.contains("indicate") else { throw BlueZErrors.notSupported }
+        // The CCCD write that subscribes is an access like any other (5.66 `register_notify_cb`).
+        try await raiseSecurity(key, epoch: d.epoch, needs: Self.security(c.flags, for: ["notify", "indicate"]),
+                                characteristic: c.uuid)
         let first = state.withLock { s -> Bool in
             // A second StartNotify from the same connection is a no-op (behaviour 2).
             guard s.devices[key]?.chars[path]?.sessions.contains(sender) == false else { return false }

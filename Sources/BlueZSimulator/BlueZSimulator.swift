@@ -59,14 +59,19 @@ public final class BlueZSimulator: Sendable {
         public var rssiJitter: Int16
         /// Seed of the RSSI jitter: one seed gives one sequence of advertisements.
         public var jitterSeed: UInt64
+        /// How often bluetoothd sends a request again while the link's security cannot be
+        /// raised (a refused pairing; docs/bluez.md "Automatic security"): about 1.2 s on the
+        /// real stack (bluez issue #21).
+        public var securityRetryInterval: Duration
 
         public init(version: Version = .v5_66, adapterAddress: String = "00:1A:7D:DA:71:13", adapters: [String] = ["hci0"],
                     connectDelay: Duration = .milliseconds(20), resolveDelay: Duration = .milliseconds(50),
                     disconnectDelay: Duration = .seconds(2), absentConnectTimeout: Duration = .seconds(20),
                     removalDelay: Duration = .seconds(30), controlInterface: Bool = true,
                     advertisingInterval: Duration? = BlueZSimulator.defaultAdvertisingInterval, rssiJitter: Int16 = 3,
-                    jitterSeed: UInt64 = 0x6761_7474_326D_7174)
+                    jitterSeed: UInt64 = 0x6761_7474_326D_7174, securityRetryInterval: Duration = .milliseconds(1200))
         {
+            self.securityRetryInterval = securityRetryInterval
             self.controlInterface = controlInterface
             self.advertisingInterval = advertisingInterval
             self.rssiJitter = rssiJitter
@@ -130,6 +135,11 @@ public final class BlueZSimulator: Sendable {
         /// The device stops answering: Connect times out as for an absent device, GATT calls never
         /// answer until the link drops.
         public var silent = false
+        /// The device refuses every pairing (SMP Pairing Failed): `Pair` fails
+        /// `AuthenticationFailed`, and an access to an encrypted characteristic of an unpaired
+        /// device gets no answer until the link drops (bluetoothd retries it, docs/bluez.md
+        /// "Automatic security").
+        public var refusePairing = false
         /// The N-th notification value the device sends from now on (1-based, counting values
         /// that reach a subscriber, through PropertiesChanged or an AcquireNotify socket) is lost.
         public var dropNotification: Int?
@@ -143,7 +153,9 @@ public final class BlueZSimulator: Sendable {
     public struct Received: Sendable, Equatable {
         /// `Connect`, `Disconnect`, `ReadValue`, `WriteValue`, `StartNotify`, `StopNotify`, `Pair`,
         /// `AcquireWrite`, `AcquireNotify`. A packet read from an AcquireWrite socket is recorded
-        /// as a `WriteValue` of type `command` whose sender is `socket`.
+        /// as a `WriteValue` of type `command` whose sender is `socket`. `SecurityPairing`: a
+        /// pairing bluetoothd started by itself to raise the link's security for an access to
+        /// `characteristic` (delivered: it paired; no sender).
         public var method: String
         /// Characteristic UUID (128-bit lowercase) for GATT calls.
         public var characteristic: String?

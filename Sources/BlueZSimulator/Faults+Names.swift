@@ -1,10 +1,10 @@
 extension BlueZSimulator.Faults {
     /// The fault names ``set(_:_:)`` accepts (the `gatt2mqtt simulate --fault` vocabulary; the
     /// D-Bus `SetFaults` keys are their CamelCase forms).
-    public static let names = ["refuse-connections", "silent", "drop-link-on-write", "reply-delay-ms",
+    public static let names = ["refuse-connections", "refuse-pairing", "silent", "drop-link-on-write", "reply-delay-ms",
                                "drop-notification", "duplicate-notification"]
 
-    /// Sets one fault by name from text: `refuse-connections` and `silent` take `true`/`false`;
+    /// Sets one fault by name from text: `refuse-connections`, `refuse-pairing` and `silent` take `true`/`false`;
     /// `drop-link-on-write`, `drop-notification`, `duplicate-notification` take N ≥ 0 (0 clears);
     /// `reply-delay-ms` takes milliseconds. Unknown names and bad values throw
     /// ``BlueZSimulatorError/invalidFault(_:)``.
@@ -24,6 +24,7 @@ extension BlueZSimulator.Faults {
         }
         switch name {
         case "refuse-connections": refuseConnections = try flag()
+        case "refuse-pairing": refusePairing = try flag()
         case "silent": silent = try flag()
         case "drop-link-on-write": dropLinkOnWrite = try count().nonZero
         case "reply-delay-ms": replyDelay = .milliseconds(Int64(try count()))

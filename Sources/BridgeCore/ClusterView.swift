@@ -71,12 +71,17 @@ public struct ClusterView: Sendable {
         public var lostAfter: Duration
         /// How long a claimant waits for a competing claim before it acts as the owner.
         public var claimSettle: Duration
+        /// How often every node reports what it sees (`seen_interval`): the first claim of a
+        /// device waits at most this long for the other online nodes' reports
+        /// (``decide(_:address:at:)``); zero: it does not wait.
+        public var seenInterval: Duration
 
-        public init(hysteresis: Int, handoverAfter: Duration, lostAfter: Duration, claimSettle: Duration) {
+        public init(hysteresis: Int, handoverAfter: Duration, lostAfter: Duration, claimSettle: Duration, seenInterval: Duration) {
             self.hysteresis = hysteresis
             self.handoverAfter = handoverAfter
             self.lostAfter = lostAfter
             self.claimSettle = claimSettle
+            self.seenInterval = seenInterval
         }
     }
 
@@ -138,6 +143,11 @@ public struct ClusterView: Sendable {
     private var claimedAt: [String: ContinuousClock.Instant] = [:]
     /// The other node that has seen a device better than this node (its owner), and since when.
     private var betterSince: [String: (node: String, since: ContinuousClock.Instant)] = [:]
+    /// How many reports each node has made (as received).
+    private var reportCount: [String: Int] = [:]
+    /// Devices never claimed that this node sees best: since when it waits to claim one, and
+    /// how many reports each node had made then (``decide(_:address:at:)``).
+    private var firstClaimWait: [String: (since: ContinuousClock.Instant, reports: [String: Int])] = [:]
 
     public init(me: String, parameters: Parameters) {
         self.me = me
@@ -157,6 +167,7 @@ public struct ClusterView: Sendable {
     /// A node's report of what it sees (replaces its previous one).
     public mutating func report(from node: String, _ seen: [String: Sighting]) {
         sightings[node] = seen
+        reportCount[node, default: 0] += 1
     }
 
     /// The devices of a node's report (`{"<address>":{"rssi","age_ms","connected"}}`) as
@@ -199,6 +210,7 @@ public struct ClusterView: Sendable {
         }
         if claim.node != me { claimedAt[device] = nil }
         if current?.node != claim.node || current?.epoch != claim.epoch { betterSince[device] = nil }
+        firstClaimWait[device] = nil
         return true
     }
 
@@ -229,13 +241,39 @@ public struct ClusterView: Sendable {
         return out.sorted { ($0.rssi, $1.node) > ($1.rssi, $0.node) }
     }
 
+    /// Whether this node, which sees `device` best and has never seen it claimed, has heard from
+    /// every other online node (docs/scale-out.md, "Cold start"): a report of theirs that gives
+    /// the device, or any report made since this node began to wait — so a node that started at
+    /// the same time and sees the device better is not claimed over, then handed the device a
+    /// moment later. Bounded: after ``Parameters/seenInterval`` of waiting (every node reports
+    /// that often) it claims anyway.
+    mutating func othersHaveReported(_ device: String, address: String, at now: ContinuousClock.Instant) -> Bool {
+        guard parameters.seenInterval > .zero else { return true }
+        let wait: (since: ContinuousClock.Instant, reports: [String: Int])
+        if let w = firstClaimWait[device] {
+            wait = w
+        } else {
+            wait = (now, reportCount)
+            firstClaimWait[device] = wait
+        }
+        if now - wait.since >= parameters.seenInterval { return true }
+        return online.allSatisfy { node in
+            node == me || sightings[node]?[address] != nil || reportCount[node, default: 0] > wait.reports[node, default: 0]
+        }
+    }
+
     /// What this node should publish about `device` (at `address`) now, if anything.
     public mutating func decide(_ device: String, address: String, at now: ContinuousClock.Instant) -> Decision? {
         let claim = claims[device]
         let seen = candidates(address, at: now)
         guard let owner = owner(of: device), let claim else {
             // Nobody owns it: the node that sees it best claims it.
-            guard seen.first?.node == me else { return nil }
+            guard seen.first?.node == me else {
+                firstClaimWait[device] = nil
+                return nil
+            }
+            if claim == nil, !othersHaveReported(device, address: address, at: now) { return nil }
+            firstClaimWait[device] = nil
             return .claim(OwnershipClaim(node: me, epoch: claim?.nextEpoch ?? 1))
         }
         guard owner == me else { return nil }

@@ -91,9 +91,9 @@ public final class SimulatedGoPro: SimulatedDevice {
 
     /// - Parameters:
     ///   - encrypted: the FEA6 and GP-0090 characteristics need a paired link, as on a real
-    ///     camera (§2): `encrypt-write` on the request characteristics (an unpaired write gets
-    ///     NotPermitted "Insufficient authentication"), `encrypt-notify` on the notify ones (which
-    ///     stay unreadable, as in §1).
+    ///     camera (§2): `encrypt-write` on the request characteristics, `encrypt-notify` on the
+    ///     notify ones (which stay unreadable, as in §1); an unpaired client's first access pairs
+    ///     it on the way, as bluetoothd does (docs/bluez.md "Automatic security").
     ///   - sleepAfter: with no keep-alive (`5B 01 42`) and no other write for this long, and not
     ///     encoding, the camera sleeps (§9): it drops the link through the emulator it was
     ///     ``add(to:alreadyConnected:)``-ed to and stays connectable — connecting wakes it (§2).

@@ -28,7 +28,7 @@ struct SimulateCommand: AsyncParsableCommand {
 
 
     @Option(name: .customLong("fault"),
-            help: "A device fault ADDRESS:NAME=VALUE (repeatable), NAME = refuse-connections, silent (true/false), drop-link-on-write, drop-notification, duplicate-notification (N-th, 1-based) or reply-delay-ms, e.g. C0:FF:EE:00:00:01:drop-notification=2.")
+            help: "A device fault ADDRESS:NAME=VALUE (repeatable), NAME = refuse-connections, refuse-pairing, silent (true/false), drop-link-on-write, drop-notification, duplicate-notification (N-th, 1-based) or reply-delay-ms, e.g. C0:FF:EE:00:00:01:drop-notification=2.")
     var faults: [String] = []
 
     @Flag(help: "Start with the adapters powered off (calls fail NotReady until Powered is set true).")

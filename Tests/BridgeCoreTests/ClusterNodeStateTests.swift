@@ -64,4 +64,21 @@ struct ClusterNodeStateTests {
     }
 
     final class Token {}
+
+    /// Reports go out every `seen_interval` (5 s by default), and at once when the node sees a
+    /// device its last report did not give (docs/scale-out.md, "Cold start": the others wait for
+    /// it before they first claim the device).
+    @Test func aReportGoesOutEverySeenIntervalAndAtOnceForANewDevice() {
+        var s = state()
+        let camera: Set<String> = ["C0:FF:EE:00:00:01"]
+        var due: [(Bool, Bool, String)] = []
+        due.append((s.reportDue([], at: Self.t0), true, "the first report at once"))
+        due.append((s.reportDue([], at: Self.t0 + .seconds(1)), false, ""))
+        due.append((s.reportDue(camera, at: Self.t0 + .milliseconds(1100)), true, "a device the last report did not give"))
+        due.append((s.reportDue(camera, at: Self.t0 + .milliseconds(1200)), false, "given already"))
+        due.append((s.reportDue([], at: Self.t0 + .seconds(2)), false, "one fewer is no news"))
+        due.append((s.reportDue([], at: Self.t0 + .milliseconds(6100)), true, "seen_interval after the last one"))
+        due.append((s.reportDue(camera, at: Self.t0 + .milliseconds(6200)), true, "back after the report that lacked it"))
+        for (i, (got, wanted, why)) in due.enumerated() { #expect(got == wanted, "report \(i + 1): \(why)") }
+    }
 }

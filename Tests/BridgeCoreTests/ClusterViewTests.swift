@@ -6,7 +6,7 @@ import Testing
 struct ClusterViewTests {
     static let t0 = ContinuousClock.now
     static let parameters = ClusterView.Parameters(hysteresis: 6, handoverAfter: .seconds(10), lostAfter: .seconds(30),
-                                                   claimSettle: .seconds(1))
+                                                   claimSettle: .seconds(1), seenInterval: .zero)
     static let address = "C0:FF:EE:00:00:01"
 
     func view(_ me: String, online others: [String] = ["b"]) -> ClusterView {
@@ -193,5 +193,61 @@ struct ClusterViewTests {
         #expect(b.leader == "a")
         b.node("a", online: false)
         #expect(b.leader == "b")
+    }
+
+    /// Cold start (issue 22 item 8, docs/scale-out.md "Cold start"): the first claim of a device
+    /// waits until every other online node has reported — a report that gives the device, or any
+    /// report made since the wait began — so the node that sees it best claims it first.
+    @Test func theFirstClaimWaitsForEveryOnlineNodesReport() {
+        var p = Self.parameters
+        p.seenInterval = .seconds(5)
+        // A (−80) has only its own sighting and B's report made before it began to wait, without
+        // the device: it waits. B's next report gives it at −50: A never claims.
+        var a = ClusterView(me: "a", parameters: p)
+        a.node("b", online: true)
+        a.node("c", online: true)
+        a.report(from: "b", [:])
+        a.report(from: "a", sees(-80))
+        #expect(a.decide("cam", address: Self.address, at: Self.t0) == nil, "b and c have not reported since")
+        a.report(from: "c", [:])
+        #expect(a.decide("cam", address: Self.address, at: Self.t0 + .seconds(1)) == nil, "b has not reported since")
+        a.report(from: "b", sees(-50, at: Self.t0 + .seconds(2)))
+        #expect(a.decide("cam", address: Self.address, at: Self.t0 + .seconds(2)) == nil, "b sees it better")
+        #expect(a.decide("cam", address: Self.address, at: Self.t0 + .seconds(9)) == nil, "b sees it better, however long")
+
+        // B (−50): A's report gives the device (−80), C reported (nothing) since B began to wait.
+        var b = ClusterView(me: "b", parameters: p)
+        b.node("a", online: true)
+        b.node("c", online: true)
+        b.report(from: "b", sees(-50))
+        b.report(from: "a", sees(-80))
+        #expect(b.decide("cam", address: Self.address, at: Self.t0) == nil, "c has not reported")
+        b.report(from: "c", [:])
+        #expect(b.decide("cam", address: Self.address, at: Self.t0 + .milliseconds(300)) == .claim(OwnershipClaim(node: "b", epoch: 1)))
+
+        // Alone (no other node online), a node claims at once.
+        var alone = ClusterView(me: "a", parameters: p)
+        alone.report(from: "a", sees(-80))
+        #expect(alone.decide("cam", address: Self.address, at: Self.t0) == .claim(OwnershipClaim(node: "a", epoch: 1)))
+    }
+
+    /// The wait is bounded by `seen_interval` (every node reports that often): a node that stays
+    /// silent does not keep the device unclaimed; and only the first claim waits — a released
+    /// device is claimed at once (the reports are running by then).
+    @Test func theFirstClaimsWaitIsBoundedAndOnlyTheFirstClaimWaits() {
+        var p = Self.parameters
+        p.seenInterval = .seconds(5)
+        var a = ClusterView(me: "a", parameters: p)
+        a.node("b", online: true)
+        a.report(from: "a", sees(-80))
+        #expect(a.decide("cam", address: Self.address, at: Self.t0) == nil)
+        #expect(a.decide("cam", address: Self.address, at: Self.t0 + .milliseconds(4999)) == nil)
+        #expect(a.decide("cam", address: Self.address, at: Self.t0 + .seconds(5)) == .claim(OwnershipClaim(node: "a", epoch: 1)))
+
+        var c = ClusterView(me: "a", parameters: p)
+        c.node("b", online: true)
+        c.report(from: "a", sees(-80))
+        c.receive(OwnershipClaim(node: nil, epoch: 3), for: "cam", at: Self.t0)
+        #expect(c.decide("cam", address: Self.address, at: Self.t0) == .claim(OwnershipClaim(node: "a", epoch: 4)))
     }
 }

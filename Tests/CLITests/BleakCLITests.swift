@@ -6,7 +6,8 @@ import Testing
 /// `gatt2mqtt simulate`: Tests/CLITests/Bleak/bleak_gopro.py finds the simulated GoPro with
 /// `BleakScanner.find_device_by_address`, which only sees a device through the advertisement
 /// updates bluetoothd sends while discovering (spec/bluez.md behaviour 10; docs/bluez.md "While
-/// discovering"), then connects, pairs and commands it.
+/// discovering"), then connects and commands it, with no `pair()` call (bluetoothd pairs on the
+/// first encrypted access by itself: docs/bluez.md "Automatic security").
 @Suite(.serialized, .timeLimit(.minutes(1))) struct BleakCLITests {
     static let gopro = "C0:FF:EE:00:00:07"
     static let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
@@ -62,16 +63,27 @@ import Testing
         reap(sim)
     }
 
-    @Test("bleak finds, connects, pairs and commands the simulated GoPro")
+    @Test("bleak finds, connects and commands the simulated GoPro without pair(): paired on the way")
     func bleakDrivesTheSimulatedGoPro() async throws {
         let (sim, bus) = try await Self.simulate([])
         defer { Self.stop(sim) }
         let run = try await Self.bleak(bus, [Self.gopro])
         #expect(!run.timedOut)
         #expect(run.status == 0, "bleak: \(run.lines) \(run.stderr)")
-        #expect(run.lines == ["found \(Self.gopro) GoPro 1234", "connected True", "paired",
+        #expect(run.lines == ["found \(Self.gopro) GoPro 1234", "connected True",
                               "subscribed b5f90073-aa8d-11e3-9046-0002a5d5c51b", "written 03010101",
                               "answer 020100", "disconnected"])
+        // Paired and bonded by bluetoothd's automatic security, with no Pair call.
+        let device = "/org/bluez/hci0/dev_" + Self.gopro.replacingOccurrences(of: ":", with: "_")
+        for property in ["Paired", "Bonded"] {
+            let value = try await tool("/usr/bin/gdbus", ["call", "--address", bus, "--dest", "org.bluez", "--object-path", device,
+                                                          "--method", "org.freedesktop.DBus.Properties.Get", "org.bluez.Device1", property])
+            #expect(value.trimmingCharacters(in: .whitespacesAndNewlines) == "(<true>,)", "\(property): \(value)")
+        }
+        let received = try await tool("/usr/bin/gdbus", ["call", "--address", bus, "--dest", "org.bluez", "--object-path",
+                                                         "/org/gatt2mqtt/Simulator", "--method",
+                                                         "org.gatt2mqtt.Simulator1.Received", Self.gopro])
+        #expect(received.contains("'SecurityPairing'") && !received.contains("'Pair'"), "\(received)")
     }
 
     /// The emulator as it was before behaviour 10 (announced once, then silent): bleak's

@@ -149,16 +149,18 @@ final class Cluster {
     /// lines (its `node_id` and the `cluster` section with short timings) and lines of its `mqtt`
     /// section (its client id, and the least keep-alive). Shared with the real stack's cluster,
     /// which needs a longer `lost_after`.
-    static func nodeYAML(_ node: String, lostAfter: String = "2s") -> (top: String, mqtt: String) {
+    /// `seenInterval` and `claimSettle` as ``timing`` gives them for this harness's bridges.
+    static func nodeYAML(_ node: String, lostAfter: String = "2s", seenInterval: String = "200ms",
+                         claimSettle: String = "300ms") -> (top: String, mqtt: String) {
         ("""
             node_id: \(node)
             cluster:
               enabled: true
               hysteresis: 6
               handover_after: 1s
-              seen_interval: 200ms
+              seen_interval: \(seenInterval)
               lost_after: \(lostAfter)
-              claim_settle: 300ms
+              claim_settle: \(claimSettle)
               drain_timeout: 1s
             """,
          """
@@ -167,10 +169,14 @@ final class Cluster {
             """)
     }
 
+    /// The cluster timings of the bridges ``startBridge(_:)`` starts: `seen_interval`,
+    /// `lost_after`, `claim_settle` (``nodeYAML(_:lostAfter:seenInterval:claimSettle:)``).
+    var timing = (seenInterval: "200ms", lostAfter: "2s", claimSettle: "300ms")
+
     /// Writes node `host`'s configuration and starts its bridge (stderr to `host.log`).
     func startBridge(_ host: Host) throws {
         let config = directory.path + "/\(host.node).yaml"
-        let node = Self.nodeYAML(host.node)
+        let node = Self.nodeYAML(host.node, lostAfter: timing.lostAfter, seenInterval: timing.seenInterval, claimSettle: timing.claimSettle)
         try """
             \(node.top)
             mqtt:

@@ -34,9 +34,7 @@ extension ClusterExtension {
         let (mine, reportDue) = state.withLock { s in
             let mine = Self.ownSightings(devices.map(\.address), linked: linked, local: s.local, lostAfter: settings.lostAfter, at: now)
             s.withView { $0.report(from: node, mine) }
-            let due = s.lastReport.map { now - $0 >= settings.seenInterval } ?? true
-            if due { s.lastReport = now }
-            return (mine, due)
+            return (mine, s.reportDue(Set(mine.keys), at: now))
         }
         if reportDue { publishSeen(mine, at: now) }
         // Until the retained claims and reports have had time to arrive, decide nothing.

@@ -61,8 +61,9 @@ struct ClusterNodeState: Sendable {
     var draining: Set<String> = []
     /// When the bridge started: decisions wait until the retained claims and reports are in.
     var started: ContinuousClock.Instant?
-    /// When this node last published what it sees.
+    /// When this node last published what it sees, and the addresses that report gave.
     var lastReport: ContinuousClock.Instant?
+    var reported: Set<String> = []
     /// Links this node's adapter holds to devices it does not own and no session of its uses
     /// (by device id, since when), those being closed, and when it last looked for them.
     var unusedLinks: [String: ContinuousClock.Instant] = [:]
@@ -88,11 +89,23 @@ struct ClusterNodeState: Sendable {
     init(node: String, settings: ClusterSettings) {
         self.settings = settings
         view = ClusterView(me: node, parameters: .init(hysteresis: settings.hysteresis, handoverAfter: settings.handoverAfter,
-                                                       lostAfter: settings.lostAfter, claimSettle: settings.claimSettle))
+                                                       lostAfter: settings.lostAfter, claimSettle: settings.claimSettle,
+                                                       seenInterval: settings.seenInterval))
     }
 
     /// Changes the view (a node's state or report, a claim received or made).
     mutating func withView<T>(_ body: (inout ClusterView) -> T) -> T { body(&view) }
+
+    /// Whether this node publishes its report now, seeing `addresses`: every `seen_interval`, and
+    /// at once when it sees a device its last report did not give — the other nodes wait for that
+    /// before they first claim it (docs/scale-out.md, "Cold start"). Records the report when due.
+    mutating func reportDue(_ addresses: Set<String>, at now: ContinuousClock.Instant) -> Bool {
+        let periodic = lastReport.map { now - $0 >= settings.seenInterval } ?? true
+        guard periodic || !addresses.isSubset(of: reported) else { return false }
+        lastReport = now
+        reported = addresses
+        return true
+    }
 
     /// Whether the node's view may be stale now (``disconnected``, or resynchronising).
     func suspended(at now: ContinuousClock.Instant) -> Bool {

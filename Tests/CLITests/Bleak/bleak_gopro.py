@@ -1,7 +1,9 @@
 """bleak (an independent BlueZ client, PyPI) drives a simulated GoPro on the bus in
-DBUS_SYSTEM_BUS_ADDRESS: find it by address, connect, pair, subscribe to GP-0073, write the
+DBUS_SYSTEM_BUS_ADDRESS: find it by address, connect, subscribe to GP-0073, write the
 shutter-on command (gopro.md §4: TLV 01 01 01, one packet 03 01 01 01) to GP-0072 and wait for
-the camera's answer (02 01 00: command 0x01, status 0).
+the camera's answer (02 01 00: command 0x01, status 0). No pair() call: the characteristics are
+encrypted, and bluetoothd pairs Just Works on the first access by itself (docs/bluez.md
+"Automatic security").
 
 Prints one line per step, "<step> <detail>", so the Swift test that runs it can tell where it
 stopped. Every wait has a deadline. Exit status: 0 done, 2 device not found, 3 no answer in time,
@@ -44,8 +46,6 @@ async def main() -> int:
     answers: asyncio.Queue[bytes] = asyncio.Queue()
     async with BleakClient(device, timeout=args.find_timeout) as client:
         step("connected", str(client.is_connected))
-        await client.pair()
-        step("paired")
         await client.start_notify(GP_0073, lambda _, data: answers.put_nowait(bytes(data)))
         step("subscribed", GP_0073)
         await client.write_gatt_char(GP_0072, SHUTTER_ON, response=True)
