@@ -155,7 +155,8 @@ public final class Bridge: Sendable {
         redeliveries = Mutex(Redeliveries(budget: configuration.limits.redeliveryCache))
         logLevel = Mutex(control.logLevel ?? configuration.logLevel)
         let discovery = configuration.homeAssistant.enabled
-            ? HomeAssistantDiscovery(prefix: configuration.homeAssistant.discoveryPrefix, topics: topics, version: version, profiles: profiles) : nil
+            ? HomeAssistantDiscovery(prefix: configuration.homeAssistant.discoveryPrefix, topics: topics, version: version,
+                                     frontendURL: configuration.frontend?.address, profiles: profiles) : nil
         var output = SessionOutput(topics: topics, gate: ConnectGate(),
                                    history: (configuration.database.historyMaxEvents, configuration.database.historyMaxAge),
                                    mqtt: mqtt, batch: batch, store: store, stateQoS: configuration.mqtt.qos,

@@ -65,7 +65,7 @@ final class DiscoveryExtension: BridgeExtension {
     }
 
     func deviceRetired(_ device: DeviceConfig) {
-        for m in discovery.messages(for: [device]) where !m.topic.contains("/\(HomeAssistantDiscovery.bridgeIdentifier)/") {
+        for m in discovery.messages(for: [device]) where !m.topic.contains("/\(discovery.bridgeIdentifier)/") {
             bridge.mqtt.send(OutboundMessage(topic: m.topic, payload: [], qos: 1, retain: true))
         }
         recordTopics()
