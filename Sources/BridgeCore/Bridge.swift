@@ -319,6 +319,9 @@ public final class Bridge: Sendable {
     /// A `config/reload` changed the registry.
     func devicesChanged() { for e in extensions.all { e.devicesChanged() } }
 
+    /// Several bridges on one broker: this bridge became the device's owner.
+    func deviceOwned(_ device: DeviceConfig) { for e in extensions.all { e.deviceOwned(device) } }
+
     /// `<base>/bridge/health` now (``HealthExtension``).
     public func publishHealth() async { await extensions.health?.publish() }
 
