@@ -96,6 +96,27 @@ import Testing
         }
     }
 
+    /// The frontend's address as configured (`frontend.url`, else its listen address) is the
+    /// devices' `configuration_url` in the bridge's discovery; no frontend, no link.
+    @Test func theFrontendsAddressIsTheDevicesConfigurationURL() throws {
+        func url(_ frontend: FrontendSettings?) throws -> JSONValue? {
+            var config = Configuration()
+            config.homeAssistant.enabled = true
+            config.devices = [Self.fileDevice]
+            config.frontend = frontend
+            let bridge = try Bridge(configuration: config, store: try BridgeStore.inMemory(), mqtt: FakeMQTT(), central: Self.central(),
+                                    drivers: { _ in TestDriver() }, tick: .milliseconds(10))
+            let first = try #require(bridge.discoveryMessages(for: Self.fileDevice).first)
+            return try JSONValue(parsing: first.payload)["device"]?["configuration_url"]
+        }
+        var frontend = FrontendSettings(host: "192.168.1.20", port: 8080, authTokenFile: "/etc/gatt2mqtt/token")
+        #expect(try url(frontend) == "http://192.168.1.20:8080/#/device/dev")
+        frontend.url = "https://gw.example/gatt2mqtt/"
+        #expect(try url(frontend) == "https://gw.example/gatt2mqtt/#/device/dev")
+        #expect(try url(FrontendSettings(host: "0.0.0.0", port: 8080, allowUnauthenticated: true)) == nil)
+        #expect(try url(nil) == nil)
+    }
+
     @Test func scanGuessAddsTheDeviceWhichSurvivesARestartAndYieldsToTheFile() async throws {
         let store = try BridgeStore.inMemory()
         let central = Self.central()
