@@ -544,6 +544,13 @@ extension FrontendSettings {
 }
 
 extension FrontendSettings {
+    /// The names a request's `Host` may carry besides the loopback names and the listen address:
+    /// `allowed_hosts`, and the host of `url` (users reach the frontend by it).
+    public var hostNames: [String] {
+        guard let url, let host = URLComponents(string: url)?.host, !host.isEmpty else { return allowedHosts }
+        return allowedHosts + [host.contains(":") && !host.hasPrefix("[") ? "[\(host)]" : host]
+    }
+
     /// An `http` or `https` URL with a host, no spaces, and neither user nor password in it
     /// (it is published, in Home Assistant's device blocks).
     static func isWebURL(_ text: String) -> Bool {
