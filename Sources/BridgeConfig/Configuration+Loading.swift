@@ -1,4 +1,5 @@
 import BinaryCoding
+import Foundation
 import Yams
 #if canImport(Glibc)
 import Glibc
@@ -530,7 +531,33 @@ extension FrontendSettings {
         if let n = r.take("allowed_hosts") {
             allowedHosts = try MetricsSettings.hostList(n, path: partial ? path : r.child("allowed_hosts"), fromEnvironment: partial)
         }
+        let urlLine = r.line(of: "url") ?? node.line
+        if let v = try r.string("url") {
+            guard Self.isWebURL(v) else {
+                throw ConfigError(path: partial ? path : r.child("url"), line: partial ? nil : urlLine,
+                                  message: "'\(v)' is not an http or https URL with a host (e.g. http://gatt2mqtt.lan:8080, https://home.example/gatt2mqtt)")
+            }
+            url = v
+        }
         try r.finish()
+    }
+}
+
+extension FrontendSettings {
+    /// The names a request's `Host` may carry besides the loopback names and the listen address:
+    /// `allowed_hosts`, and the host of `url` (users reach the frontend by it).
+    public var hostNames: [String] {
+        guard let url, let host = URLComponents(string: url)?.host, !host.isEmpty else { return allowedHosts }
+        return allowedHosts + [host.contains(":") && !host.hasPrefix("[") ? "[\(host)]" : host]
+    }
+
+    /// An `http` or `https` URL with a host, no spaces, and neither user nor password in it
+    /// (it is published, in Home Assistant's device blocks).
+    static func isWebURL(_ text: String) -> Bool {
+        guard !text.contains(where: { $0.isWhitespace }), let u = URLComponents(string: text),
+              let scheme = u.scheme?.lowercased(), scheme == "http" || scheme == "https",
+              let host = u.host, !host.isEmpty, u.user == nil, u.password == nil else { return false }
+        return true
     }
 }
 

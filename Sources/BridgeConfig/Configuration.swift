@@ -214,6 +214,10 @@ public struct FrontendSettings: Sendable, Equatable {
     /// `frontend.allowed_hosts`: names (besides the loopback names and the listen address) a
     /// request's `Host` (and a state-changing request's `Origin`) may carry; any other is refused.
     public var allowedHosts: [String] = []
+    /// `frontend.url`: the address users reach the frontend at (behind a proxy, by a host
+    /// name), an `http` or `https` URL; Home Assistant links the devices to it
+    /// (`configuration_url`). Nil: ``address``'s default.
+    public var url: String?
 
     public init() {}
 
@@ -227,6 +231,13 @@ public struct FrontendSettings: Sendable, Equatable {
 
     /// `HOST:PORT` (`[HOST]:PORT` for IPv6).
     public var listen: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
+
+    /// Where users reach the frontend: `url`, else `http://<listen>` when the listen address is
+    /// one address (not the wildcard `0.0.0.0` or `::`, which says nothing of how it is reached).
+    public var address: String? {
+        if let url { return url }
+        return host == "0.0.0.0" || host == "::" ? nil : "http://\(listen)"
+    }
 
     /// Listening on a loopback address only (`127.x.y.z` or `::1`).
     public var isLoopback: Bool { host.hasPrefix("127.") || host == "::1" }

@@ -155,7 +155,8 @@ public final class Bridge: Sendable {
         redeliveries = Mutex(Redeliveries(budget: configuration.limits.redeliveryCache))
         logLevel = Mutex(control.logLevel ?? configuration.logLevel)
         let discovery = configuration.homeAssistant.enabled
-            ? HomeAssistantDiscovery(prefix: configuration.homeAssistant.discoveryPrefix, topics: topics, version: version, profiles: profiles) : nil
+            ? HomeAssistantDiscovery(prefix: configuration.homeAssistant.discoveryPrefix, topics: topics, version: version,
+                                     frontendURL: configuration.frontend?.address, profiles: profiles) : nil
         var output = SessionOutput(topics: topics, gate: ConnectGate(),
                                    history: (configuration.database.historyMaxEvents, configuration.database.historyMaxAge),
                                    mqtt: mqtt, batch: batch, store: store, stateQoS: configuration.mqtt.qos,
@@ -317,6 +318,9 @@ public final class Bridge: Sendable {
     func deviceReplaced(_ old: DeviceConfig, with new: DeviceConfig) { for e in extensions.all { e.deviceReplaced(old, with: new) } }
     /// A `config/reload` changed the registry.
     func devicesChanged() { for e in extensions.all { e.devicesChanged() } }
+
+    /// Several bridges on one broker: this bridge became the device's owner.
+    func deviceOwned(_ device: DeviceConfig) { for e in extensions.all { e.deviceOwned(device) } }
 
     /// `<base>/bridge/health` now (``HealthExtension``).
     public func publishHealth() async { await extensions.health?.publish() }

@@ -21,12 +21,18 @@ public struct HomeAssistantDiscovery: Sendable {
     public let supportURL: String?
     /// The profiles whose devices are published.
     public let profiles: ProfileCatalog
+    /// The web frontend's address as users reach it (`frontend.url`, or derived from its listen
+    /// address): the devices' `configuration_url` (the bridge's page, each device's page); nil
+    /// when the frontend is off or its address is not known.
+    public let frontendURL: String?
 
-    public init(prefix: String, topics: Topics, version: String, supportURL: String? = nil, profiles: ProfileCatalog) {
+    public init(prefix: String, topics: Topics, version: String, supportURL: String? = nil, frontendURL: String? = nil,
+                profiles: ProfileCatalog) {
         self.prefix = prefix
         self.topics = topics
         self.version = version
         self.supportURL = supportURL
+        self.frontendURL = frontendURL
         self.profiles = profiles
     }
 
@@ -36,11 +42,14 @@ public struct HomeAssistantDiscovery: Sendable {
         public var model: String
         /// `model_id`, when the device told (a GoPro's model number).
         public var modelID: String?
+        /// `hw_version`, when the device told.
+        public var hardwareVersion: String?
 
-        public init(manufacturer: String, model: String, modelID: String? = nil) {
+        public init(manufacturer: String, model: String, modelID: String? = nil, hardwareVersion: String? = nil) {
             self.manufacturer = manufacturer
             self.model = model
             self.modelID = modelID
+            self.hardwareVersion = hardwareVersion
         }
     }
 
@@ -73,6 +82,10 @@ public struct HomeAssistantDiscovery: Sendable {
         case number([String])
         /// The value as text.
         case text([String])
+        /// The value as text, cut to HA's state limit (``stateLimit``: the first 252 characters
+        /// and `...`); for a value that may be long (a raw mapping's hex). The whole value is the
+        /// entity's attribute `value`.
+        case longText([String])
         /// The value when it is one of `options`.
         case choice([String], options: [String])
         /// The label of the value (`1000` → `video`).
@@ -81,7 +94,8 @@ public struct HomeAssistantDiscovery: Sendable {
         case flag([String])
         /// `ON` when the value equals `value` (`internal_battery_bars` == `Charging`), else `OFF`.
         case equals([String], String)
-        /// The value as JSON text (a Caps mapping's decoded object).
+        /// The value as JSON text (a Caps mapping's decoded object), cut to HA's state limit as
+        /// ``longText(_:)`` is.
         case json([String])
 
         public struct Label: Sendable, Equatable {
@@ -96,7 +110,7 @@ public struct HomeAssistantDiscovery: Sendable {
 
         var path: [String] {
             switch self {
-            case let .number(p), let .text(p), let .choice(p, _), let .mapped(p, _), let .flag(p), let .equals(p, _), let .json(p): return p
+            case let .number(p), let .text(p), let .longText(p), let .choice(p, _), let .mapped(p, _), let .flag(p), let .equals(p, _), let .json(p): return p
             }
         }
 
@@ -114,8 +128,19 @@ public struct HomeAssistantDiscovery: Sendable {
             case .flag: return "{% set v = \(v) %}{{ None if v is none else ('ON' if v else 'OFF') }}"
             case let .equals(_, value):
                 return "{% set v = \(v) %}{{ None if v is none else ('ON' if v == \(Self.literal(value)) else 'OFF') }}"
-            case .json: return "{% set v = \(v) %}{{ None if v is none else (v | tojson) }}"
+            case .longText: return "{% set v = \(v) %}\(Self.cut("v | string"))"
+            case .json: return "{% set v = \(v) %}\(Self.cut("v | tojson"))"
             }
+        }
+
+        /// Home Assistant refuses a state longer than 255 characters ("exceeds the maximum
+        /// allowed length") and shows the entity unknown.
+        public static let stateLimit = 255
+
+        /// `None` for no value, else `text` (a filter of `v`) when it fits the state limit, else
+        /// its first characters and `...`, ``stateLimit`` in all.
+        static func cut(_ text: String) -> String {
+            "{% if v is none %}None{% else %}{% set s = \(text) %}{{ s if s | length <= \(stateLimit) else s[:\(stateLimit - 3)] ~ '...' }}{% endif %}"
         }
 
         /// `value_json.get('a', {}).get('b')`: a missing member is `None`, never an error.
@@ -184,13 +209,22 @@ public struct HomeAssistantDiscovery: Sendable {
 
     // MARK: Devices
 
-    func nodeID(_ d: DeviceConfig) -> String { "gatt2mqtt_\(d.id)" }
+    /// The base topic as the first part of every node id, unique id and device identifier (as
+    /// zigbee2mqtt puts its base topic in its unique ids): two bridges with different base
+    /// topics on one broker publish different config topics, entities and devices. Characters
+    /// outside `[a-zA-Z0-9_-]` become `_` (`home/gatt2mqtt` → `home_gatt2mqtt`); with the default
+    /// base topic `gatt2mqtt` the ids are those of the bridge's earlier versions.
+    var idBase: String { Self.objectID(topics.base) }
 
-    /// The stable base of a device's unique ids: from its MAC when configured (so renaming the
-    /// device id keeps HA's entities), else from its id.
+    /// The `<node>` of a device's config topics: `<base>_<device id>`.
+    func nodeID(_ d: DeviceConfig) -> String { "\(idBase)_\(d.id)" }
+
+    /// The stable base of a device's unique ids and its HA device identifier: `<base>_<mac>`
+    /// when the address is configured (so renaming the device id keeps HA's entities), else
+    /// `<base>_<device id>`.
     func uniqueBase(_ d: DeviceConfig) -> String {
-        if let a = d.address { return "gatt2mqtt_" + a.replacingOccurrences(of: ":", with: "").lowercased() }
-        return "gatt2mqtt_\(d.id)"
+        if let a = d.address { return "\(idBase)_" + a.replacingOccurrences(of: ":", with: "").lowercased() }
+        return "\(idBase)_\(d.id)"
     }
 
     func entities(for d: DeviceConfig) -> [Entity] {
@@ -198,19 +232,21 @@ public struct HomeAssistantDiscovery: Sendable {
     }
 
     /// Every device's sighting: the RSSI and when it was last seen (both kept in the state by
-    /// its session), diagnostic, available whenever the bridge is.
+    /// its session), diagnostic, available whenever the bridge is, and disabled until the user
+    /// enables them (as zigbee2mqtt's are: they change often and few look at them).
     func diagnosticEntities() -> [Entity] {
         [
             Entity(.sensor, "rssi", "RSSI", .number(["rssi"]), availability: .bridge,
                    ["device_class": "signal_strength", "unit_of_measurement": "dBm", "state_class": "measurement",
-                    "entity_category": "diagnostic"]),
+                    "entity_category": "diagnostic", "enabled_by_default": false]),
             Entity(.sensor, "last_seen", "Last seen", .text(["last_seen"]), availability: .bridge,
-                   ["device_class": "timestamp", "entity_category": "diagnostic"]),
+                   ["device_class": "timestamp", "entity_category": "diagnostic", "enabled_by_default": false]),
         ]
     }
 
-    /// The HA device: identifiers, the Bluetooth connection, the bridge as `via_device`, and
-    /// the model, firmware and serial number the state knows (a GoPro's `hardware`).
+    /// The HA device: identifiers, the Bluetooth connection, the bridge as `via_device`, the
+    /// model, hardware, firmware and serial number the state knows (a GoPro's `hardware`), and
+    /// the device's page in the web frontend when it is on.
     func deviceBlock(_ d: DeviceConfig, state: JSONObject) -> JSONObject {
         var device = JSONObject()
         device["identifiers"] = [.string(uniqueBase(d))]
@@ -221,11 +257,20 @@ public struct HomeAssistantDiscovery: Sendable {
             device["manufacturer"] = .string(model.manufacturer)
             device["model"] = .string(model.model)
             if let id = model.modelID { device["model_id"] = .string(id) }
+            if let hw = model.hardwareVersion { device["hw_version"] = .string(hw) }
         }
         if let fw = hardware["firmware_version"]?.stringValue { device["sw_version"] = .string(fw) }
         if let serial = hardware["serial_number"]?.stringValue { device["serial_number"] = .string(serial) }
-        device["via_device"] = .string(Self.bridgeIdentifier)
+        device["via_device"] = .string(bridgeIdentifier)
+        if let url = configurationURL("device/" + d.id) { device["configuration_url"] = .string(url) }
         return device
+    }
+
+    /// A page of the web frontend (`#/<route>`), nil when it is off.
+    func configurationURL(_ route: String) -> String? {
+        guard var base = frontendURL else { return nil }
+        while base.hasSuffix("/") { base.removeLast() }
+        return base + "/#/" + route
     }
 
     var origin: JSONValue {
@@ -236,18 +281,29 @@ public struct HomeAssistantDiscovery: Sendable {
 
     // MARK: The bridge
 
-    /// The identifier every device's `via_device` names.
-    static let bridgeIdentifier = "gatt2mqtt_bridge"
+    /// The bridge's HA device identifier and config topic node, which every device's
+    /// `via_device` names: `<base>_bridge` (`gatt2mqtt_bridge`).
+    public var bridgeIdentifier: String { "\(idBase)_bridge" }
 
     /// The bridge as a Home Assistant device (every device's `via_device`): its connection state
     /// (from `bridge/state`, the MQTT Will included, so it has no availability of its own), its
-    /// version and log level (from `bridge/info`), a restart button and the log level select
-    /// (requests on `bridge/request/restart` and `bridge/request/options`).
+    /// version, log level, scanning and restart-required (from `bridge/info`), a restart button,
+    /// the log level select and the scan switch (requests on `bridge/request/restart`,
+    /// `bridge/request/options` and `bridge/request/scan`).
     func bridgeMessages() -> [OutboundMessage] {
-        let device: JSONObject = ["identifiers": [.string(Self.bridgeIdentifier)], "name": "gatt2mqtt bridge",
+        var device: JSONObject = ["identifiers": [.string(bridgeIdentifier)], "name": "gatt2mqtt bridge",
                                   "manufacturer": "gatt2mqtt", "model": "MQTT ↔ Bluetooth LE bridge", "sw_version": .string(version)]
+        if let url = configurationURL("bridge") { device["configuration_url"] = .string(url) }
+        return bridgeEntities().map {
+            message($0, node: bridgeIdentifier, uniqueBase: bridgeIdentifier, entityBase: bridgeIdentifier,
+                    device: device, deviceAvailability: nil)
+        }
+    }
+
+    /// The bridge device's entities.
+    func bridgeEntities() -> [Entity] {
         let levels = LogLevel.allCases.map(\.rawValue)
-        let entities = [
+        return [
             Entity(.binarySensor, "connection_state", "Connection state", .text(["state"]), stateTopic: topics.bridgeState, availability: .none,
                    ["payload_on": "online", "payload_off": "offline", "device_class": "connectivity", "entity_category": "diagnostic"]),
             Entity(.sensor, "version", "Version", .text(["version"]), stateTopic: topics.bridgeInfo, availability: .bridge,
@@ -260,11 +316,17 @@ public struct HomeAssistantDiscovery: Sendable {
             Entity(.button, "restart", "Restart", nil, availability: .bridge,
                    ["command_topic": .string("\(topics.base)/bridge/request/restart"), "payload_press": "{}",
                     "device_class": "restart", "entity_category": "config"]),
+            // zigbee2mqtt's permit-join switch, for a Bluetooth bridge: a scan as `bridge/request/scan`
+            // runs it (on for its longest, 600 s; off stops it), its state `bridge/info`'s `scanning`.
+            Entity(.switch, "scan", "Scan", .flag(["scanning"]), stateTopic: topics.bridgeInfo, availability: .bridge,
+                   ["command_topic": .string("\(topics.base)/bridge/request/scan"),
+                    "payload_on": #"{"seconds":600}"#, "payload_off": #"{"seconds":0}"#, "state_on": "ON", "state_off": "OFF",
+                    "entity_category": "config", "icon": "mdi:bluetooth-search"]),
+            // `restart_required` of `bridge/info`: what changed that only a restart applies (a list,
+            // empty when nothing; a boolean reads the same).
+            Entity(.binarySensor, "restart_required", "Restart required", .flag(["restart_required"]), stateTopic: topics.bridgeInfo,
+                   availability: .bridge, ["device_class": "problem", "entity_category": "diagnostic"]),
         ]
-        return entities.map {
-            message($0, node: Self.bridgeIdentifier, uniqueBase: Self.bridgeIdentifier, entityBase: Self.bridgeIdentifier,
-                    device: device, deviceAvailability: nil)
-        }
     }
 
     // MARK: Payloads
@@ -275,7 +337,8 @@ public struct HomeAssistantDiscovery: Sendable {
         o["name"] = .string(e.name)
         o["unique_id"] = .string("\(uniqueBase)_\(e.object)")
         // HA 2025.10 replaced `object_id` (dropped in 2026.4) with `default_entity_id`, "<domain>.<slug>".
-        o["default_entity_id"] = .string("\(e.component.rawValue).\(entityBase)_\(e.object)")
+        // The slug of an entity id is `[a-z0-9_]`: a device id or base topic with capitals or `-` is folded.
+        o["default_entity_id"] = .string("\(e.component.rawValue)." + "\(entityBase)_\(e.object)".lowercased().replacingOccurrences(of: "-", with: "_"))
         if let state = e.state {
             o["state_topic"] = .string(e.stateTopic ?? topics.state(entityBase))
             o["value_template"] = .string(state.template)

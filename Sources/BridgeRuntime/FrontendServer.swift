@@ -50,7 +50,7 @@ public struct FrontendServer: Service {
         listener = try HTTPListener(host: settings.host, port: settings.port, what: "frontend.listen \(settings.listen)", limits: limits)
         router = FrontendRouter(hub: hub, token: token,
                                 metrics: metrics ? MetricsHandler(registry: PrometheusBackend.registry, process: PrometheusBackend.process) : nil,
-                                hosts: HostAllowList(listen: settings.host, allowed: settings.allowedHosts))
+                                hosts: HostAllowList(listen: settings.host, allowed: settings.hostNames))
     }
 
     struct TokenError: Error, Equatable { let description: String }

@@ -65,4 +65,29 @@ import Testing
         }
         #expect(throws: ConfigError.self) { try Configuration(yaml: "frontend: {allowed_hosts: bridge.example}") }
     }
+
+    /// `frontend.url`: where users reach the frontend (Home Assistant's `configuration_url`);
+    /// by default the listen address, unless that is a wildcard.
+    @Test func urlIsWhereUsersReachIt() throws {
+        let c = try Configuration(yaml: "frontend:\n  listen: 0.0.0.0:8080\n  allow_unauthenticated: true\n  url: https://gw.example/gatt2mqtt\n")
+        #expect(c.frontend?.url == "https://gw.example/gatt2mqtt" && c.frontend?.address == "https://gw.example/gatt2mqtt")
+        #expect(try Configuration(yaml: "frontend: {}").frontend?.address == "http://127.0.0.1:8080")
+        #expect(try Configuration(yaml: "frontend: {listen: \"[::1]:9000\"}").frontend?.address == "http://[::1]:9000")
+        #expect(try Configuration(yaml: "frontend: {listen: \"0.0.0.0:8080\", allow_unauthenticated: true}").frontend?.address == nil)
+        #expect(try Configuration(yaml: "frontend: {listen: \"[::]:8080\", allow_unauthenticated: true}").frontend?.address == nil)
+        let e = try Configuration(yaml: "frontend: {}", environment: ["GATT2MQTT_FRONTEND_URL": "http://bridge.lan:8080/"])
+        #expect(e.frontend?.address == "http://bridge.lan:8080/")
+    }
+
+    @Test func urlErrorsNameTheKeyAndLine() {
+        let message = { (v: String) in "'\(v)' is not an http or https URL with a host (e.g. http://gatt2mqtt.lan:8080, https://home.example/gatt2mqtt)" }
+        for bad in ["gw.example:8080", "ftp://gw.example/", "http://", "http://user:secret@gw.example/", "http://gw example/"] {
+            #expect(throws: ConfigError(path: "frontend.url", line: 3, message: message(bad)), "\(bad)") {
+                try Configuration(yaml: "frontend:\n  listen: 127.0.0.1:8080\n  url: \"\(bad)\"\n")
+            }
+        }
+        #expect(throws: ConfigError(path: "frontend.url (from GATT2MQTT_FRONTEND_URL)", line: nil, message: message("bridge.lan"))) {
+            try Configuration(yaml: "frontend: {}", environment: ["GATT2MQTT_FRONTEND_URL": "bridge.lan"])
+        }
+    }
 }

@@ -54,6 +54,69 @@ import Testing
         #expect(bridge.info["adapters"] == ["hci1", "hci0"])
     }
 
+    /// The bridge device's scan switch (Home Assistant discovery) drives the scan through
+    /// `bridge/request/scan` as its config says, and its state follows `bridge/info`: on while
+    /// the scan runs, off once it is stopped; the restart-required sensor is off.
+    @Test func theScanSwitchOfHomeAssistantStartsAndStopsTheScan() async throws {
+        var config = Configuration()
+        config.homeAssistant.enabled = true
+        config.devices = [Self.fileDevice]
+        let mqtt = FakeMQTT()
+        let central = Self.central()
+        let bridge = try Bridge(configuration: config, store: try BridgeStore.inMemory(), mqtt: mqtt, central: central,
+                                drivers: { _ in TestDriver() }, tick: .milliseconds(10))
+        let entities = try #require(bridge.discovery).bridgeEntities()
+        func shown(_ object: String, _ info: OutboundMessage?) throws -> String? {
+            let state = try #require(entities.first { $0.object == object }?.state)
+            let message = try #require(info)
+            let json = try JSONValue(parsing: message.payload)
+            return state.rendered(in: try #require(json.objectValue))
+        }
+        try await Self.running(bridge) {
+            let configs = try await mqtt.wait(for: "homeassistant/switch/gatt2mqtt_bridge/scan/config")
+            let scan = try JSONValue(parsing: configs[0].payload)
+            let command = try #require(scan["command_topic"]?.stringValue)
+            let on = try #require(scan["payload_on"]?.stringValue)
+            let off = try #require(scan["payload_off"]?.stringValue)
+            #expect(scan["state_topic"] == "gatt2mqtt/bridge/info")
+            let first = try await mqtt.wait(for: "gatt2mqtt/bridge/info")
+            #expect(try shown("scan", first.last) == "OFF" && shown("restart_required", first.last) == "OFF")
+            bridge.handle(InboundMessage(topic: command, payload: Array(on.utf8)))
+            let running = try await mqtt.wait(for: "gatt2mqtt/bridge/info", "bridge/info while scanning") {
+                $0.contains { $0.text.contains(#""scanning":true"#) }
+            }
+            #expect(try shown("scan", running.last) == "ON")
+            _ = try await mqtt.wait(for: "gatt2mqtt/bridge/scan")
+            bridge.handle(InboundMessage(topic: command, payload: Array(off.utf8)))
+            let stopped = try await mqtt.wait(for: "gatt2mqtt/bridge/info", "bridge/info after the scan") {
+                $0.last?.text.contains(#""scanning":false"#) == true && $0.contains { $0.text.contains(#""scanning":true"#) }
+            }
+            #expect(try shown("scan", stopped.last) == "OFF")
+            #expect(central.log.calls == ["scan", "stop"])
+        }
+    }
+
+    /// The frontend's address as configured (`frontend.url`, else its listen address) is the
+    /// devices' `configuration_url` in the bridge's discovery; no frontend, no link.
+    @Test func theFrontendsAddressIsTheDevicesConfigurationURL() throws {
+        func url(_ frontend: FrontendSettings?) throws -> JSONValue? {
+            var config = Configuration()
+            config.homeAssistant.enabled = true
+            config.devices = [Self.fileDevice]
+            config.frontend = frontend
+            let bridge = try Bridge(configuration: config, store: try BridgeStore.inMemory(), mqtt: FakeMQTT(), central: Self.central(),
+                                    drivers: { _ in TestDriver() }, tick: .milliseconds(10))
+            let first = try #require(bridge.discoveryMessages(for: Self.fileDevice).first)
+            return try JSONValue(parsing: first.payload)["device"]?["configuration_url"]
+        }
+        var frontend = FrontendSettings(host: "192.168.1.20", port: 8080, authTokenFile: "/etc/gatt2mqtt/token")
+        #expect(try url(frontend) == "http://192.168.1.20:8080/#/device/dev")
+        frontend.url = "https://gw.example/gatt2mqtt/"
+        #expect(try url(frontend) == "https://gw.example/gatt2mqtt/#/device/dev")
+        #expect(try url(FrontendSettings(host: "0.0.0.0", port: 8080, allowUnauthenticated: true)) == nil)
+        #expect(try url(nil) == nil)
+    }
+
     @Test func scanGuessAddsTheDeviceWhichSurvivesARestartAndYieldsToTheFile() async throws {
         let store = try BridgeStore.inMemory()
         let central = Self.central()

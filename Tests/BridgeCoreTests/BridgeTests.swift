@@ -437,16 +437,16 @@ import Testing
             let config = try await h.mqtt.wait(for: "homeassistant/sensor/gatt2mqtt_dev/reading/config")
             #expect(config[0].retain && config[0].qos == 1)
             // The device's three entities (its reading, RSSI, last seen) and the bridge device's
-            // four, sent again on "online" only.
-            _ = try await h.mqtt.wait("7 discovery messages") { $0.filter { $0.topic.hasPrefix("homeassistant/") }.count >= 7 }
+            // six, sent again on "online" only.
+            _ = try await h.mqtt.wait("9 discovery messages") { $0.filter { $0.topic.hasPrefix("homeassistant/") }.count >= 9 }
             let before = h.mqtt.sent.filter { $0.topic.hasPrefix("homeassistant/") }.count
             h.bridge.handle(InboundMessage(topic: "homeassistant/status", payload: Array("offline".utf8)))
             h.bridge.handle(InboundMessage(topic: "homeassistant/status", payload: Array("online".utf8)))
-            // Published in the order handled: "offline" would have resent its seven before these.
-            _ = try await h.mqtt.wait("7 more discovery messages") { $0.filter { $0.topic.hasPrefix("homeassistant/") }.count >= 14 }
+            // Published in the order handled: "offline" would have resent its nine before these.
+            _ = try await h.mqtt.wait("9 more discovery messages") { $0.filter { $0.topic.hasPrefix("homeassistant/") }.count >= 18 }
             await h.session.settled()
             let after = h.mqtt.sent.filter { $0.topic.hasPrefix("homeassistant/") }.count
-            #expect(before == 7 && after == 14)
+            #expect(before == 9 && after == 18)
         }
     }
 
@@ -473,7 +473,9 @@ import Testing
                                                  "homeassistant/binary_sensor/gatt2mqtt_bridge/connection_state/config",
                                                  "homeassistant/sensor/gatt2mqtt_bridge/version/config",
                                                  "homeassistant/select/gatt2mqtt_bridge/log_level/config",
-                                                 "homeassistant/button/gatt2mqtt_bridge/restart/config"])
+                                                 "homeassistant/button/gatt2mqtt_bridge/restart/config",
+                                                 "homeassistant/switch/gatt2mqtt_bridge/scan/config",
+                                                 "homeassistant/binary_sensor/gatt2mqtt_bridge/restart_required/config"])
     }
 
     /// A device that is away holds the adapter's connect gate for one bounded attempt only: the

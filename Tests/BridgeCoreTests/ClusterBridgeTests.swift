@@ -15,9 +15,10 @@ import Testing
         let device = FakeDevice()
         let bridge: Bridge
 
-        init(_ node: String, rssi: Int? = -70, deadline: Duration = .seconds(60)) throws {
+        init(_ node: String, rssi: Int? = -70, deadline: Duration = .seconds(60), homeAssistant: Bool = false) throws {
             var config = Configuration()
             config.nodeID = node
+            config.homeAssistant.enabled = homeAssistant
             config.cluster.enabled = true
             config.cluster.claimSettle = .milliseconds(50)
             config.cluster.seenInterval = .milliseconds(50)
@@ -83,6 +84,38 @@ import Testing
             #expect(try JSONValue(parsing: r.last!.payload) == ["transaction": "t2", "status": "ok", "command": ["command": "ping", "value": 7],
                                                                "data": ["echo": 7], "node": "b"])
             #expect(b.device.writes == [[1, 7]], "t1 was a's, never executed here")
+        }
+    }
+
+    /// Home Assistant discovery in a cluster (issue 22: every node published every device's):
+    /// a device's config messages come from its owner only. b, while a owns the device, publishes
+    /// the bridge device's configs and none of the device's, not at start nor at Home Assistant's
+    /// `online`; once b claims it (a's Will), b publishes them, and again at the next `online`.
+    @Test func onlyTheOwnerPublishesADevicesDiscovery() async throws {
+        let b = try Node("b", homeAssistant: true)
+        b.inject("nodes/a/state", #"{"state":"online","node":"a"}"#)
+        b.inject("owners/dev", #"{"node":"a","epoch":1}"#)
+        b.inject("nodes/a/seen", #"{"node":"a","devices":{"C0:FF:EE:00:00:09":{"rssi":-50,"age_ms":0,"connected":true}}}"#)
+        let device = "homeassistant/sensor/gatt2mqtt_dev/reading/config"
+        let bridgeConfig = "homeassistant/button/gatt2mqtt_bridge/restart/config"
+        let homeAssistantOnline = { b.bridge.handle(InboundMessage(topic: "homeassistant/status", payload: Array("online".utf8))) }
+        try await b.running {
+            _ = try await b.mqtt.wait(for: bridgeConfig)
+            homeAssistantOnline()
+            _ = try await b.mqtt.wait(for: bridgeConfig, count: 2)
+            // b's next report goes out after the "online" was handled (one publisher, in order):
+            // had b published the device's configs, they would be before it.
+            let reports = b.mqtt.messages("gatt2mqtt/bridge/nodes/b/seen").count
+            _ = try await b.mqtt.wait(for: "gatt2mqtt/bridge/nodes/b/seen", count: reports + 1)
+            #expect(b.mqtt.messages(device).isEmpty, "a owns the device: b publishes nothing of it")
+            #expect(!b.mqtt.sent.contains { $0.topic.contains("/gatt2mqtt_dev/") })
+            b.inject("nodes/a/state", #"{"state":"offline","node":"a"}"#)
+            _ = try await b.claims { $0.contains { $0.text == #"{"node":"b","epoch":2}"# } }
+            let configs = try await b.mqtt.wait(for: device)
+            #expect(configs.count == 1 && configs[0].retain && !configs[0].payload.isEmpty)
+            #expect(b.mqtt.messages("homeassistant/sensor/gatt2mqtt_dev/rssi/config").count == 1)
+            homeAssistantOnline()
+            _ = try await b.mqtt.wait(for: device, count: 2)
         }
     }
 

@@ -119,7 +119,8 @@ import Testing
     ]
 
     static let ha = HomeAssistantDiscovery(prefix: "homeassistant", topics: Topics(base: "gatt2mqtt"), version: "0.1.0",
-                                           supportURL: "https://example.org/gatt2mqtt", profiles: DeviceProfiles.catalog())
+                                           supportURL: "https://example.org/gatt2mqtt", frontendURL: "http://gw.lan:8080",
+                                           profiles: DeviceProfiles.catalog())
 
     /// Every registered kind of device (the GoPro with hardware info known), with every kind of
     /// mapping, and the bridge.
@@ -200,6 +201,12 @@ import Testing
             try mutated("homeassistant/switch/gatt2mqtt_camera/locate/config") { $0["state_on"] = nil },
             try mutated("homeassistant/button/gatt2mqtt_camera/sleep/config") { $0["device_class"] = "sleep" },
             try mutated("homeassistant/binary_sensor/gatt2mqtt_camera/overheating/config") { $0["device_class"] = "hot" },
+            try mutated(battery) {
+                var d = $0["device"]?.objectValue ?? [:]
+                d["configuration_url"] = "gw.lan:8080"
+                $0["device"] = .object(d)
+            },
+            try mutated(battery) { $0["enabled_by_default"] = "no" },
         ]
         for m in bad {
             #expect(throws: Invalid.self, "\(m.text)") { try Self.check(m) }
@@ -298,6 +305,11 @@ import Testing
         for (key, value) in d {
             guard let kind = device[key] else { throw fail("device.\(key) is not a device option") }
             try checkKind("device.\(key)", value, kind)
+        }
+        // HA takes an http(s) URL or a `homeassistant://` path.
+        if let url = d["configuration_url"]?.stringValue,
+           !(url.hasPrefix("http://") || url.hasPrefix("https://") || url.hasPrefix("homeassistant://")) {
+            throw fail("device.configuration_url \(url)")
         }
         let identifiers = d["identifiers"]?.arrayValue ?? []
         let connections = d["connections"]?.arrayValue ?? []

@@ -117,6 +117,83 @@ import Testing
         #expect(level["state_topic"] == "gatt2mqtt/bridge/info" && level["entity_category"] == "config")
         let battery = try #require(p["homeassistant/sensor/gatt2mqtt_camera/battery/config"])
         #expect(battery["device"]?["via_device"] == "gatt2mqtt_bridge")
+        // zigbee2mqtt's permit-join switch and restart-required sensor, for this bridge: the scan
+        // request on and off, its state and the restart list from bridge/info.
+        let scan = try #require(p["homeassistant/switch/gatt2mqtt_bridge/scan/config"])
+        #expect(scan["command_topic"] == "gatt2mqtt/bridge/request/scan" && scan["state_topic"] == "gatt2mqtt/bridge/info")
+        #expect(scan["payload_on"] == #"{"seconds":600}"# && scan["payload_off"] == #"{"seconds":0}"#)
+        #expect(scan["state_on"] == "ON" && scan["state_off"] == "OFF" && scan["entity_category"] == "config")
+        let restartRequired = try #require(p["homeassistant/binary_sensor/gatt2mqtt_bridge/restart_required/config"])
+        #expect(restartRequired["state_topic"] == "gatt2mqtt/bridge/info" && restartRequired["device_class"] == "problem")
+        let entities = ha.bridgeEntities()
+        func shown(_ info: JSONObject) -> [String: String?] {
+            Dictionary(uniqueKeysWithValues: entities.compactMap { e in e.state.map { ("\(e.component.rawValue)/\(e.object)", $0.rendered(in: info)) } })
+        }
+        var seen = shown(["scanning": false, "restart_required": []])
+        #expect(seen["switch/scan"] == "OFF" && seen["binary_sensor/restart_required"] == "OFF")
+        seen = shown(["scanning": true, "restart_required": ["mqtt.url"]])
+        #expect(seen["switch/scan"] == "ON" && seen["binary_sensor/restart_required"] == "ON")
+        #expect(shown(["restart_required": true])["binary_sensor/restart_required"] == "ON", "a boolean reads the same")
+        #expect(shown([:])["binary_sensor/restart_required"] == .some(nil))
+    }
+
+    /// Two bridges with different base topics on one broker (issue 22: the bridge device was a
+    /// fixed `gatt2mqtt_bridge`, the nodes `gatt2mqtt_<id>`, so one overwrote the other in HA):
+    /// the base topic is in every node id, unique id and device identifier, so nothing of one
+    /// is the other's. The default base topic keeps the ids of before.
+    @Test func twoBaseTopicsOnOneBrokerDoNotCollide() throws {
+        let upstairs = HomeAssistantDiscovery(prefix: "homeassistant", topics: Topics(base: "upstairs/gatt2mqtt"), version: "0.1.0",
+                                              profiles: DeviceProfiles.catalog())
+        let devices = [camera, glasses, heartRate, DeviceConfig(id: "bare", profile: .gopro)]
+        func ids(_ h: HomeAssistantDiscovery) throws -> (topics: Set<String>, unique: Set<String>, devices: Set<String>) {
+            let msgs = h.messages(for: devices)
+            let payloads = try msgs.map { try JSONValue(parsing: $0.payload) }
+            let identifiers = payloads.flatMap { $0["device"]?["identifiers"]?.arrayValue ?? [] }.compactMap(\.stringValue)
+            return (Set(msgs.map(\.topic)), Set(payloads.compactMap { $0["unique_id"]?.stringValue }), Set(identifiers))
+        }
+        let (a, b) = (try ids(ha), try ids(upstairs))
+        #expect(a.topics.count == b.topics.count && a.unique.count == b.unique.count && a.devices.count == 5)
+        #expect(a.topics.isDisjoint(with: b.topics) && a.unique.isDisjoint(with: b.unique) && a.devices.isDisjoint(with: b.devices))
+        let p = try payloads(upstairs.messages(for: [camera]))
+        let battery = try #require(p["homeassistant/sensor/upstairs_gatt2mqtt_camera/battery/config"])
+        #expect(battery["unique_id"] == "upstairs_gatt2mqtt_c0ffee000001_battery")
+        #expect(battery["device"]?["identifiers"] == ["upstairs_gatt2mqtt_c0ffee000001"])
+        #expect(battery["device"]?["via_device"] == "upstairs_gatt2mqtt_bridge")
+        #expect(battery["state_topic"] == "upstairs/gatt2mqtt/camera")
+        let restart = try #require(p["homeassistant/button/upstairs_gatt2mqtt_bridge/restart/config"])
+        #expect(restart["unique_id"] == "upstairs_gatt2mqtt_bridge_restart" && restart["device"]?["identifiers"] == ["upstairs_gatt2mqtt_bridge"])
+        #expect(restart["default_entity_id"] == "button.upstairs_gatt2mqtt_bridge_restart")
+        // The default base topic: the ids of the versions before.
+        #expect(a.unique.contains("gatt2mqtt_c0ffee000001_battery") && a.devices.contains("gatt2mqtt_bridge"))
+        #expect(a.topics.contains("homeassistant/sensor/gatt2mqtt_camera/battery/config"))
+    }
+
+    /// A bridge whose base topic is not the default published under the old fixed ids before:
+    /// at its next start those config topics (recorded in the store) are withdrawn.
+    @Test func theOldIDsOfAnotherBaseTopicAreWithdrawn() throws {
+        let home = HomeAssistantDiscovery(prefix: "homeassistant", topics: Topics(base: "home"), version: "0.1.0",
+                                          profiles: DeviceProfiles.catalog())
+        let before = Set(ha.messages(for: [camera]).map(\.topic))
+        let removals = home.removals(previous: before, current: [camera])
+        #expect(Set(removals.map(\.topic)) == before && removals.allSatisfy { $0.payload.isEmpty && $0.retain })
+        #expect(removals.contains { $0.topic == "homeassistant/button/gatt2mqtt_bridge/restart/config" })
+        #expect(home.removals(previous: Set(home.messages(for: [camera]).map(\.topic)), current: [camera]).isEmpty)
+    }
+
+    /// With the frontend on, HA's device pages link to its pages (`configuration_url`, as
+    /// zigbee2mqtt links its frontend): the bridge's page and each device's.
+    @Test func frontendURLIsTheDevicesConfigurationURL() throws {
+        let linked = HomeAssistantDiscovery(prefix: "homeassistant", topics: Topics(base: "gatt2mqtt"), version: "0.1.0",
+                                            frontendURL: "https://gw.example/gatt2mqtt/", profiles: DeviceProfiles.catalog())
+        let p = try payloads(linked.messages(for: [camera, glasses]))
+        #expect(p["homeassistant/sensor/gatt2mqtt_camera/battery/config"]?["device"]?["configuration_url"]
+            == "https://gw.example/gatt2mqtt/#/device/camera")
+        #expect(p["homeassistant/sensor/gatt2mqtt_glasses/battery/config"]?["device"]?["configuration_url"]
+            == "https://gw.example/gatt2mqtt/#/device/glasses")
+        #expect(p["homeassistant/button/gatt2mqtt_bridge/restart/config"]?["device"]?["configuration_url"]
+            == "https://gw.example/gatt2mqtt/#/bridge")
+        // Without the frontend: no link.
+        for m in ha.messages(for: [camera]) { #expect(try JSONValue(parsing: m.payload)["device"]?["configuration_url"] == nil) }
     }
 
     @Test func supportURLGoesIntoOrigin() throws {
@@ -218,10 +295,41 @@ import Testing
         #expect(try config("sensor", "temperature_temperature_fahrenheit")["unit_of_measurement"] == "°F")
         #expect(try config("sensor", "temperature_temperature_type")["options"]?.arrayValue?.count == 9)
         #expect(!p.keys.contains { $0.contains("time_stamp") })
-        // Raw and Caps mappings: the whole value, as text and as JSON.
-        #expect(try config("sensor", "raw_value")["value_template"] == "{{ value_json.get('raw_value') }}")
-        #expect(try config("sensor", "caps_value")["value_template"]
-            == "{% set v = value_json.get('caps_value') %}{{ None if v is none else (v | tojson) }}")
+        // Raw and Caps mappings: the whole value, as text and as JSON, cut to HA's state limit.
+        #expect(try config("sensor", "raw_value")["value_template"] == """
+            {% set v = value_json.get('raw_value') %}{% if v is none %}None{% else %}{% set s = v | string %}\
+            {{ s if s | length <= 255 else s[:252] ~ '...' }}{% endif %}
+            """)
+        #expect(try config("sensor", "caps_value")["value_template"] == """
+            {% set v = value_json.get('caps_value') %}{% if v is none %}None{% else %}{% set s = v | tojson %}\
+            {{ s if s | length <= 255 else s[:252] ~ '...' }}{% endif %}
+            """)
+    }
+
+    /// Issue 22: HA logged "JSON result was not a dictionary" at every message of a raw mapping
+    /// (its topic carries a JSON string) or a Caps one (an array), and refused states over 255
+    /// characters (a Caps array, raw hex over 127 bytes) as unknown. Their attributes are
+    /// `{"value": …}` now, and their states cut; a layout's topic carries an object: no template.
+    @Test func rawAndCapsMappingsHaveObjectAttributesAndShortStates() throws {
+        let p = try payloads(ha.messages(for: envSensor))
+        for object in ["raw_value", "caps_value"] {
+            let c = try #require(p["homeassistant/sensor/gatt2mqtt_env/\(object)/config"])
+            #expect(c["json_attributes_topic"] == .string("gatt2mqtt/env/\(object)"))
+            #expect(c["json_attributes_template"] == "{{ {'value': value_json} | tojson }}", "\(object)")
+        }
+        let climate = try #require(p["homeassistant/sensor/gatt2mqtt_env/climate_temperature/config"])
+        #expect(climate["json_attributes_topic"] == "gatt2mqtt/env/climate" && climate["json_attributes_template"] == nil)
+        // 128 bytes of hex (256 characters) and a Caps array of 300 characters: 255 characters,
+        // the end `...`; 127 bytes fit whole.
+        let long = String(repeating: "ab", count: 128), fits = String(repeating: "cd", count: 127)
+        let caps: JSONValue = [["type": "S", "value": .string(String(repeating: "x", count: 300))]]
+        var seen = render(envSensor, ["raw_value": .string(long), "caps_value": caps])
+        #expect(seen["sensor/raw_value"]??.count == 255 && seen["sensor/raw_value"]??.hasSuffix("...") == true)
+        #expect(seen["sensor/raw_value"]??.hasPrefix(String(long.prefix(252))) == true)
+        #expect(seen["sensor/caps_value"]??.count == 255 && seen["sensor/caps_value"]??.hasPrefix(#"[{"type":"S""#) == true)
+        seen = render(envSensor, ["raw_value": .string(fits), "caps_value": [["type": "u", "value": 1]]])
+        #expect(seen["sensor/raw_value"] == .some(fits) && seen["sensor/caps_value"] == #"[{"type":"u","value":1}]"#)
+        #expect(render(envSensor, [:])["sensor/raw_value"] == .some(nil))
     }
 
     @Test func inlineLayoutTemplatesReadTheDecodedState() throws {
@@ -316,6 +424,7 @@ import Testing
             let device = try JSONValue(parsing: m.payload)["device"]
             #expect(device?["model"] == "HERO12 Black" && device?["model_id"] == "62")
             #expect(device?["sw_version"] == "H23.01.01.99.56" && device?["serial_number"] == "C3501324500702")
+            #expect(device?["hw_version"] == "62")
         }
         // The config topics do not depend on the state: nothing to withdraw when it changes.
         #expect(ha.messages(for: camera, state: state).map(\.topic) == ha.messages(for: camera).map(\.topic))
@@ -352,6 +461,8 @@ import Testing
             let seen = try #require(p["homeassistant/sensor/gatt2mqtt_\(d.id)/last_seen/config"])
             #expect(seen["device_class"] == "timestamp" && seen["entity_category"] == "diagnostic" && seen["unit_of_measurement"] == nil)
             #expect(seen["value_template"] == "{{ value_json.get('last_seen') }}")
+            // Disabled until the user enables them, as zigbee2mqtt's are.
+            #expect(rssi["enabled_by_default"] == false && seen["enabled_by_default"] == false)
         }
     }
 
@@ -415,6 +526,9 @@ extension HomeAssistantDiscovery.StateValue {
             guard let v = value else { return nil }
             if let b = v.boolValue { return b ? "True" : "False" }
             return v.stringValue ?? v.jsonText
+        case .longText:
+            guard let v = value else { return nil }
+            return Self.cut(v.stringValue ?? v.jsonText)
         case let .choice(_, options):
             return value?.stringValue.flatMap { options.contains($0) ? $0 : nil }
         case let .mapped(_, labels):
@@ -426,6 +540,7 @@ extension HomeAssistantDiscovery.StateValue {
             case let .bool(b): truthy = b
             case let .int(n): truthy = n != 0
             case let .string(s): truthy = !s.isEmpty
+            case let .array(a): truthy = !a.isEmpty
             default: truthy = true
             }
             return truthy ? "ON" : "OFF"
@@ -433,7 +548,12 @@ extension HomeAssistantDiscovery.StateValue {
             guard let v = value else { return nil }
             return v.stringValue == expected ? "ON" : "OFF"
         case .json:
-            return value?.jsonText
+            return value.map { Self.cut($0.jsonText) }
         }
+    }
+
+    /// The state limit's cut: the first 252 characters and `...`.
+    static func cut(_ s: String) -> String {
+        s.count <= HomeAssistantDiscovery.StateValue.stateLimit ? s : String(s.prefix(HomeAssistantDiscovery.StateValue.stateLimit - 3)) + "..."
     }
 }

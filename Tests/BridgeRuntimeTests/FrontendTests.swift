@@ -463,6 +463,26 @@ import Testing
         }
     }
 
+    /// The host of `frontend.url` is a name the frontend answers to (users reach it by that name;
+    /// Home Assistant links to it), as if it were in `allowed_hosts`; others are still refused.
+    @Test(.timeLimit(.minutes(1))) func theHostOfFrontendURLIsAllowed() async throws {
+        let (hub, _) = Self.hub()
+        let port = try freeLoopbackPort()
+        var settings = FrontendSettings(host: "127.0.0.1", port: port)
+        settings.url = "https://gw.example/gatt2mqtt"
+        #expect(settings.hostNames == ["gw.example"])
+        let server = try FrontendServer(settings: settings, hub: hub, metrics: false, logger: Logger(label: "frontend-test"))
+        try await Self.serving(server) {
+            let named = await offThePool { Self.exchange(port: port, "GET /api/state HTTP/1.1\r\nHost: gw.example\r\n\r\n") }
+            #expect(named.hasPrefix("HTTP/1.1 200 OK\r\n"), "\(named)")
+            let evil = await offThePool { Self.exchange(port: port, "GET /api/state HTTP/1.1\r\nHost: evil.example\r\n\r\n") }
+            #expect(evil.hasPrefix("HTTP/1.1 421 Misdirected Request\r\n"), "\(evil)")
+        }
+        settings.url = "http://[fd00::1]:8080/"
+        settings.allowedHosts = ["bridge.example"]
+        #expect(settings.hostNames == ["bridge.example", "[fd00::1]"])
+    }
+
     /// A request for a name the frontend does not answer to is refused over the wire, the token
     /// notwithstanding (before, a token switched the check off, and without a token it was made
     /// on loopback addresses only).

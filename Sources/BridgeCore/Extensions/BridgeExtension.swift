@@ -44,6 +44,8 @@ protocol BridgeExtension: AnyObject, Sendable {
     func deviceRetired(_ device: DeviceConfig)
     func deviceReplaced(_ old: DeviceConfig, with new: DeviceConfig)
     func devicesChanged()
+    /// Several bridges on one broker: this bridge became `device`'s owner (it runs it now).
+    func deviceOwned(_ device: DeviceConfig)
 }
 
 extension BridgeExtension {
@@ -63,6 +65,7 @@ extension BridgeExtension {
     func deviceRetired(_ device: DeviceConfig) {}
     func deviceReplaced(_ old: DeviceConfig, with new: DeviceConfig) {}
     func devicesChanged() {}
+    func deviceOwned(_ device: DeviceConfig) {}
 }
 
 /// Where the commands of `/set`, `/get` and `/write` go when an extension decides it (several
@@ -74,6 +77,8 @@ protocol CommandRouting: Sendable {
     /// Whether this bridge answers a command for `device` that no session takes (a bad or
     /// unknown one).
     func answers(for device: String?) -> Bool
+    /// Whether this bridge runs `device` now (its owner), so publishes what describes it.
+    func owns(_ device: String) -> Bool
 }
 
 /// The extensions a bridge runs, installed once at the end of its `init` (they refer back to

@@ -126,6 +126,7 @@ extension ClusterExtension {
                 for cmd in held { session.submit(cmd) }
             case let .activate(id, held):
                 guard let r = registered[id] else { continue }
+                bridge.deviceOwned(r.config)
                 let (session, address) = (r.session, r.config.address)
                 jobSink.yield { [logger] in
                     // A link another bridge on this Bluetooth daemon left up would keep the device from us.

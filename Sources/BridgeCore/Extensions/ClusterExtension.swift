@@ -192,6 +192,8 @@ final class ClusterExtension: BridgeExtension, CommandRouting {
 
     func answers(for device: String?) -> Bool { state.withLock { $0.answers(for: device) } }
 
+    func owns(_ device: String) -> Bool { state.withLock { $0.view.owner(of: device) == node } }
+
     // MARK: Publishing
 
     func publishClaim(_ claim: OwnershipClaim, for device: String) {

@@ -7,6 +7,12 @@ import BridgeStore
 /// says `online` on its status topic; withdrawn for devices configured no more (at start) or
 /// removed; a device's own as it is added, changed or learns its model (``deviceInfoHook``); the
 /// topics published, recorded in the store. What the messages say is ``HomeAssistantDiscovery``'s.
+///
+/// Several bridges on one broker (`cluster.enabled`) share the base topic, so the config topics
+/// too: a device's config messages come from its owner only — when it claims the device, and
+/// at start, broker back and Home Assistant's `online` for the devices it owns — so they carry
+/// the owner's state (its model, firmware) and are not published once per node. Every node
+/// publishes the bridge's own (the same messages) and withdraws what is configured no more.
 final class DiscoveryExtension: BridgeExtension {
     unowned let bridge: Bridge
     let discovery: HomeAssistantDiscovery
@@ -51,8 +57,13 @@ final class DiscoveryExtension: BridgeExtension {
     func announce() { publishAll() }
 
     func publishAll() {
-        for m in discovery.messages(for: bridge.deviceConfigs, states: (try? bridge.store.states()) ?? [:]) { bridge.mqtt.send(m) }
+        let devices = bridge.deviceConfigs.filter { publishes($0.id) }
+        for m in discovery.messages(for: devices, states: (try? bridge.store.states()) ?? [:]) { bridge.mqtt.send(m) }
     }
+
+    /// Whether this bridge publishes `device`'s config messages: yes, but in a cluster only
+    /// while it owns the device.
+    func publishes(_ device: String) -> Bool { bridge.extensions.router?.owns(device) ?? true }
 
     /// The config messages of one device, its `device` block from the stored state.
     func messages(for device: DeviceConfig) -> [OutboundMessage] {
@@ -60,12 +71,17 @@ final class DiscoveryExtension: BridgeExtension {
     }
 
     func deviceStarted(_ device: DeviceConfig) {
-        for m in messages(for: device) { bridge.mqtt.send(m) }
+        if publishes(device.id) { for m in messages(for: device) { bridge.mqtt.send(m) } }
         recordTopics()
     }
 
+    /// A cluster node claimed the device: it publishes its config from now on.
+    func deviceOwned(_ device: DeviceConfig) {
+        for m in messages(for: device) { bridge.mqtt.send(m) }
+    }
+
     func deviceRetired(_ device: DeviceConfig) {
-        for m in discovery.messages(for: [device]) where !m.topic.contains("/\(HomeAssistantDiscovery.bridgeIdentifier)/") {
+        for m in discovery.messages(for: [device]) where !m.topic.contains("/\(discovery.bridgeIdentifier)/") {
             bridge.mqtt.send(OutboundMessage(topic: m.topic, payload: [], qos: 1, retain: true))
         }
         recordTopics()

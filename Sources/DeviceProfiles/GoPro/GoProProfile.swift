@@ -25,7 +25,11 @@ public struct GoProProfile: DeviceProfile {
     public func homeAssistantModel(for device: DeviceConfig, hardware: JSONObject) -> HomeAssistantDiscovery.Model {
         var modelID: String?
         if let n = hardware["model_number"], !n.isNull { modelID = n.stringValue ?? n.jsonText }
-        return .init(manufacturer: "GoPro", model: hardware["model_name"]?.stringValue ?? "Open GoPro camera", modelID: modelID)
+        // Get Hardware Info (§5, 0x3C) has no hardware revision (its one other field is 4
+        // deprecated bytes): the model number is what names the camera's hardware, so it is
+        // `hw_version` as well as `model_id` (HA shows the one or the other by version and card).
+        return .init(manufacturer: "GoPro", model: hardware["model_name"]?.stringValue ?? "Open GoPro camera", modelID: modelID,
+                     hardwareVersion: modelID)
     }
 
     /// Every setting with options that no entity offers already, as a `setting` control.

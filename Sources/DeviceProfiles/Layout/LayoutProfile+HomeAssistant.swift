@@ -12,7 +12,8 @@ import GattLayout
 /// layout's `unit` gives, value flags binary sensors, `enum` fields enum sensors, text fields
 /// sensors. Arrays (the RR intervals) and structs (a time stamp) are no entities: they are the
 /// attributes of the mapping's main entity (`json_attributes_topic`, the characteristic topic).
-/// A raw or Caps mapping is one sensor with the whole value.
+/// A raw or Caps mapping is one sensor with the whole value (cut to HA's 255-character state
+/// limit; the whole value is its attribute `value`).
 extension LayoutProfile {
     typealias Entity = HomeAssistantDiscovery.Entity
     typealias StateValue = HomeAssistantDiscovery.StateValue
@@ -43,9 +44,15 @@ extension LayoutProfile {
         let attributes: JSONObject = ["json_attributes_topic": .string(topics.characteristic(d.id, topic))]
         let keys = (c.codec == .layout ? Self.layout(c.layout)?.keys : nil)?.filter { $0.kind != .list && $0.kind != .object } ?? []
         guard !keys.isEmpty, let layout = Self.layout(c.layout) else {
-            // Raw (hex text), Caps (JSON), or a layout of arrays and structs only: the whole value.
-            let value: StateValue = c.codec == .raw ? .text([topic]) : .json([topic])
-            return [Entity(.sensor, HomeAssistantDiscovery.objectID(topic), HomeAssistantDiscovery.title(topic), value, attributes)]
+            // Raw or GoPro (hex text), Caps (JSON), or a layout of arrays and structs only: the whole value,
+            // cut to HA's state limit; the whole of it is the attributes. A raw mapping's topic
+            // carries a JSON string and a Caps mapping's an array, which HA cannot take as
+            // attributes ("JSON result was not a dictionary", at every message): a template makes
+            // them `{"value": …}`. A layout's value is an object already.
+            let value: StateValue = c.codec == .raw || c.codec == .gopro ? .longText([topic]) : .json([topic])
+            var extra = attributes
+            if c.codec != .layout { extra["json_attributes_template"] = "{{ {'value': value_json} | tojson }}" }
+            return [Entity(.sensor, HomeAssistantDiscovery.objectID(topic), HomeAssistantDiscovery.title(topic), value, extra)]
         }
         let uuid16 = Self.uuid16(c.uuid) ?? layout.shortUUID
         let numbers = keys.filter { $0.kind == .number }.count
