@@ -12,7 +12,8 @@ import Synchronization
 /// Set Turbo Active (F1 6B, status 113), Get Preset Status (F5 72, F5 F3 pushes when registered),
 /// Get Last Captured Media (F5 6D) and Pairing Finish (03 01 on GP-0091); any other protobuf
 /// request gets the `[feature][status]` unsupported form. Get Hardware Info (0x3C) answers
-/// ``hardware``; Load Preset Group (0x3E) sets status 96 (Preset Group).
+/// ``hardware``; Load Preset Group (0x3E) sets status 96 (Preset Group), Locate (0x16) status 45.
+/// Its statuses start as ``initialStatuses``.
 public final class SimulatedGoPro: SimulatedDevice {
     /// What Get Hardware Info (§5, 0x3C) reports.
     public struct HardwareInfo: Sendable, Equatable {
@@ -40,8 +41,7 @@ public final class SimulatedGoPro: SimulatedDevice {
         /// reserved bytes.
         var payload: [UInt8] {
             func field(_ bytes: [UInt8]) -> [UInt8] { [UInt8(bytes.count)] + bytes }
-            let number = (0..<4).map { UInt8(truncatingIfNeeded: modelNumber >> (24 - 8 * $0)) }
-            return field(number) + field(Array(modelName.utf8)) + field(Array("0x05".utf8)) + field(Array(firmware.utf8))
+            return field(SimulatedGoPro.u32(modelNumber)) + field(Array(modelName.utf8)) + field(Array("0x05".utf8)) + field(Array(firmware.utf8))
                 + field(Array(serialNumber.utf8)) + field(Array(apSSID.utf8)) + field(Array(apMAC.utf8))
                 + [UInt8](repeating: 0, count: 11)
         }
@@ -50,8 +50,10 @@ public final class SimulatedGoPro: SimulatedDevice {
     struct State {
         var link: SimulatedLink?
         var assemblers: [String: GoProAssembler] = [:]
-        /// Status id → value bytes (§11).
-        var statuses: [UInt8: [UInt8]] = [8: [0], 10: [0], 13: [0, 0, 0, 0], 70: [84], 96: [0, 0, 0x03, 0xE8], 113: [0], 114: [0]]
+        /// Status id → value bytes (§11), each of the length a camera sends (booleans and enums
+        /// 1 byte, counts u32 BE, SD card remaining u64 BE): what Get Status Values and the
+        /// registrations answer. See ``initialStatuses``.
+        var statuses: [UInt8: [UInt8]] = SimulatedGoPro.initialStatuses
         /// Setting id → value bytes (§8).
         var settings: [UInt8: [UInt8]] = [2: [1], 3: [8], 121: [4]]
         var statusRegistrations: Set<UInt8> = []
@@ -143,6 +145,20 @@ public final class SimulatedGoPro: SimulatedDevice {
             }
         }
     }
+
+    /// A HERO12 Black at rest on battery, as its statuses read after power-on (§11): battery
+    /// present (1), 3 bars (2), not overheating (6), not busy (8), not encoding (10), no video
+    /// under way (13 = 0), SD card OK (33), 2400 photos and 5400 s of video left (34, 35), no
+    /// photos or videos yet (38, 39), not locating (45), 26 575 456 kB free (54), 84 % (70), not
+    /// cold (85), the video preset group (96 = 1000), no turbo transfer (113), camera control
+    /// idle (114).
+    static let initialStatuses: [UInt8: [UInt8]] = [
+        1: [1], 2: [3], 6: [0], 8: [0], 10: [0], 13: u32(0), 33: [0], 34: u32(2400), 35: u32(5400), 38: u32(0), 39: u32(0),
+        45: [0], 54: [0, 0, 0, 0, 0x01, 0x95, 0x82, 0x60], 70: [84], 85: [0], 96: u32(1000), 113: [0], 114: [0],
+    ]
+
+    /// `v` as 4 bytes big-endian (§11's u32 statuses).
+    static func u32(_ v: UInt32) -> [UInt8] { (0..<4).map { UInt8(truncatingIfNeeded: v >> (24 - 8 * $0)) } }
 
     /// Model ID of the simulated camera in its advertisement (62: HERO12 Black, spec gopro.md §10).
     public static let modelID: UInt8 = 62
@@ -268,6 +284,10 @@ public final class SimulatedGoPro: SimulatedDevice {
             return
         }
         if id == 0x3C { return send([id, 0x00] + hardware.payload, on: 0x73) }  // Get Hardware Info (§5)
+        if id == 0x16, m.count == 3, m[1] == 1, m[2] <= 1 {  // Locate [16][01][0/1] (§5) → status 45 (§11)
+            send([id, 0x00], on: 0x73)
+            return setStatus(45, [m[2]])
+        }
         if id == 0x3E, m.count == 4, m[1] == 2 {  // Load Preset Group [3E][02][group u16] (§5)
             let group = UInt16(m[2]) << 8 | UInt16(m[3])
             guard (1000...1002).contains(group) else { return send([id, 0x02], on: 0x73) }

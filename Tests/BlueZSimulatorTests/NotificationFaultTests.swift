@@ -49,7 +49,7 @@ import Testing
         }
     }
 
-    /// What one status query (0x13, no ids) gave: decoded messages and assembler errors.
+    /// What one status query (0x13) gave: decoded messages and assembler errors.
     struct Outcome {
         var messages: [[UInt8]] = []
         var errors: [GoProError] = []
@@ -58,7 +58,7 @@ import Testing
     @Test(arguments: [NotifyMethod.automatic, .startNotify])
     func goProStatusResponseWithALostOrRepeatedPacket(method: NotifyMethod) async throws {
         let camera = SimulatedGoPro(address: "C0:FF:EE:00:00:0A", encrypted: false)  // pairing is covered elsewhere
-        // An 89-byte answer (statuses 8, 10, 13, 20…29, 70, 96, 113, 114) is 5 packets: extended-13 start (18 bytes) + 4 continuations 0x80…0x83 (19 each).
+        // An 89-byte answer (statuses 8, 10, 13, 20…29, 70, 96, 113, 114, asked for by id) is 5 packets: extended-13 start (18 bytes) + 4 continuations 0x80…0x83 (19 each).
         for id: UInt8 in 20...29 { camera.setStatus(id, [id, 0, 0, 1]) }
         try await withEmulator(devices: [camera]) { env in
             let device = try await discover(env, camera.address)
@@ -80,7 +80,7 @@ import Testing
                 // is answered; a marker notified afterwards on the same characteristic arrives
                 // after every packet of it (one path, in order). Waiting for the marker, not
                 // for a while, is how the test knows that nothing more than expected arrives.
-                try await env.client.write([0x01, 0x13], to: query)
+                try await env.client.write([0x12, 0x13, 8, 10, 13] + Array(20...29) + [70, 96, 113, 114], to: query)
                 #expect(env.simulator.notify(camera.address, characteristic: GoProCharacteristic.queryResponse.uuid, marker))
                 #expect(await eventually { packets.items.withLock { $0[consumed...].contains(marker) } })
                 let items = packets.items.withLock { $0 }

@@ -62,14 +62,45 @@ import Testing
         #expect(try d.encode(["command": "hilight_moment"], mtu: 23).bypassesBusyGate)  // tags the recording
     }
 
+    /// The statuses and settings of the Home Assistant entities, by id: Busy and Encoding first.
+    static let registerStatuses: [UInt8] = [0x20, 0x0F, 0x53, 8, 10, 70, 2, 54, 35, 34, 13, 33, 6, 85, 113, 45, 96]
+    static let registerSettings: [UInt8] = [0x20, 0x04, 0x52, 2, 3, 121]
+
     @Test func startupRegistersAndKeepAliveIsEvery3s() throws {
         var d = GoProDriver()
         let s = try d.startupRequests()
-        // Register for statuses (0x53) and settings (0x52), then Get Hardware Info (0x3C on GP-0072).
-        #expect(s.map { $0.writes.first?.value } == [[0x20, 0x01, 0x53], [0x20, 0x01, 0x52], [0x20, 0x01, 0x3C]])
+        // Register by id for the entities' statuses (0x53) and settings (0x52), then Get
+        // Hardware Info (0x3C on GP-0072).
+        #expect(s.map { $0.writes.first?.value } == [Self.registerStatuses, Self.registerSettings, [0x20, 0x01, 0x3C]])
+        #expect(s[0].writes.first?.characteristic == CharacteristicID(GoProCharacteristic.query.uuid) && s[0].bypassesBusyGate)
         #expect(s[2].writes.first?.characteristic == CharacteristicID(GoProCharacteristic.command.uuid) && s[2].bypassesBusyGate)
+        // The status answer carries the current values into the state; the setting answer (the
+        // last by-id registration) brings the registrations for all (the empty list, §6).
+        let statuses = try notify(&d, [0x53, 0x00, 8, 1, 0, 10, 1, 0, 85, 1, 1, 45, 1, 0], on: .queryResponse)
+        #expect(statuses.first == .state(["busy": false, "encoding": false, "cold": true, "locate": false]), "\(statuses)")
+        #expect(!statuses.contains(where: { if case .request = $0 { true } else { false } }))
+        let settings = try notify(&d, [0x52, 0x00, 2, 1, 9], on: .queryResponse)
+        #expect(settings.first == .state(["video_resolution": "1080"]), "\(settings)")
+        let all: [[UInt8]] = settings.compactMap { if case let .request(r) = $0 { r.writes.first?.value } else { nil } }
+        #expect(all == [[0x20, 0x01, 0x53], [0x20, 0x01, 0x52]])
+        guard case let .response(answered, .success)? = settings.first(where: { if case .response = $0 { true } else { false } }) else {
+            Issue.record("\(settings)"); return
+        }
+        #expect(answered == key(s[1]))
         let k = try #require(d.keepAlive)
         #expect(k.interval == .seconds(3) && k.request.writes[0].value == [0x20, 0x03, 0x5B, 0x01, 0x42])
+    }
+
+    /// A camera that does not answer the by-id registration (or refuses it) still gets the
+    /// registrations for all, once.
+    @Test func registrationsForAllFollowAFailedByIdRegistration() throws {
+        var d = GoProDriver()
+        let s = try d.startupRequests()
+        let out = d.internalRequestFailed(s[1], CommandError(.timeout, "no answer"))
+        let all: [[UInt8]] = out.compactMap { if case let .request(r) = $0 { r.writes.first?.value } else { nil } }
+        #expect(all == [[0x20, 0x01, 0x53], [0x20, 0x01, 0x52]])
+        #expect(d.internalRequestFailed(s[1], CommandError(.timeout, "no answer")).isEmpty)
+        #expect(d.internalRequestFailed(s[0], CommandError(.timeout, "no answer")).isEmpty)
     }
 
     @Test func firstPairingSendsPairingFinishBeforeTheRegistrations() throws {

@@ -27,6 +27,32 @@ import Testing
 
     func driver() throws -> LayoutDriver { try LayoutDriver(device: Configuration(yaml: Self.yaml).devices[0]) }
 
+    /// Each readable mapping without `poll:` is read after every connect (a polled one is read
+    /// on connect by its poll already); write-only and notify-only mappings are not.
+    @Test func readableMappingsAreReadAtConnect() throws {
+        var d = try LayoutDriver(device: Configuration(yaml: """
+            devices:
+              - id: sensor
+                address: C0:FF:EE:00:00:03
+                profile: custom
+                characteristics:
+                  - {uuid: 2A37, codec: layout, layout: "builtin:heart_rate_measurement", topic: heart_rate}
+                  - {uuid: 2A19, codec: layout, layout: "builtin:battery_level", direction: [read, notify], topic: battery}
+                  - {uuid: 2A6E, codec: layout, layout: "builtin:temperature", direction: read, poll: 30s, topic: temperature}
+                  - {uuid: FFF1, codec: raw, direction: [read, write], topic: raw}
+                  - {uuid: FFF2, codec: raw, direction: write, topic: control}
+            """).devices[0])
+        let reads = try d.startupRequests()
+        #expect(reads.map(\.read) == [CharacteristicID("2A19"), CharacteristicID("FFF1")])
+        #expect(reads.allSatisfy { $0.writes.isEmpty && $0.bypassesBusyGate })
+        #expect(try d.startupRequests() == reads, "again on the next connect")
+        // The value read is published as a notification's would be: the topic and the state.
+        #expect(d.decodeRead(CharacteristicID("2A19"), [85]) == [.characteristic(topic: "battery", value: ["battery_level": 85]),
+                                                                 .state(["battery": ["battery_level": 85]])])
+        var polled = try driver()
+        #expect(try polled.startupRequests().isEmpty, "the only readable mapping is polled")
+    }
+
     @Test func notificationsDecodeToTopicAndState() throws {
         var d = try driver()
         #expect(d.notifyCharacteristics.map(\.uuid) == ["2A37", "2A19", "FFF2"])

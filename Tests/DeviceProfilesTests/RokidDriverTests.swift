@@ -113,6 +113,29 @@ import Testing
         #expect(out.contains { if case let .response("req:1", .success(v?)) = $0 { return v["type"] == "RESPONSE" && v["payload"] == 5 }; return false })
     }
 
+    /// Once authenticated, the glasses are asked for their info (`Dev_GetGlassInfo`, the one
+    /// `Dev` request that reads, §6) before any command, bounded like AUTH_REQ; its answer's
+    /// battery, brightness and volume go into the state. Again after the next connect.
+    @Test func authenticatedGlassesAreAskedForTheirInfo() throws {
+        var d = driver()
+        for connect in 1...2 {
+            _ = try authRequest(&d)
+            let out = feed(&d, try authResponse(0))
+            guard out.count == 2, out[0] == .response(key: "auth", result: .success(nil)), case let .request(info) = out[1] else {
+                Issue.record("\(out)"); return
+            }
+            #expect(info.timeout == RokidDriver.authTimeout && info.expect != nil)
+            guard case let .request(id, _, args) = try CXRPacket(decoding: info.writes.flatMap(\.value)) else { Issue.record("not a REQUEST"); return }
+            #expect(args.members.first == .string("Dev_GetGlassInfo"))
+            let answer = try CXRPacket.response(requestID: id, args: CXRPacket.args("Dev_GetGlassInfo",
+                .string(#"{"battery":80,"brightness":\#(connect),"volume":7}"#))).encoded()
+            let state = feed(&d, answer)
+            #expect(state.contains(.state(["battery": 80, "brightness": .int(Int64(connect)), "volume": 7])), "\(state)")
+            #expect(state.contains { if case .response(info.expect!, .success) = $0 { true } else { false } })
+            d.linkLost()
+        }
+    }
+
     /// AUTH_RESP retCode < 0 (§5.2 step 4): the auth request fails, a device error names the
     /// code and its meaning, and every command on this link ends `auth_failed`.
     @Test func refusedAuthFailsCommandsUntilTheNextConnect() throws {
@@ -128,7 +151,7 @@ import Testing
             #expect(authFailure { _ = try d.encode(["command": "set_brightness", "value": 8], mtu: 23) } == e)
             d.linkLost()
             _ = try authRequest(&d)
-            #expect(feed(&d, try authResponse(0)) == [.response(key: "auth", result: .success(nil))])
+            #expect(feed(&d, try authResponse(0)).first == .response(key: "auth", result: .success(nil)))
             #expect(authFailure { _ = try d.encode(["command": "set_brightness", "value": 8], mtu: 23) } == nil)
         }
     }

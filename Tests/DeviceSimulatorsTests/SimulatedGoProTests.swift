@@ -139,6 +139,36 @@ final class GoProHarness: Sendable {
         #expect(json["serial_number"] == "C3531350001234" && json["ap_ssid"] == "GP50001234" && json["ap_mac_addr"] == "0657abcdef01")
     }
 
+    /// The statuses Home Assistant shows, registered for by id as the bridge does at connect:
+    /// the answer gives each in the order asked, at the length a camera sends it (§4.2, §11:
+    /// booleans and enums 1 byte, counts u32 BE, SD card remaining u64 BE — the capture's
+    /// 26 575 456 kB).
+    @Test func registeringTheEntitiesStatusesAnswersTheirValuesAsACameraDoes() throws {
+        let h = GoProHarness()
+        try h.write([0x53, 8, 10, 70, 2, 54, 35, 34, 13, 33, 6, 85, 113, 45, 96], to: .query)
+        #expect(try h.take(on: .queryResponse) == [[0x53, 0x00,
+            8, 1, 0, 10, 1, 0, 70, 1, 84, 2, 1, 3, 54, 8, 0, 0, 0, 0, 0x01, 0x95, 0x82, 0x60, 35, 4, 0, 0, 0x15, 0x18,
+            34, 4, 0, 0, 0x09, 0x60, 13, 4, 0, 0, 0, 0, 33, 1, 0, 6, 1, 0, 85, 1, 0, 113, 1, 0, 45, 1, 0, 96, 4, 0, 0, 0x03, 0xE8]])
+        // The codec decodes every entry of it by name, with the spec's enum names.
+        try h.write([0x13, 2, 33, 54], to: .query)
+        let answer = try #require(try h.take(on: .queryResponse).first)
+        guard case let .query(q) = try GoProResponse(decoding: answer, on: .queryResponse) else { Issue.record("not a query answer"); return }
+        #expect(q.namedValues == ["internal_battery_bars": "Three", "primary_storage": "OK", "sd_card_remaining": 26_575_456])
+    }
+
+    /// Locate (§5, 0x16 `01 0/1`) answers `16 00` and sets status 45 (Locate), pushed when registered.
+    @Test func locateSetsStatus45() throws {
+        let h = GoProHarness()
+        try h.write([0x53, 45], to: .query)
+        #expect(try h.take(on: .queryResponse) == [[0x53, 0x00, 45, 0x01, 0x00]])
+        try h.write([0x16, 0x01, 0x01], to: .command)
+        #expect(try h.take(on: .commandResponse) == [[0x16, 0x00]])
+        #expect(try h.take(on: .queryResponse) == [[0x93, 0x00, 45, 0x01, 0x01]])
+        try h.write([0x16, 0x01, 0x00], to: .command)
+        #expect(try h.take(on: .commandResponse) == [[0x16, 0x00]])
+        #expect(try h.take(on: .queryResponse) == [[0x93, 0x00, 45, 0x01, 0x00]])
+    }
+
     /// Load Preset Group (§5, 0x3E, u16 group) answers `3E 00` and sets status 96 (pushed when
     /// registered); a group that is not 1000–1002 is an invalid parameter.
     @Test func loadPresetGroupSetsStatus96() throws {

@@ -5,8 +5,10 @@ import GoProCodec
 /// A GoPro camera over Open GoPro BLE (`shared/spec/gopro.md`): requests packetized to the
 /// command/settings/query/network characteristics (§3–§7), one assembler per notify
 /// characteristic, answers matched by §4.5 identifiers, status and setting pushes merged into
-/// the state by name. On each connect it registers for status and setting updates (whose
-/// answers carry the current values, so state is re-read on return); keep-alive every 3 s (§9);
+/// the state by name. On each connect it registers for updates of the statuses and settings
+/// its Home Assistant entities show (and Busy and Encoding, §9 readiness) by id — the form GoPro
+/// documents, `53 id…` / `52 id…` — then for all of them (the empty list, §6); each answer carries
+/// the current values, so the state is re-read on every connect; keep-alive every 3 s (§9);
 /// while the camera is busy or encoding, only queries and shutter-off pass (§9 readiness).
 /// The characteristics are encryption-protected (§2), so the camera must be paired: after the
 /// connect that first paired it, Pairing Finish (03 01, `RequestPairingFinish{SUCCESS, phone
@@ -30,13 +32,24 @@ public struct GoProDriver: DeviceDriver {
     public let phoneName: String
     /// The keep-alive period (§9: 3 s).
     public let keepAliveInterval: Duration
+    /// The statuses registered for by id at connect (Busy and Encoding first, then those with
+    /// Home Assistant entities).
+    public let connectStatuses: [UInt8]
+    /// The settings registered for by id at connect (those with Home Assistant entities).
+    public let connectSettings: [UInt8]
 
     /// - Parameters:
     ///   - phoneName: what the camera shows as the paired client (Pairing Finish, §2 step 5).
     ///   - keepAliveInterval: how often `5B 01 42` goes out (§9 says 3 s; tests use less).
-    public init(phoneName: String = "gatt2mqtt", keepAliveInterval: Duration = .seconds(3)) {
+    ///   - statuses, settings: what to register for by id at connect (default: what the
+    ///     profile's Home Assistant entities show, ``GoProProfile/entityValues``).
+    public init(phoneName: String = "gatt2mqtt", keepAliveInterval: Duration = .seconds(3),
+                statuses: [UInt8] = GoProProfile.entityValues.statuses, settings: [UInt8] = GoProProfile.entityValues.settings) {
         self.phoneName = phoneName.isEmpty ? "gatt2mqtt" : phoneName
         self.keepAliveInterval = keepAliveInterval
+        let readiness: [UInt8] = [8, 10]  // Busy, Encoding (§9)
+        connectStatuses = readiness + statuses.filter { !readiness.contains($0) }
+        connectSettings = settings
     }
 
     /// The GoPro characteristics need an encrypted (bonded) link (§2).
@@ -54,13 +67,45 @@ public struct GoProDriver: DeviceDriver {
     public mutating func startupRequests() throws(CommandError) -> [DeviceRequest] {
         var out: [DeviceRequest] = []
         if pairingFinishDue { out.append(try pairingFinish()) }
-        for name in ["register_status_value_updates", "register_setting_value_updates"] {
-            out.append(try encode(["query": .string(name)], mtu: BridgeDefaults.attMTU))
+        // By id first (GoPro's documented form): the entities' values even from a camera that
+        // does not take the empty list as "all". The registrations for all (§6), for the rest of
+        // the state, follow the last answer (``registerAll()``): one request per answer id pending.
+        registerAllAfter = nil
+        for (name, ids) in [("register_status_value_updates", connectStatuses), ("register_setting_value_updates", connectSettings)]
+            where !ids.isEmpty {
+            let r = try encode(["query": .string(name), "ids": .array(ids.map { .int(Int64($0)) })], mtu: BridgeDefaults.attMTU)
+            registerAllAfter = r.expect
+            out.append(r)
         }
+        if registerAllAfter == nil { out += try registerAll() }
         var hardwareInfo = try encode(["command": "get_hardware_info"], mtu: BridgeDefaults.attMTU)
         hardwareInfo.bypassesBusyGate = true  // a query in all but name: it changes nothing
         out.append(hardwareInfo)
         return out
+    }
+
+    /// The key of the last by-id registration of ``startupRequests()``: its answer (or failure)
+    /// brings ``registerAll()``.
+    var registerAllAfter: String?
+
+    /// Register for all status and setting value updates (the empty id list, §6).
+    mutating func registerAll() throws(CommandError) -> [DeviceRequest] {
+        var out: [DeviceRequest] = []
+        for name in ["register_status_value_updates", "register_setting_value_updates"] {
+            out.append(try encode(["query": .string(name)], mtu: BridgeDefaults.attMTU))
+        }
+        return out
+    }
+
+    /// The registrations for all when `key` is the last by-id registration's (answered or failed).
+    mutating func registrationsAfter(_ key: String?) -> [DriverOutput] {
+        guard let key, key == registerAllAfter else { return [] }
+        registerAllAfter = nil
+        return ((try? registerAll()) ?? []).map { .request($0) }
+    }
+
+    public mutating func internalRequestFailed(_ request: DeviceRequest, _ error: CommandError) -> [DriverOutput] {
+        registrationsAfter(request.expect)
     }
 
     /// The state's `hardware` from a Get Hardware Info answer (§5, 0x3C): the codec's fields
@@ -185,6 +230,7 @@ public struct GoProDriver: DeviceDriver {
             case let .failure(code)?:
                 out.append(.response(key: key, result: .failure(CommandError(.deviceError, "the camera answered \(code) (\(response.identifier))"))))
             }
+            out += registrationsAfter(key)
         }
         return out
     }
@@ -192,6 +238,7 @@ public struct GoProDriver: DeviceDriver {
     public mutating func linkLost() {
         assemblers = [:]
         pendingCandidates = [:]
+        registerAllAfter = nil
         busy = false
         encoding = false
     }

@@ -17,6 +17,27 @@ public struct GoProProfile: DeviceProfile {
 
     public func makeDriver(for device: DeviceConfig, context: DriverContext) throws -> any DeviceDriver { GoProDriver() }
 
+    /// The statuses and settings the Home Assistant entities read (their state keys by the
+    /// tables' names), which the driver registers for by id at each connect: the answer carries
+    /// their current values (spec gopro.md §6), so every entity has a value right after `online`.
+    public static let entityValues: (statuses: [UInt8], settings: [UInt8]) = {
+        var statuses: [UInt8] = []
+        var settings: [UInt8] = []
+        for entity in GoProProfile().homeAssistantEntities(for: DeviceConfig(id: "camera", profile: .gopro), topics: Topics(base: "gatt2mqtt")) {
+            guard let key = entity.state.flatMap(Self.stateKey) else { continue }
+            if let s = GoProStatus.status(named: key), !statuses.contains(s.id) { statuses.append(s.id) }
+            if let s = GoProSetting.setting(named: key), !settings.contains(s.id) { settings.append(s.id) }
+        }
+        return (statuses, settings)
+    }()
+
+    /// The first key of the state path an entity's value template reads.
+    static func stateKey(_ value: HomeAssistantDiscovery.StateValue) -> String? {
+        switch value {
+        case let .number(p), let .text(p), let .choice(p, _), let .mapped(p, _), let .flag(p), let .equals(p, _), let .json(p): p.first
+        }
+    }
+
     public func matches(_ ad: Advertisement) -> ProfileGuess? {
         guard ProfileGuess.services(ad).contains("FEA6") || ad.manufacturerData[Self.companyID] != nil else { return nil }
         return ProfileGuess(name: id.rawValue, profile: id, characteristics: [])

@@ -20,6 +20,10 @@ public struct LayoutDriver: DeviceDriver {
     public let notifyCharacteristics: [CharacteristicID]
     /// `poll:` mappings: a read every interval (and on each connect).
     public let polls: [(interval: Duration, request: DeviceRequest)]
+    /// The other readable mappings (`read` in `direction`, no `poll:`): read once after every
+    /// connect, so their topic and state have a value before the device happens to notify
+    /// (a `[read, notify]` battery level may notify only when it changes).
+    let connectReads: [DeviceRequest]
 
     /// Parses every mapping's layout now, so a bad layout is a start-up error naming the device.
     public init(device: DeviceConfig) throws(ConfigError) {
@@ -38,7 +42,13 @@ public struct LayoutDriver: DeviceDriver {
         polls = out.compactMap { m in
             m.config.pollInterval.map { ($0, DeviceRequest(writes: [], read: m.id, bypassesBusyGate: true)) }
         }
+        connectReads = out.filter { $0.config.directions.contains(.read) && $0.config.pollInterval == nil }
+            .map { DeviceRequest(writes: [], read: $0.id, bypassesBusyGate: true) }
     }
+
+    /// A read of each readable mapping that is not polled (a poll is read on connect already);
+    /// its value is decoded and published as a notification's would be (``decodeRead(_:_:)``).
+    public mutating func startupRequests() throws(CommandError) -> [DeviceRequest] { connectReads }
 
     func mapping(topic: String) -> Mapping? { mappings.first { $0.config.topic == topic } }
 

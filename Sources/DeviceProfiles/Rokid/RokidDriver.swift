@@ -5,7 +5,8 @@ import CapsCodec
 /// Rokid glasses over the GATT data path (`shared/spec/rokid-caps.md` §4.2 type 2): CXR packets
 /// as a Caps byte stream written to 0x9201 and notified on 0x9202 (§4.3, §4.5). On each connect
 /// (§5.2): read 0x9301 → its service-record UUID (§4.1) → AUTH_REQ with that record → AUTH_RESP;
-/// then REQUEST → RESPONSE matched by request id (§5.4). NOTIFY packets become events, and the
+/// then `Dev_GetGlassInfo` (its answer's battery, brightness and volume into the state); then
+/// REQUEST → RESPONSE matched by request id (§5.4). NOTIFY packets become events, and the
 /// known ones (battery, brightness, volume, custom view) state.
 ///
 /// When the handshake fails — 0x9301 unreadable or without a record, AUTH_RESP retCode < 0, or
@@ -72,6 +73,16 @@ public struct RokidDriver: DeviceDriver {
             return refuse("no AUTH_RESP within \(Self.text(authWait)) (glasses that refuse an AUTH_REQ may not answer it)")
         }
         return refuse("AUTH_REQ could not be written: \(error.message)")
+    }
+
+    /// Once authenticated: `Dev_GetGlassInfo` (§6, the `Dev` channel's one request that reads),
+    /// so the state has the battery, brightness and volume the answer carries before anything
+    /// is set (the protocol has no other way to read them; ``knownState(from:)``). Bounded like
+    /// AUTH_REQ: glasses that do not answer it hold the commands back for ``authWait`` at most.
+    mutating func glassInfoAtConnect() -> [DriverOutput] {
+        guard var r = try? encode(["command": "get_glass_info"], mtu: BridgeDefaults.attMTU) else { return [] }
+        r.timeout = authWait
+        return [.request(r)]
     }
 
     /// Enters the refused state: a `device_error` now, `auth_failed` for every command until
@@ -183,7 +194,7 @@ public struct RokidDriver: DeviceDriver {
         case let .authResponse(a):
             if a.retCode >= 0 {
                 refusal = nil
-                return [.response(key: Self.authKey, result: .success(nil))]
+                return [.response(key: Self.authKey, result: .success(nil))] + glassInfoAtConnect()
             }
             let error = refusal(because: "AUTH_RESP retCode \(a.retCode) (\(Self.authFailureMeaning(a.retCode)))")
             return [.deviceError(error), .response(key: Self.authKey, result: .failure(error))]
