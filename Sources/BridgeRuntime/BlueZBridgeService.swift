@@ -37,6 +37,10 @@ public struct BlueZBridgeService: Service {
     }
 
     public func run() async throws {
+        // `health_check` asks the Bluetooth side again each time (a client of its own).
+        let health = BluetoothSelfCheck(busAddress: busAddress, adapters: configuration.bluetooth.adapters, retryMin: .seconds(1),
+                                        retryMax: .seconds(1), loop: loop)
+        let control = { var c = self.control; c.checkBluetooth = { await health.health() }; return c }()
         try await withTaskExecutorPreference(loop) {
             guard configuration.bluetooth.adapters.count > 1 else {
                 let selfCheck = BluetoothSelfCheck(busAddress: busAddress, adapter: configuration.bluetooth.adapter, loop: loop)

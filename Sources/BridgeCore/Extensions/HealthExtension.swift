@@ -1,5 +1,24 @@
 import BinaryCoding
 import Foundation
+import Synchronization
+
+/// What a check of the Bluetooth side found (``BridgeControl/checkBluetooth``), for
+/// `bridge/request/health_check`: whether the D-Bus bus answered, whether `org.bluez` is on it,
+/// each configured adapter's state (`ok`, `missing`, `powered_off`, or `unknown` when BlueZ could
+/// not be asked), and one line per problem.
+public struct BluetoothHealth: Sendable, Equatable {
+    public var bus: Bool
+    public var bluez: Bool
+    public var adapters: [String: String]
+    public var problems: [String]
+
+    public init(bus: Bool, bluez: Bool, adapters: [String: String], problems: [String]) {
+        self.bus = bus
+        self.bluez = bluez
+        self.adapters = adapters
+        self.problems = problems
+    }
+}
 
 /// `<base>/bridge/health` (QoS 0, not retained), every `healthInterval`: uptime, memory, the
 /// counters (``BridgeCounters``), each device's link state and queue depth. The same report
@@ -7,6 +26,9 @@ import Foundation
 final class HealthExtension: BridgeExtension {
     unowned let bridge: Bridge
     let interval: Duration
+    /// Whether the broker connection is up (the bridge connected before it runs; the client's
+    /// events say when it drops and comes back).
+    let brokerUp = Atomic(true)
 
     init(bridge: Bridge, interval: Duration) {
         self.bridge = bridge
@@ -21,6 +43,35 @@ final class HealthExtension: BridgeExtension {
                 await self.publish()
             }
         }
+    }
+
+    func brokerDisconnected() { brokerUp.store(false, ordering: .relaxed) }
+
+    func brokerReconnected() -> Bool {
+        brokerUp.store(true, ordering: .relaxed)
+        return false
+    }
+
+    /// `bridge/request/health_check`: the checks (the broker connection, then the Bluetooth
+    /// side, asked now) and the report; `healthy` only when every check passed, else `reasons`.
+    func check() async -> JSONObject {
+        var reasons: [String] = []
+        var checks = JSONObject()
+        let broker = brokerUp.load(ordering: .relaxed)
+        checks["mqtt"] = .bool(broker)
+        if !broker { reasons.append("the MQTT broker connection is down (the bridge reconnects)") }
+        if let probe = bridge.control.checkBluetooth {
+            let bt = await probe()
+            checks["dbus"] = .bool(bt.bus)
+            checks["bluez"] = .bool(bt.bluez)
+            checks["adapters"] = .object(JSONObject(bt.adapters.sorted { $0.key < $1.key }.map { (key: $0.key, value: JSONValue.string($0.value)) }))
+            reasons += bt.problems
+        }
+        var o: JSONObject = ["healthy": .bool(reasons.isEmpty)]
+        if !reasons.isEmpty { o["reasons"] = .array(reasons.map { .string($0) }) }
+        o["checks"] = .object(checks)
+        o.merge(await report())
+        return o
     }
 
     func publish() async {
