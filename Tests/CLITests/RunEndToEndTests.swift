@@ -193,7 +193,7 @@ extension RunEndToEndTests {
         let states = await Self.collectUntil(cameraState, { $0.payloadString.contains(#""encoding":true"#) })
         #expect(states.contains { $0.payloadString.contains(#""encoding":true"#) }, "\(states.map(\.payloadString))")
         let glassesState = await collect(try await hub.subscribe("gatt2mqtt/glasses"), count: 1)
-        #expect(glassesState.first?.payloadString.contains(#""brightness":8"#) == true)
+        #expect(glassesState.first?.payloadString.contains(#""brightness":8"#) == true, "\(glassesState.map(\.payloadString))")
         // The camera's hardware info (Get Hardware Info at connect) is its Home Assistant device's model.
         let battery = try await hub.subscribe("homeassistant/sensor/gatt2mqtt_camera/battery/config")
         let configs = await Self.collectUntil(battery, { $0.payloadString.contains(#""model":"HERO12 Black""#) })
