@@ -1,7 +1,10 @@
 import BinaryCoding
 import BridgeConfig
 import BridgeStore
+import DeviceProfiles
 import Logging
+import Synchronization
+import TestSupport
 import Testing
 @testable import BridgeCore
 
@@ -69,5 +72,32 @@ import Testing
         #expect(redacted.jsonText == #"{"a":{"password":"<redacted>","auth_token":"<redacted>","bindkey":"<redacted>","password_env":"PW"},"b":[{"secret":"<redacted>"}]}"#)
         // The file's shape: it loads again to the same configuration.
         #expect(try Configuration(yaml: c.json.jsonText) == c)
+    }
+
+    /// The options kept in the store apply at start: the log level (unless `--log-level` was
+    /// given) through the runtime's hook, the others in the configuration the bridge runs with.
+    @Test func keptOptionsApplyAtStartAndTheFlagWins() throws {
+        let store = try BridgeStore.inMemory()
+        try store.setOption("log_level", value: #""debug""#)
+        try store.setOption("limits.max_queued", value: "7")
+        let levels = Mutex<[LogLevel]>([])
+        let control = BridgeControl(setLogLevel: { l in levels.withLock { $0.append(l) } })
+        let bridge = try Bridge(configuration: Configuration(), store: store, mqtt: FakeMQTT(), central: FakeCentral([:]),
+                                drivers: { _ in TestDriver() }, control: control)
+        #expect(levels.withLock { $0 } == [.debug] && bridge.info["log_level"] == "debug")
+        #expect(bridge.limits.maxQueued == 7 && bridge.info["config"]?["limits"]?["max_queued"] == 7)
+        let flagged = try Bridge(configuration: Configuration(), store: store, mqtt: FakeMQTT(), central: FakeCentral([:]),
+                                 drivers: { _ in TestDriver() },
+                                 control: BridgeControl(setLogLevel: { l in levels.withLock { $0.append(l) } }, logLevel: .warning))
+        #expect(levels.withLock { $0 } == [.debug] && flagged.info["log_level"] == "warning")
+    }
+
+    /// `backup` hands out the database: `mqtt.api: read_only` refuses it (docs/security.md).
+    @Test func readOnlyRefusesBackup() throws {
+        var config = Configuration()
+        config.mqtt.api = .readOnly
+        let bridge = try Bridge(configuration: config, store: try BridgeStore.inMemory(), mqtt: FakeMQTT(), central: FakeCentral([:]),
+                                drivers: { _ in TestDriver() })
+        #expect(bridge.forbidden("backup")?.contains("read_only") == true && bridge.forbidden("health_check") == nil)
     }
 }
