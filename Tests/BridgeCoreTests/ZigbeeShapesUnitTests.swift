@@ -100,4 +100,30 @@ import Testing
                                 drivers: { _ in TestDriver() })
         #expect(bridge.forbidden("backup")?.contains("read_only") == true && bridge.forbidden("health_check") == nil)
     }
+
+    /// `health_check`s that come while a Bluetooth check runs wait for it and share its answer:
+    /// a flood of requests opens one D-Bus client, not one each.
+    @Test func concurrentHealthChecksShareOneBluetoothCheck() async throws {
+        let calls = Mutex(0)
+        let (gate, open) = AsyncStream.makeStream(of: Void.self)
+        var control = BridgeControl()
+        control.checkBluetooth = {
+            calls.withLock { $0 += 1 }
+            for await _ in gate { break }
+            return BluetoothHealth(bus: true, bluez: false, adapters: ["hci0": "unknown"], problems: ["org.bluez not on the bus"])
+        }
+        let bridge = try Bridge(configuration: Configuration(), store: try BridgeStore.inMemory(), mqtt: FakeMQTT(), central: FakeCentral([:]),
+                                drivers: { _ in TestDriver() }, control: control)
+        let health = try #require(bridge.extensions.health)
+        async let a = health.check()
+        async let b = health.check()
+        async let c = health.check()
+        #expect(await eventually { calls.withLock { $0 } == 1 && health.bluetoothWaiters.withLock { $0?.count } == 2 })
+        open.yield()
+        let results = await [a, b, c]
+        #expect(calls.withLock { $0 } == 1)
+        for r in results {
+            #expect(r["healthy"] == false && r["reasons"] == ["org.bluez not on the bus"] && r["checks"]?["bluez"] == false, "\(r)")
+        }
+    }
 }

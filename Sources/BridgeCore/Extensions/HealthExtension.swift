@@ -29,6 +29,10 @@ final class HealthExtension: BridgeExtension {
     /// Whether the broker connection is up (the bridge connected before it runs; the client's
     /// events say when it drops and comes back).
     let brokerUp = Atomic(true)
+    /// The callers waiting for the Bluetooth check under way (nil: none runs): one check at a
+    /// time, its answer shared by every `health_check` that came meanwhile, so a flood of
+    /// requests opens one D-Bus client, not one each.
+    let bluetoothWaiters = Mutex<[CheckedContinuation<BluetoothHealth, Never>]?>(nil)
 
     init(bridge: Bridge, interval: Duration) {
         self.bridge = bridge
@@ -61,7 +65,7 @@ final class HealthExtension: BridgeExtension {
         checks["mqtt"] = .bool(broker)
         if !broker { reasons.append("the MQTT broker connection is down (the bridge reconnects)") }
         if let probe = bridge.control.checkBluetooth {
-            let bt = await probe()
+            let bt = await checkBluetooth(probe)
             checks["dbus"] = .bool(bt.bus)
             checks["bluez"] = .bool(bt.bluez)
             checks["adapters"] = .object(JSONObject(bt.adapters.sorted { $0.key < $1.key }.map { (key: $0.key, value: JSONValue.string($0.value)) }))
@@ -72,6 +76,31 @@ final class HealthExtension: BridgeExtension {
         o["checks"] = .object(checks)
         o.merge(await report())
         return o
+    }
+
+    /// Runs `probe`, or waits for the one under way and takes its answer.
+    func checkBluetooth(_ probe: @escaping @Sendable () async -> BluetoothHealth) async -> BluetoothHealth {
+        let first = bluetoothWaiters.withLock { w -> Bool in
+            guard w == nil else { return false }
+            w = []
+            return true
+        }
+        if !first {
+            return await withCheckedContinuation { c in
+                let now = bluetoothWaiters.withLock { w -> Bool in
+                    guard w != nil else { return true }  // it ended meanwhile: check again below
+                    w?.append(c)
+                    return false
+                }
+                if now { Task { c.resume(returning: await self.checkBluetooth(probe)) } }
+            }
+        }
+        let result = await probe()
+        for waiter in bluetoothWaiters.withLock({ w -> [CheckedContinuation<BluetoothHealth, Never>] in
+            defer { w = nil }
+            return w ?? []
+        }) { waiter.resume(returning: result) }
+        return result
     }
 
     func publish() async {
