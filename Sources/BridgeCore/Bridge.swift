@@ -27,6 +27,9 @@ public struct BridgeControl: Sendable {
     public var logLevel: LogLevel?
     /// Checks the Bluetooth side now, for `health_check`: the bus, `org.bluez`, each adapter.
     public var checkBluetooth: (@Sendable () async -> BluetoothHealth)?
+    /// The configuration file's bytes as they are on disk, for `backup`; throws a message that
+    /// names the file when it cannot be read or is larger than the limit given (bytes).
+    public var readConfigurationFile: (@Sendable (_ limit: Int) throws -> [UInt8])?
 
     public init(reloadConfiguration: (@Sendable () throws -> Configuration)? = nil, setLogLevel: (@Sendable (LogLevel) -> Void)? = nil,
                 restart: (@Sendable () -> Void)? = nil, configurationFile: String? = nil, logLevel: LogLevel? = nil) {

@@ -27,13 +27,8 @@ extension BridgeAPIExtension {
         } catch {
             throw RequestError("backup: \(error)")
         }
-        if let file = control.configurationFile {
-            let size = ((try? FileManager.default.attributesOfItem(atPath: file))?[.size] as? NSNumber)?.intValue ?? 0
-            guard size <= Self.backupLimit else {
-                throw RequestError("backup: \(file) is \(size) bytes, above the limit of \(Self.backupLimit) bytes")
-            }
-            guard let text = FileManager.default.contents(atPath: file) else { throw RequestError("backup: cannot read \(file)") }
-            entries.append(("configuration.yaml", Array(text)))
+        if let read = control.readConfigurationFile {
+            do { entries.append(("configuration.yaml", try read(Self.backupLimit))) } catch { throw RequestError("backup: \(error)") }
         }
         let now = Calendar(identifier: .gregorian).dateComponents(in: TimeZone(identifier: "UTC") ?? .current, from: Date())
         let date = StoredZip.DOSDate(year: now.year ?? 1980, month: now.month ?? 1, day: now.day ?? 1,
