@@ -38,6 +38,8 @@ extension Bridge {
                      "protocol": .string(c.mqtt.protocolVersion.rawValue), "tls": .bool(c.mqtt.useTLS),
                      "api": .string(api.rawValue)]
         o["homeassistant"] = ["enabled": .bool(c.homeAssistant.enabled), "discovery_prefix": .string(c.homeAssistant.discoveryPrefix)]
+        // The loaded configuration in the file's keys, secrets redacted (zigbee2mqtt's `config`).
+        o["config"] = c.json
         for e in extensions.all { e.info(into: &o) }
         return o
     }
@@ -61,6 +63,9 @@ extension Bridge {
             o["paired"] = .bool(records[d.id]?.paired ?? false)
             if let seen = records[d.id]?.lastSeen { o["last_seen"] = .string(DeviceState.timestamp(seen)) }
             if d.profile == .custom { o["topics"] = .array(d.characteristics.map { .string($0.topic) }) }
+            // zigbee2mqtt's shape, for what was written for it: the name and what the device exposes.
+            o["friendly_name"] = .string(d.id)
+            o["definition"] = definition(of: d)
             return .object(o)
         })
     }

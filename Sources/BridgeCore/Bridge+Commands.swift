@@ -126,8 +126,8 @@ extension Bridge {
         } else if let device {
             mqtt.send(OutboundMessage(topic: topics.response(device), json: body, qos: 1, retain: false))
         }
-        mqtt.send(OutboundMessage(topic: topics.bridgeEvent, json: ["type": "command_rejected", "topic": .string(m.topic),
-                                                                      "error": .string(error.description)], qos: 0, retain: false))
+        mqtt.send(OutboundMessage(topic: topics.bridgeEvent, json: BridgeEvent.json("command_rejected", ["topic": .string(m.topic),
+                                                                      "error": .string(error.description)]), qos: 0, retain: false))
     }
 
     func ignoreRetained(_ m: InboundMessage) {

@@ -14,6 +14,11 @@ extension Bridge {
     /// `options`, `command_template`, `min`/`max`/`step`, `codec`).
     public func controls(for id: String) -> JSONValue? {
         guard let device = registry.withLock({ $0[id]?.config }) else { return nil }
+        return .array(controls(of: device))
+    }
+
+    /// The controls of `device` (``controls(for:)``; `bridge/devices`' exposes are made of them).
+    func controls(of device: DeviceConfig) -> [JSONValue] {
         let vocabulary = discovery ?? HomeAssistantDiscovery(prefix: "homeassistant", topics: topics, version: version, profiles: profiles)
         var out: [JSONValue] = []
         var named = Set<String>()
@@ -24,6 +29,6 @@ extension Bridge {
             out.append(.object(o))
         }
         out += profiles[device.profile]?.controls(for: device, topics: topics, besides: named) ?? []
-        return .array(out)
+        return out
     }
 }

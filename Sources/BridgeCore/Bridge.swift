@@ -25,6 +25,11 @@ public struct BridgeControl: Sendable {
     public var configurationFile: String?
     /// The log level at start when not the file's (`gatt2mqtt run --log-level`).
     public var logLevel: LogLevel?
+    /// Checks the Bluetooth side now, for `health_check`: the bus, `org.bluez`, each adapter.
+    public var checkBluetooth: (@Sendable () async -> BluetoothHealth)?
+    /// The configuration file's bytes as they are on disk, for `backup`; throws a message that
+    /// names the file when it cannot be read or is larger than the limit given (bytes).
+    public var readConfigurationFile: (@Sendable (_ limit: Int) throws -> [UInt8])?
 
     public init(reloadConfiguration: (@Sendable () throws -> Configuration)? = nil, setLogLevel: (@Sendable (LogLevel) -> Void)? = nil,
                 restart: (@Sendable () -> Void)? = nil, configurationFile: String? = nil, logLevel: LogLevel? = nil) {
@@ -133,6 +138,11 @@ public final class Bridge: Sendable {
                 tick: Duration = BridgeDefaults.tick, healthInterval: Duration = BridgeDefaults.healthInterval,
                 connectAttempt: Duration = Bridge.defaultConnectAttempt, sleep: Sleep = .task, clock: BridgeClock? = nil,
                 control: BridgeControl = BridgeControl(), batchCommits: Bool = false) throws {
+        // The options set over MQTT earlier (bridge/request/options), over the file's settings.
+        var configuration = configuration
+        let fileLevel = configuration.logLevel
+        configuration = RuntimeOptions.applyingStored(store, to: configuration, logger: logger)
+        if control.logLevel == nil, configuration.logLevel != fileLevel { control.setLogLevel?(configuration.logLevel) }
         self.tick = tick
         self.clock = clock ?? .continuous(sleep: sleep)
         self.loadedConfiguration = Mutex(configuration)

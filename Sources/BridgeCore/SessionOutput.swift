@@ -32,10 +32,11 @@ struct SessionOutput: Sendable {
 
     /// Publishes a bridge event and keeps it in the bounded history.
     func event(_ kind: String, device: String, _ extra: JSONObject = [:]) {
-        var o: JSONObject = ["type": .string(kind), "device": .string(device)]
+        var o: JSONObject = ["device": .string(device)]
         o.merge(extra)
-        mqtt.send(OutboundMessage(topic: topics.bridgeEvent, json: .object(o), qos: 0, retain: false))
-        try? store.appendEvent(EventRecord(deviceID: device, kind: kind, payload: JSONValue.object(o).jsonText, at: Date()),
+        let event = BridgeEvent.json(kind, o)
+        mqtt.send(OutboundMessage(topic: topics.bridgeEvent, json: event, qos: 0, retain: false))
+        try? store.appendEvent(EventRecord(deviceID: device, kind: kind, payload: event.jsonText, at: Date()),
                                maxCount: history.maxEvents, maxAge: history.maxAge)
     }
 

@@ -2,6 +2,7 @@ import BlueZ
 import BlueZPort
 import BridgeConfig
 import BridgeCore
+import Foundation
 import Logging
 import Reactor
 import ServiceLifecycle
@@ -37,6 +38,16 @@ public struct BlueZBridgeService: Service {
     }
 
     public func run() async throws {
+        // `health_check` asks the Bluetooth side again each time (a client of its own).
+        let health = BluetoothSelfCheck(busAddress: busAddress, adapters: configuration.bluetooth.adapters, retryMin: .seconds(1),
+                                        retryMax: .seconds(1), loop: loop)
+        var adjusted = self.control
+        adjusted.checkBluetooth = { await health.health() }
+        if let path = adjusted.configurationFile {
+            // `backup` takes the configuration file as it is on disk.
+            adjusted.readConfigurationFile = { @Sendable (limit: Int) throws -> [UInt8] in try BlueZBridgeService.readFile(path, limit: limit) }
+        }
+        let control = adjusted
         try await withTaskExecutorPreference(loop) {
             guard configuration.bluetooth.adapters.count > 1 else {
                 let selfCheck = BluetoothSelfCheck(busAddress: busAddress, adapter: configuration.bluetooth.adapter, loop: loop)
@@ -81,5 +92,15 @@ public struct BlueZBridgeService: Service {
                               maxConnections: configuration.bluetooth.maxConnections)
         }
         return AdapterSet(members, pins: configuration.adapterPins, logger: logger, clock: .eventLoop(loop))
+    }
+}
+
+extension BlueZBridgeService {
+    /// The bytes of the file at `path`, at most `limit` of them: an error naming the file otherwise.
+    static func readFile(_ path: String, limit: Int) throws(StartupError) -> [UInt8] {
+        let size = ((try? FileManager.default.attributesOfItem(atPath: path))?[.size] as? NSNumber)?.intValue ?? 0
+        guard size <= limit else { throw StartupError("\(path) is \(size) bytes, above the limit of \(limit) bytes") }
+        guard let data = FileManager.default.contents(atPath: path) else { throw StartupError("cannot read \(path)") }
+        return Array(data)
     }
 }

@@ -212,3 +212,35 @@ public struct BluetoothSelfCheck: Sendable {
         return nil
     }
 }
+
+extension BluetoothSelfCheck {
+    /// One check now, for `bridge/request/health_check` (a client of its own, closed after):
+    /// the bus, `org.bluez`, and every configured adapter there and powered — any adapter that
+    /// is not is a problem, even when others are ready.
+    public func health() async -> BluetoothHealth {
+        switch await checkAdapters(adapters) {
+        case let .success(found):
+            found.client.close()
+            var states: [String: String] = [:]
+            for name in found.ready { states[name] = "ok" }
+            for name in found.missing { states[name] = "missing" }
+            for name in found.off { states[name] = "powered_off" }
+            var problems = found.missing.map { BluetoothProblem.adapterMissing(name: $0, available: found.available).description }
+            problems += found.off.map { BluetoothProblem.adapterOff(name: $0).description }
+            return BluetoothHealth(bus: true, bluez: true, adapters: states, problems: problems)
+        case let .failure(problem):
+            var states = Dictionary(adapters.map { ($0, "unknown") }, uniquingKeysWith: { a, _ in a })
+            var bus = true, bluez = true
+            switch problem {
+            case .busUnreachable, .noAnswer: (bus, bluez) = (false, false)
+            case .bluezAbsent, .accessDenied, .other: bluez = false
+            case let .adapterMissing(name, _): states[name] = "missing"
+            case let .adapterOff(name): states[name] = "powered_off"
+            case let .noAdapterReady(missing, off, _):
+                for name in missing { states[name] = "missing" }
+                for name in off { states[name] = "powered_off" }
+            }
+            return BluetoothHealth(bus: bus, bluez: bluez, adapters: states, problems: [problem.description])
+        }
+    }
+}

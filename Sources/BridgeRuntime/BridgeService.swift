@@ -69,7 +69,8 @@ public struct BridgeService: Service {
         let port = mqtt.port
         // Wall-clock nanoseconds; a clock set before 1970 (or absurdly late) reads 0, not a trap.
         let clock = { @Sendable () -> UInt64 in UInt64(exactly: (max(0, Date().timeIntervalSince1970) * 1e9).rounded(.down)) ?? 0 }
-        let bridge = try Bridge(configuration: configuration, store: store, mqtt: frontend.map { FrontendTee(inner: port, hub: $0) } ?? port,
+        let bridgePort: any MQTTPort = frontend.map { FrontendTee(inner: port, hub: $0) } ?? port
+        let bridge = try Bridge(configuration: configuration, store: store, mqtt: bridgePort,
                                 central: central,
                                 profiles: DeviceProfiles.catalog(context: DriverContext(now: clock)), logger: logger,
                                 clock: .eventLoop(loop), control: control,
@@ -97,6 +98,11 @@ public struct BridgeService: Service {
         let events = client.connectionEvents()
         do { try await client.connect() } catch { throw StartupError("MQTT broker \(configuration.mqtt.host):\(configuration.mqtt.port): \(error)") }
         logger.info("connected to the broker", metadata: ["host": "\(configuration.mqtt.host)", "port": "\(configuration.mqtt.port)"])
+        // The log on MQTT (bridge/logging), through the bridge's port, from here to the stop.
+        let logging = MQTTLogForwarder(port: bridgePort, topic: configuration.mqtt.baseTopic + "/bridge/logging",
+                                       backlog: { (port.outstandingCount, client.statistics.isConnected) })
+        LogTap.shared.setMQTT { logging.forward($0) }
+        defer { LogTap.shared.setMQTT(nil) }
         // Bluetooth answered before this service started (BlueZBridgeService's self-check) and the
         // broker accepted us: ready for systemd (`Type=notify`, config/gatt2mqtt.service).
         SystemdNotify.send("READY=1\nSTATUS=connected to \(configuration.mqtt.host):\(configuration.mqtt.port)")

@@ -16,7 +16,7 @@ public final class RuntimeLogLevel: Sendable {
 
     /// Bootstraps swift-log with stderr handlers that follow this level.
     public func bootstrap() {
-        LoggingSystem.bootstrap { label in LevelledHandler(inner: StreamLogHandler.standardError(label: label), level: self) }
+        LoggingSystem.bootstrap { label in LevelledHandler(inner: StreamLogHandler.standardError(label: label), level: self, label: label) }
     }
 }
 
@@ -24,6 +24,8 @@ public final class RuntimeLogLevel: Sendable {
 struct LevelledHandler: LogHandler {
     var inner: StreamLogHandler
     let level: RuntimeLogLevel
+    /// The logger's label (`bridge/logging`'s namespace, with the module).
+    var label = "gatt2mqtt"
 
     var logLevel: Logger.Level {
         get { level.current }
@@ -40,25 +42,55 @@ struct LevelledHandler: LogHandler {
 
     func log(event: LogEvent) {
         inner.log(event: event)
-        LogTap.shared.forward(event, metadata: inner.metadata)
+        LogTap.shared.forward(event, metadata: inner.metadata, label: label)
     }
 }
 
 /// Where the log lines also go besides stderr: the web frontend's log tail (``FrontendHub``,
-/// docs/frontend.md), while it runs; nowhere otherwise (one lock and a nil check per line).
+/// docs/frontend.md) and `bridge/logging` on MQTT (``MQTTLogForwarder``), while they run;
+/// nowhere otherwise (one lock and two nil checks per line).
 public final class LogTap: Sendable {
     public static let shared = LogTap()
-    let sink = Mutex<(@Sendable (Logger.Level, String) -> Void)?>(nil)
+    /// The two sinks, one value behind one lock.
+    struct Sinks {
+        var frontend: (@Sendable (Logger.Level, String) -> Void)?
+        var mqtt: (@Sendable (LogLine) -> Void)?
+    }
+    let sinks = Mutex(Sinks())
 
-    public func set(_ sink: (@Sendable (Logger.Level, String) -> Void)?) { self.sink.withLock { $0 = sink } }
+    /// The web frontend's sink.
+    public func set(_ sink: (@Sendable (Logger.Level, String) -> Void)?) { sinks.withLock { $0.frontend = sink } }
 
-    func forward(_ event: LogEvent, metadata: Logger.Metadata) {
-        guard let sink = sink.withLock({ $0 }) else { return }
+    /// `bridge/logging`'s sink.
+    func setMQTT(_ sink: (@Sendable (LogLine) -> Void)?) { sinks.withLock { $0.mqtt = sink } }
+
+    func forward(_ event: LogEvent, metadata: Logger.Metadata, label: String = "gatt2mqtt") {
+        let (frontend, mqtt) = sinks.withLock { ($0.frontend, $0.mqtt) }
+        guard frontend != nil || mqtt != nil else { return }
         var all = metadata
         if let m = event.metadata { all.merge(m) { _, new in new } }
         let fields = all.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " ")
-        sink(event.level, fields.isEmpty ? "\(event.message)" : "\(event.message) \(fields)")
+        let text = fields.isEmpty ? "\(event.message)" : "\(event.message) \(fields)"
+        frontend?(event.level, text)
+        if let mqtt {
+            var topic: String?
+            if case let .string(t)? = all["topic"] { topic = t } else if let t = all["topic"] { topic = "\(t)" }
+            mqtt(LogLine(level: event.level, message: text, namespace: "\(label):\(event.source)", module: event.source, topic: topic))
+        }
     }
+}
+
+/// One log line as `bridge/logging` takes it.
+struct LogLine: Sendable {
+    var level: Logger.Level
+    /// The message and its metadata (`key=value`), as the frontend shows it.
+    var message: String
+    /// `<logger label>:<module>`, e.g. `gatt2mqtt:BridgeCore`.
+    var namespace: String
+    /// The module that logged it (`Mosquitto`: the MQTT client's own lines, never published).
+    var module: String
+    /// The metadata's `topic`, when it has one (a line about the logging topic itself is never published).
+    var topic: String?
 }
 
 /// `bridge/request/restart`: the bridge stops gracefully (offline published, links closed, the

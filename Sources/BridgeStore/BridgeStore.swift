@@ -314,6 +314,11 @@ public struct BridgeStore: Sendable {
                     PRIMARY KEY (topic, digest)) WITHOUT ROWID
                 """)
         }
+        // v7: the options set over MQTT (bridge/request/options), kept across restarts and applied
+        // over the configuration file at start (docs/bridge-api.md "options").
+        migrator.registerMigration("v7") { db in
+            try db.execute(sql: "CREATE TABLE bridgeOption (key TEXT PRIMARY KEY NOT NULL, value TEXT NOT NULL) WITHOUT ROWID")
+        }
         do { try migrator.migrate(writer) } catch { throw .operationFailed(reason: "migration: \(error)") }
     }
 
@@ -334,6 +339,52 @@ public struct BridgeStore: Sendable {
 
     func read<T>(_ body: (Database) throws -> T) throws(StoreError) -> T {
         do { return try writer.read(body) } catch { throw .operationFailed(reason: "\(error)") }
+    }
+
+    // MARK: Backup
+
+    /// A consistent copy of the database, made with SQLite's online backup API (a snapshot
+    /// between two commits), as the bytes of a database file: written to a file of mode 0600 in
+    /// `directory` (the system's temporary directory unless told), read back and removed.
+    /// Throws ``StoreError/operationFailed(reason:)`` when the copy is larger than `limit` bytes.
+    public func backup(limit: Int, directory: String? = nil) throws(StoreError) -> [UInt8] {
+        let dir = directory ?? NSTemporaryDirectory()
+        let path = (dir as NSString).appendingPathComponent("gatt2mqtt-backup-\(getpid())-\(UInt64.random(in: 0...UInt64.max)).sqlite")
+        guard FileManager.default.createFile(atPath: path, contents: nil, attributes: [.posixPermissions: 0o600]) else {
+            throw .operationFailed(reason: "backup: cannot create \(path)")
+        }
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        do {
+            let copy = try DatabaseQueue(path: path)
+            try writer.backup(to: copy)
+            try copy.close()
+        } catch {
+            throw .operationFailed(reason: "backup: \(error)")
+        }
+        let size = ((try? FileManager.default.attributesOfItem(atPath: path))?[.size] as? NSNumber)?.intValue ?? 0
+        guard size <= limit else {
+            throw .operationFailed(reason: "backup: the database copy is \(size) bytes, above the limit of \(limit) bytes")
+        }
+        guard let data = FileManager.default.contents(atPath: path) else { throw .operationFailed(reason: "backup: cannot read \(path)") }
+        return Array(data)
+    }
+
+    // MARK: Options set over MQTT (bridge/request/options)
+
+    /// The options set by `bridge/request/options`, by key (`log_level`, `limits.max_payload`…),
+    /// each a JSON value's text; applied over the configuration file at start.
+    public func options() throws(StoreError) -> [(key: String, value: String)] {
+        try read { db in try Row.fetchAll(db, sql: "SELECT key, value FROM bridgeOption ORDER BY key").map { ($0["key"], $0["value"]) } }
+    }
+
+    /// Keeps `value` (a JSON value's text) for `key`.
+    public func setOption(_ key: String, value: String) throws(StoreError) {
+        try writeStatement("INSERT INTO bridgeOption (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value", [key, value])
+    }
+
+    /// Forgets an option (the file's value applies again at the next start).
+    public func removeOption(_ key: String) throws(StoreError) {
+        try writeStatement("DELETE FROM bridgeOption WHERE key = ?", [key])
     }
 
     // MARK: Home Assistant discovery

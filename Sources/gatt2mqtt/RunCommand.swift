@@ -32,7 +32,7 @@ struct RunCommand: AsyncParsableCommand {
         let control = BridgeControl(
             reloadConfiguration: { try loadConfiguration(path) },
             setLogLevel: { logging.current = $0.loggerLevel },
-            configurationFile: path, logLevel: LogLevel(rawValue: name))
+            configurationFile: path, logLevel: logLevel.flatMap { LogLevel(rawValue: $0) })  // the flag wins over options set over MQTT
         try await BridgeApplication.build(configuration: configuration, control: control, logger: logger).run()
     }
 }

@@ -80,7 +80,9 @@ import Testing
             let avail = try await h.mqtt.wait(for: "gatt2mqtt/dev/availability")
             #expect(avail[0].text == #"{"state":"online"}"# && avail[0].qos == 1 && avail[0].retain)
             let devices = try await h.mqtt.wait(for: "gatt2mqtt/bridge/devices")
-            #expect(devices[0].text == #"[{"id":"dev","address":"C0:FF:EE:00:00:09","profile":"custom","source":"file","paired":false,"topics":["reading"]}]"# && devices[0].retain, "\(devices[0].text)")
+            #expect(devices[0].text == #"[{"id":"dev","address":"C0:FF:EE:00:00:09","profile":"custom","source":"file","paired":false,"topics":["reading"],"#
+                    + #""friendly_name":"dev","definition":{"model":"GATT device (layouts)","vendor":"Bluetooth LE","description":"custom (gatt2mqtt profile)","exposes":[]}}]"#
+                    && devices[0].retain, "\(devices[0].text)")
         }
         #expect(h.mqtt.messages("gatt2mqtt/bridge/state").last?.text == #"{"state":"offline"}"#)
     }

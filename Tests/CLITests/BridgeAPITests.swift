@@ -260,7 +260,8 @@ import Testing
         try original.write(toFile: config, atomically: true, encoding: .utf8)
         kill(pid, SIGHUP)
         let reloaded = await Self.first(events) { $0.payloadString.contains(#""type":"config_reloaded""#) && $0.payloadString.contains(#""removed":["strap"]"#) }
-        #expect(reloaded?.payloadString == #"{"type":"config_reloaded","added":[],"removed":["strap"],"changed":[]}"#, "\(reloaded?.payloadString ?? "none")")
+        #expect(reloaded?.payloadString == #"{"type":"config_reloaded","data":{"added":[],"removed":["strap"],"changed":[]},"added":[],"removed":["strap"],"changed":[]}"#,
+                "\(reloaded?.payloadString ?? "none")")
         // heart's link was not dropped: its session was kept (it is in none of the event's lists,
         // and a device's link belongs to its session).
 

@@ -29,7 +29,7 @@ extension BridgeAPIExtension {
     func reload() async throws(RequestError) -> JSONValue {
         guard let load = control.reloadConfiguration else { throw RequestError("this bridge has no configuration file to reload") }
         let new: Configuration
-        do { new = try load() } catch {
+        do { new = RuntimeOptions.applyingStored(store, to: try load(), logger: logger) } catch {
             throw RequestError("\(control.configurationFile ?? "the configuration"): \(error); nothing changed")
         }
         let old = configuration
@@ -75,7 +75,7 @@ extension BridgeAPIExtension {
         if new.nodeID != old.nodeID { restart.append("node_id") }
         if new.cluster != old.cluster { restart.append("cluster") }
         if new.limits != old.limits { restart.append("limits") }
-        restartRequired.withLock { $0 = restart }
+        restartRequired.withLock { $0.reload = restart }
         bridge.devicesChanged()
         bridge.publishDevices()
         bridge.publishInfo()

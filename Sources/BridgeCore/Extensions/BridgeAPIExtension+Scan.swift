@@ -100,8 +100,6 @@ extension BridgeAPIExtension {
     }
 
     func event(_ type: String, _ extra: JSONObject = [:]) {
-        var o: JSONObject = ["type": .string(type)]
-        o.merge(extra)
-        mqtt.send(OutboundMessage(topic: topics.bridgeEvent, json: .object(o), qos: 0, retain: false))
+        mqtt.send(OutboundMessage(topic: topics.bridgeEvent, json: BridgeEvent.json(type, extra), qos: 0, retain: false))
     }
 }

@@ -26,8 +26,17 @@ struct ScanState: Sendable {
     static let capacity = 1000
 }
 
-/// A request's answer: `{"status":"ok","data":…}` or `{"status":"error","error":"…"}`, with the
-/// request's `transaction`.
+/// Settings changed that only a restart applies (`bridge/info`'s `restart_required`).
+struct RestartRequired: Sendable {
+    /// The sections the last `config/reload` saw changed (`mqtt`, `limits`…).
+    var reload: [String] = []
+    /// The options set since start that apply at the next (`limits.max_queued`…).
+    var options: [String] = []
+    var all: [String] { reload + options }
+}
+
+/// A request's answer: `{"status":"ok","data":…}` or `{"status":"error","data":{},"error":"…"}`
+/// (zigbee2mqtt's shape: an error has an empty `data` too), with the request's `transaction`.
 struct Reply: Sendable {
     let bridge: Bridge
     let action: String
@@ -52,6 +61,8 @@ struct Reply: Sendable {
     }
 
     func send(_ body: JSONObject) {
+        var body = body
+        if body["data"] == nil { body["data"] = .object([:]) }  // zigbee2mqtt's errors carry `"data":{}`
         let topic = message.responseTopic ?? bridge.topics.bridgeResponse(action)
         bridge.mqtt.send(OutboundMessage(topic: topic, json: .object(body), qos: 1, retain: false, correlationData: message.correlationData))
         bridge.handledRequest(message)
@@ -87,8 +98,9 @@ final class BridgeAPIExtension: BridgeExtension {
     unowned let bridge: Bridge
     /// The running scan and what it saw (for `device/add` without a profile).
     let scanning = Mutex(ScanState())
-    /// Settings a `config/reload` saw changed that only a restart applies.
-    let restartRequired = Mutex<[String]>([])
+    /// Settings changed that only a restart applies: by `config/reload` (sections) and by
+    /// `options` (keys).
+    let restartRequired = Mutex(RestartRequired())
     /// Requests that change the registry, handled one at a time in arrival order.
     let changes: AsyncStream<@Sendable () async -> Void>
     let changeSink: AsyncStream<@Sendable () async -> Void>.Continuation
@@ -134,27 +146,73 @@ final class BridgeAPIExtension: BridgeExtension {
 
     func info(into o: inout JSONObject) {
         o["scanning"] = .bool(scanning.withLock { $0.scan != nil })
-        o["restart_required"] = .array(restartRequired.withLock { $0 }.map { .string($0) })
+        o["restart_required"] = .array(restartRequired.withLock { $0.all }.map { .string($0) })
     }
 
     /// Every action, as the error for an unknown one lists them.
-    static let actions = ["scan", "device/add", "device/remove", "device/rename", "device/options", "pair", "unpair",
-                          "health_check", "restart", "config/reload", "options", "info", "devices"]
+    static let actions = ["scan", "permit_join", "device/add", "device/remove", "device/rename", "device/options", "pair", "unpair",
+                          "health_check", "restart", "config/reload", "options", "info", "devices", "backup"]
+
+    // MARK: zigbee2mqtt's payloads that are not objects (docs/bridge-api.md "Payloads that are not objects")
+
+    /// The actions that name one device by `id`: a JSON string (`"camera"`) or a bare word is that id.
+    static let deviceActions: Set<String> = ["device/remove", "pair", "unpair"]
+    /// The actions that take no parameter: any string (zigbee2mqtt sends `""`) or null is `{}`.
+    static let plainActions: Set<String> = ["info", "devices", "health_check", "restart", "config/reload", "backup"]
+    /// What a device id may hold (docs/configuration.md): letters, digits, `_` and `-`.
+    static let idCharacters = CharacterSet(charactersIn: "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
+    static let shorthandHint = " (or, as zigbee2mqtt takes them: a device id as a string for device/remove, pair and unpair; "
+        + "true, false or a number of seconds for scan and permit_join; \"\" for the actions without parameters)"
+
+    /// The request a payload that is not an object stands for, or nil when it stands for none.
+    static func shorthand(_ action: String, _ value: JSONValue) -> JSONObject? {
+        if deviceActions.contains(action), let id = value.stringValue { return ["id": .string(id)] }
+        if plainActions.contains(action), value.stringValue != nil || value.isNull { return [:] }
+        guard action == "scan" || action == "permit_join" else { return nil }
+        if let on = value.boolValue { return on ? [:] : ["seconds": 0] }
+        if value.doubleValue != nil { return ["seconds": value] }
+        return nil
+    }
+
+    /// zigbee2mqtt's `permit_join` (`{"time": 254}`, `{"value": false}`) as a `scan`: `time` is
+    /// the seconds, `value: false` or `time: 0` stops it.
+    static func permitJoin(_ body: JSONObject) -> JSONObject {
+        var o = body
+        if let time = o["time"] {
+            o["time"] = nil
+            if o["seconds"] == nil { o["seconds"] = time }
+        }
+        if let value = o["value"] {
+            o["value"] = nil
+            if value.boolValue == false { o["seconds"] = 0 }
+        }
+        o["device"] = nil  // zigbee2mqtt's "through this router": one adapter scans here
+        return o
+    }
 
     func handleBridgeRequest(_ action: String, _ m: InboundMessage) {
         var reply = Reply(bridge: bridge, action: action, message: m)
         var body = JSONObject()
         let text = String(decoding: m.payload, as: UTF8.self)
         if !text.allSatisfy(\.isWhitespace) {
-            do {
-                guard let o = try JSONValue(parsing: text).objectValue else {
-                    return reply.error("expected a JSON object, e.g. {\"transaction\":\"t1\"}")
+            let value: JSONValue
+            do { value = try JSONValue(parsing: text) } catch {
+                // zigbee2mqtt also takes a device's name unquoted (`camera`) where a request names one device.
+                let word = text.trimmingCharacters(in: .whitespacesAndNewlines)
+                guard Self.deviceActions.contains(action), !word.isEmpty, word.unicodeScalars.allSatisfy(Self.idCharacters.contains) else {
+                    return reply.error("invalid JSON: \(error)")
                 }
+                value = .string(word)
+            }
+            if let o = value.objectValue {
                 body = o
-            } catch {
-                return reply.error("invalid JSON: \(error)")
+            } else if let o = Self.shorthand(action, value) {
+                body = o
+            } else {
+                return reply.error("expected a JSON object, e.g. {\"transaction\":\"t1\"}" + Self.shorthandHint)
             }
         }
+        if action == "permit_join" { body = Self.permitJoin(body) }
         reply.transaction = body["transaction"]
         body["transaction"] = nil
         if let refusal = bridge.forbidden(action) { return reply.error(refusal, code: .forbidden) }
@@ -177,8 +235,10 @@ final class BridgeAPIExtension: BridgeExtension {
             guard let restart = control.restart else { return reply.error("this bridge cannot restart itself (no process supervisor hook)") }
             reply.ok(["restarting": true])
             restart()
-        case "scan":
+        case "scan", "permit_join":
             spawnSink.yield(.job { await self.scan(body, reply) })
+        case "backup":
+            spawnSink.yield(.job { self.backup(reply) })
         case "config/reload", "device/add", "device/remove", "device/rename", "device/options", "pair", "unpair":
             changeSink.yield {
                 do throws(RequestError) {
@@ -208,25 +268,41 @@ final class BridgeAPIExtension: BridgeExtension {
     // MARK: health_check, options
 
     func healthCheck() async -> JSONObject {
-        var o: JSONObject = ["healthy": true]
-        o.merge(await bridge.health())
-        return o
+        await bridge.extensions.health?.check() ?? ["healthy": true]
     }
 
     func setOptions(_ body: JSONObject, _ reply: Reply) {
-        // `{"options":{…}}` (zigbee2mqtt's shape) or the options themselves.
-        let options = body["options"]?.objectValue ?? body
-        guard !options.keys.isEmpty else { return reply.error("no option given (expected log_level)") }
-        for key in options.keys where key != "log_level" {
-            return reply.error("unknown option '\(key)' (expected log_level)")
+        // `{"options":{…}}` (zigbee2mqtt's shape) or the options themselves; nested sections or dotted keys.
+        var values = RuntimeOptions.flatten(body["options"]?.objectValue ?? body)
+        for i in values.indices where values[i].key == "advanced.log_level" { values[i].key = "log_level" }  // zigbee2mqtt's key
+        guard !values.isEmpty else { return reply.error("no option given (expected one of \(RuntimeOptions.keys))") }
+        for (key, _) in values where RuntimeOptions.named(key) == nil {
+            return reply.error("unknown option '\(key)' (expected one of \(RuntimeOptions.keys))")
         }
-        guard let name = options["log_level"]?.stringValue, let level = LogLevel(rawValue: name) else {
-            return reply.error("log_level: expected one of \(LogLevel.allCases.map(\.rawValue).joined(separator: ", "))")
+        if let v = values.first(where: { $0.key == "log_level" })?.value, v.stringValue.flatMap(LogLevel.init(rawValue:)) == nil {
+            return reply.error("log_level: expected one of \(LogLevel.allCases.map(\.rawValue).joined(separator: ", "))", code: .invalidValue)
         }
-        guard let set = control.setLogLevel else { return reply.error("this bridge cannot change its log level at runtime") }
-        set(level)
-        bridge.logLevel.withLock { $0 = level }
+        let parsed: Configuration
+        do { parsed = try RuntimeOptions.parse(values) } catch {
+            return reply.error("\(error.path): \(error.message)", code: .invalidValue)
+        }
+        if values.contains(where: { $0.key == "log_level" }) {
+            guard let set = control.setLogLevel else { return reply.error("this bridge cannot change its log level at runtime") }
+            set(parsed.logLevel)
+            bridge.logLevel.withLock { $0 = parsed.logLevel }
+            bridge.loadedConfiguration.withLock { $0.logLevel = parsed.logLevel }
+        }
+        do {
+            for (key, value) in values { try store.setOption(key, value: value.jsonText) }
+        } catch {
+            return reply.error("options: not kept: \(error)")
+        }
+        let later = values.map(\.key).filter { RuntimeOptions.named($0)?.restartRequired == true }
+        restartRequired.withLock { r in r.options = Array(Set(r.options + later)).sorted() }
         bridge.publishInfo()
-        reply.ok(["log_level": .string(level.rawValue)])
+        var applied = JSONObject()
+        for (key, value) in values { applied[key] = value }
+        reply.ok(["options": .object(applied), "restart_required": .bool(!later.isEmpty),
+                  "log_level": .string(bridge.logLevel.withLock { $0 }.rawValue)])
     }
 }

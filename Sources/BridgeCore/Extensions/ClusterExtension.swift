@@ -206,9 +206,9 @@ final class ClusterExtension: BridgeExtension, CommandRouting {
     }
 
     func event(_ kind: String, device: String, _ claim: OwnershipClaim) {
-        var o: JSONObject = ["type": .string(kind), "device": .string(device), "node": .string(node), "epoch": .int(Int64(claim.epoch))]
+        var o: JSONObject = ["device": .string(device), "node": .string(node), "epoch": .int(Int64(claim.epoch))]
         if let to = claim.handoverTo { o["handover_to"] = .string(to) }
-        bridge.mqtt.send(OutboundMessage(topic: topics.bridgeEvent, json: .object(o), qos: 0, retain: false))
+        bridge.mqtt.send(OutboundMessage(topic: topics.bridgeEvent, json: BridgeEvent.json(kind, o), qos: 0, retain: false))
         logger.info("\(kind)", metadata: ["device": "\(device)", "epoch": "\(claim.epoch)", "handover_to": "\(claim.handoverTo ?? "-")"])
     }
 }
