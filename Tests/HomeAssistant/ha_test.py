@@ -45,7 +45,22 @@ import websocket
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "../.."))
 PREFIX = "homeassistant"
 BASE = "gatt2mqtt"
-DEVICES = {"camera": "C0:FF:EE:00:00:01", "glasses": "C0:FF:EE:00:00:02", "heart_rate": "C0:FF:EE:00:00:03"}
+DEVICES = {"camera": "C0:FF:EE:00:00:01", "glasses": "C0:FF:EE:00:00:02", "heart_rate": "C0:FF:EE:00:00:03",
+           "thermometer": "C0:FF:EE:00:00:04"}
+# config/demo.yaml, plus the demo's thermometer (which the demo leaves to be found by a scan) with
+# a raw mapping, so that every mapping kind notifies during the run: the profiles' (GoPro, Rokid
+# over Caps), layouts (heart rate) and raw (the thermometer's temperature, every 5 s).
+EXTRA_DEVICES = """
+  - id: thermometer
+    name: Test/Thermometer
+    address: C0:FF:EE:00:00:04
+    profile: custom
+    characteristics:
+      - uuid: 2A6E
+        codec: raw
+        direction: [read, notify]
+        topic: temperature_raw
+"""
 VALUE_DEADLINE_S = 15
 
 # Entities that hold a value but have none VALUE_DEADLINE_S after their device is online, today
@@ -69,10 +84,13 @@ KNOWN_UNVALUED = {
     "sensor.camera_rssi": "RSSI is known only while a scan runs (item 3: disabled by default)",
     "sensor.glasses_rssi": "RSSI is known only while a scan runs (item 3: disabled by default)",
     "sensor.heart_rate_rssi": "RSSI is known only while a scan runs (item 3: disabled by default)",
+    "sensor.thermometer_rssi": "RSSI is known only while a scan runs (item 3: disabled by default)",
 }
 # WARNING/ERROR log lines about our payloads that other work on issue 22 removes (regular
 # expressions, matched against the record's first line).
 KNOWN_LOG = {
+    r"\[homeassistant\.components\.mqtt\.entity\] JSON result was not a dictionary$":
+        "a raw mapping's json_attributes_topic carries a JSON string (the thermometer's temperature_raw; item 3)",
 }
 # WARNING/ERROR lines that are not about MQTT or our entities, and why they are ignored.
 IGNORED_LOG = {
@@ -402,7 +420,8 @@ def run(args, procs, work):
     # The emulator and the bridge (the demo of scripts/run).
     sim_out = open(os.path.join(A, "simulate.out"), "w")
     sim = procs.start("emulator", [args.binary, "simulate"] + sum((["--device", f"{k}@{a}"] for k, a in
-                      (("gopro", DEVICES["camera"]), ("rokid", DEVICES["glasses"]), ("hr", DEVICES["heart_rate"]))), []),
+                      (("gopro", DEVICES["camera"]), ("rokid", DEVICES["glasses"]), ("hr", DEVICES["heart_rate"]),
+                       ("thermo", DEVICES["thermometer"]))), []),
                       sim_out, env={**clean_env(), "SWIFT_BACKTRACE": "enable=no"})
 
     def bus():
@@ -415,7 +434,13 @@ def run(args, procs, work):
     bus_address = wait_until("the emulator's bus", bus, 30)
     bridge_env = {**clean_env(), "GATT2MQTT_BLUETOOTH_BUS_ADDRESS": bus_address, "GATT2MQTT_MQTT_URL": f"mqtt://127.0.0.1:{mqtt_port}",
                   "GATT2MQTT_DATABASE_PATH": os.path.join(work, "demo.sqlite"), "SWIFT_BACKTRACE": "enable=no"}
-    bridge_argv = [args.binary, "run", "--config", os.path.join(ROOT, "config/demo.yaml")]
+    bridge_config = os.path.join(work, "bridge.yaml")
+    with open(os.path.join(ROOT, "config/demo.yaml")) as f:
+        demo = f.read()
+    assert demo.rstrip().split("\n")[-1].startswith("        ") and "\ndevices:\n" in demo, "config/demo.yaml no longer ends with its devices"
+    with open(bridge_config, "w") as f:
+        f.write(demo.rstrip("\n") + "\n" + EXTRA_DEVICES.lstrip("\n"))
+    bridge_argv = [args.binary, "run", "--config", bridge_config]
     bridge_log = open(os.path.join(A, "bridge.log"), "w")
     bridge = procs.start("bridge", bridge_argv, bridge_log, env=bridge_env)
     bridge_started = time.time()
@@ -462,8 +487,10 @@ def run(args, procs, work):
             shown = (attrs.get("unit_of_measurement"), attrs.get("device_class"), attrs.get("state_class"))
         if shown != (unit, device_class, state_class):
             problems.append(f"{topic}: {entity_id} shows unit/device class/state class {shown}, the config says {(unit, device_class, state_class)}")
-        rows.append((node, component, entity_id, unit, device_class, state_class, bool(e.get("disabled_by"))))
-    dupes = [e["entity_id"] for e in registry.values() if re.search(r"_\d+$", e["entity_id"]) and e["unique_id"] in by_unique]
+        name = (states.get(entity_id, {}).get("attributes") or {}).get("friendly_name") or e.get("original_name") or ""
+        rows.append((node, component, entity_id, name, unit, device_class, state_class, bool(e.get("disabled_by"))))
+    ids = {e["entity_id"] for e in registry.values()}
+    dupes = sorted(i for i in ids if re.search(r"_\d+$", i) and re.sub(r"_\d+$", "", i) in ids)
     if dupes:
         problems.append(f"entity ids with a number suffix (an entity created twice?): {dupes}")
     if problems:
@@ -616,15 +643,17 @@ def check_log(paths):
 
 def write_entity_table(rows, path):
     names = {"gatt2mqtt_bridge": "the bridge", "gatt2mqtt_camera": "GoPro (camera)", "gatt2mqtt_glasses": "Rokid glasses (glasses)",
-             "gatt2mqtt_heart_rate": "layout device: the demo's heart-rate sensor (heart_rate)"}
+             "gatt2mqtt_heart_rate": "layout device: the demo's heart-rate sensor (heart_rate)",
+             "gatt2mqtt_thermometer": "a raw mapping: the thermometer's temperature (thermometer)"}
     with open(path, "w") as f:
         current = None
-        for node, component, entity_id, unit, dc, sc, disabled in sorted(rows, key=lambda r: (r[0], r[1], r[2])):
+        for node, component, entity_id, name, unit, dc, sc, disabled in sorted(rows, key=lambda r: (r[0], r[1], r[2])):
             if node != current:
                 current = node
-                f.write(f"\n{names.get(node, node)}:\n\n| Platform | Entity id | Unit | Device class | State class |\n| --- | --- | --- | --- | --- |\n")
+                f.write(f"\n{names.get(node, node)}:\n\n| Platform | Entity id | Name | Unit | Device class | State class |\n"
+                        "| --- | --- | --- | --- | --- | --- |\n")
             note = " (disabled by default)" if disabled else ""
-            f.write(f"| {component} | `{entity_id}`{note} | {unit or ''} | {dc or ''} | {sc or ''} |\n")
+            f.write(f"| {component} | `{entity_id}`{note} | {name} | {unit or ''} | {dc or ''} | {sc or ''} |\n")
 
 
 def screenshot(ha, user, password, args):
@@ -638,7 +667,7 @@ def screenshot(ha, user, password, args):
     gopro = next(d for d in devices if d.get("manufacturer") == "GoPro")
     options = webdriver.ChromeOptions()
     options.binary_location = os.environ.get("CHROMIUM", "/usr/bin/chromium")
-    for a in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu", "--window-size=1280,1000",
+    for a in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu", "--window-size=1600,1200",
               "--no-first-run", "--disable-extensions", "--lang=en-US"):
         options.add_argument(a)
     driver = webdriver.Chrome(options=options, service=Service(executable_path=os.environ.get("CHROMEDRIVER", "/usr/bin/chromedriver")))
@@ -677,6 +706,8 @@ def screenshot(ha, user, password, args):
                               f"/config/devices/device/{gopro['id']}")
         page = deep + "const p = deep(document, 'ha-config-device-page'); return p ? deepText(p.shadowRoot || p) : '';"
         wait.until(lambda d: all(w in d.execute_script(page) for w in ("Shutter", "Battery", "Preset group")), "the GoPro's device page")
+        # Tall enough for every card (controls, sensors, diagnostics) in one picture.
+        driver.set_window_size(1280, 1950)
         time.sleep(2)  # let the cards finish rendering (nothing observable to wait for): only the picture depends on it
         path = os.path.join(args.artifacts, "ha-gopro-device.png")
         driver.save_screenshot(path)
