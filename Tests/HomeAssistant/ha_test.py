@@ -468,7 +468,7 @@ def run(args, procs, work):
     rows, problems = [], []
     entity_of = {}  # unique_id → entity_id
     for uid, (topic, cfg) in sorted(by_unique.items(), key=lambda kv: kv[1][0]):
-        component, node = topic.split("/")[1], topic.split("/")[2]
+        component = topic.split("/")[1]
         e = registry[uid]
         entity_id = e["entity_id"]
         entity_of[uid] = entity_id
@@ -488,9 +488,8 @@ def run(args, procs, work):
         if shown != (unit, device_class, state_class):
             problems.append(f"{topic}: {entity_id} shows unit/device class/state class {shown}, the config says {(unit, device_class, state_class)}")
         name = (states.get(entity_id, {}).get("attributes") or {}).get("friendly_name") or e.get("original_name") or ""
-        rows.append((node, component, entity_id, name, unit, device_class, state_class, bool(e.get("disabled_by"))))
-    ids = {e["entity_id"] for e in registry.values()}
-    dupes = sorted(i for i in ids if re.search(r"_\d+$", i) and re.sub(r"_\d+$", "", i) in ids)
+        rows.append((device_of(cfg), component, entity_id, name, unit, device_class, state_class, bool(e.get("disabled_by"))))
+    dupes = numbered_duplicates(e["entity_id"] for e in registry.values())
     if dupes:
         problems.append(f"entity ids with a number suffix (an entity created twice?): {dupes}")
     if problems:
@@ -501,24 +500,26 @@ def run(args, procs, work):
         shutil.copy(os.path.join(A, "entities.md"), args.entities)
 
     # d. A value within VALUE_DEADLINE_S of the device's online.
-    node_device = {f"gatt2mqtt_{d}": d for d in DEVICES}
-    node_device["gatt2mqtt_bridge"] = "bridge"
     valued = {}
     for uid, (topic, cfg) in by_unique.items():
-        component, node = topic.split("/")[1], topic.split("/")[2]
-        if component == "button" or registry[uid].get("disabled_by"):
+        if topic.split("/")[1] == "button" or registry[uid].get("disabled_by"):
             continue
-        device = node_device.get(node) or next((d for d in DEVICES if DEVICES[d].replace(":", "").lower() in node), "bridge")
-        valued[entity_of[uid]] = device
+        valued[entity_of[uid]] = device_of(cfg)
     deadline = max(online_at.values()) + VALUE_DEADLINE_S
 
     def unvalued():
         s = ha.states()
         return sorted(e for e in valued if s.get(e, {}).get("state") in (None, "unknown", "unavailable"))
-    missing = unvalued()
-    while missing and time.time() < deadline:
+    # When each entity first had a value, against its own device's online.
+    first_valued = {}
+    while True:
+        now = time.time()
+        for e in set(valued) - set(unvalued()):
+            first_valued.setdefault(e, now)
+        if len(first_valued) == len(valued) or now > deadline:
+            break
         time.sleep(0.5)  # poll interval; the deadline decides
-        missing = unvalued()
+    missing = sorted(e for e in valued if first_valued.get(e, float("inf")) > online_at[valued[e]] + VALUE_DEADLINE_S)
     known = [e for e in missing if e in KNOWN_UNVALUED]
     for e in known:
         print(f"ha-test: d. KNOWN_UNVALUED: {e} has no value {VALUE_DEADLINE_S} s after {valued[e]} online ({KNOWN_UNVALUED[e]})", flush=True)
@@ -545,6 +546,7 @@ def run(args, procs, work):
                lambda: all(ha.states()[e]["state"] == "unavailable" for e in device_entities), 30)
     print(f"ha-test: e. the bridge stopped (SIGTERM): {len(device_entities)} entities unavailable", flush=True)
     before = {e["entity_id"] for e in ha.call("config/entity_registry/list")}
+    devices_before = sorted(d["id"] for d in ha.call("config/device_registry/list"))
     bridge = procs.start("bridge", bridge_argv, bridge_log, env=bridge_env)
 
     # A user for the browser (`hass --script auth`), while Home Assistant is stopped: then a restart.
@@ -564,8 +566,12 @@ def run(args, procs, work):
     after = {e["entity_id"] for e in ha.call("config/entity_registry/list")}
     if after != before:
         raise Failure(f"the entity registry changed across the restart: new {sorted(after - before)}, gone {sorted(before - after)}")
-    assert not [e for e in after if re.search(r"_2$", e)], sorted(after)
-    print(f"ha-test: e. Home Assistant restarted (birth message): entity registry unchanged ({len(after)} entities), no _2 ids", flush=True)
+    assert not numbered_duplicates(after), numbered_duplicates(after)
+    devices_after = sorted(d["id"] for d in ha.call("config/device_registry/list"))
+    if devices_after != devices_before:
+        raise Failure(f"the device registry changed across the restart: {len(devices_before)} → {len(devices_after)} devices")
+    print(f"ha-test: e. Home Assistant restarted (birth message): entity registry unchanged ({len(after)} entities), no _2 ids,"
+          f" device registry unchanged ({len(devices_after)} devices)", flush=True)
 
     # b. The log.
     # (Its stderr, one file per start: home-assistant.log is rotated at each start.)
@@ -575,43 +581,56 @@ def run(args, procs, work):
     screenshot(ha, viewer, viewer_password, args)
 
 
+def device_of(cfg):
+    """Which of DEVICES a discovery config's device is (by its Bluetooth connection), else "bridge"."""
+    device = cfg.get("device", cfg.get("dev")) or {}
+    macs = {str(c[1]).upper() for c in device.get("connections", device.get("cns", [])) if len(c) == 2 and c[0] == "bluetooth"}
+    return next((d for d, mac in DEVICES.items() if mac in macs), "bridge")
+
+
+def numbered_duplicates(entity_ids):
+    """Entity ids Home Assistant numbered because the id was taken (`x_2` beside `x`)."""
+    ids = set(entity_ids)
+    return sorted(i for i in ids if re.search(r"_\d+$", i) and re.sub(r"_\d+$", "", i) in ids)
+
+
 def clean_env():
     return {k: v for k, v in os.environ.items() if not k.startswith("GATT2MQTT_")}
 
 
 def act(ha, registry, by_unique, entity_of):
-    def eid(component, node, obj):
-        for uid, (topic, _) in by_unique.items():
-            if topic == f"{PREFIX}/{component}/{node}/{obj}/config":
+    def eid(component, device, obj):
+        for uid, (topic, cfg) in by_unique.items():
+            if topic.split("/")[1] == component and topic.split("/")[3] == obj and device_of(cfg) == device:
                 return entity_of[uid]
-        raise Failure(f"no {component} {node}/{obj}")
+        raise Failure(f"no {component} {obj} of {device}")
 
     def state_is(entity, value):
         return lambda: ha.states()[entity]["state"] == value
-    shutter = eid("switch", "gatt2mqtt_camera", "shutter")
+    shutter = eid("switch", "camera", "shutter")
     ha.service("switch", "turn_on", entity_id=shutter)
     wait_until(f"{shutter} on", state_is(shutter, "on"), 20)
-    recording = eid("binary_sensor", "gatt2mqtt_camera", "encoding")
+    recording = eid("binary_sensor", "camera", "encoding")
     wait_until(f"{recording} on", state_is(recording, "on"), 20)
-    stop = eid("button", "gatt2mqtt_camera", "shutter_stop")
+    stop = eid("button", "camera", "shutter_stop")
     ha.service("button", "press", entity_id=stop)
     wait_until(f"{shutter} off after {stop}", state_is(shutter, "off"), 20)
     print(f"ha-test: c. switch.turn_on {shutter} → on ({recording} on); button.press {stop} → off", flush=True)
 
-    preset = eid("select", "gatt2mqtt_camera", "preset_group")
+    preset = eid("select", "camera", "preset_group")
     target = "photo" if ha.states()[preset]["state"] != "photo" else "video"
     ha.service("select", "select_option", entity_id=preset, option=target)
     wait_until(f"{preset} {target}", state_is(preset, target), 20)
     print(f"ha-test: c. select.select_option {preset} {target} → {target}", flush=True)
 
-    brightness = eid("number", "gatt2mqtt_glasses", "brightness")
+    brightness = eid("number", "glasses", "brightness")
     value = 7 if ha.states()[brightness]["state"] not in ("7", "7.0") else 9
     ha.service("number", "set_value", entity_id=brightness, value=value)
     wait_until(f"{brightness} {value}", lambda: ha.states()[brightness]["state"] in (str(value), f"{value}.0"), 20)
     print(f"ha-test: c. number.set_value {brightness} {value} → {value}", flush=True)
 
     # A layout device's writable field: the demo's heart-rate sensor writes 2A39 (raw).
-    writable = [(t, c) for t, c in by_unique.values() if "/gatt2mqtt_heart_rate/" in t and ("command_topic" in c or "cmd_t" in c)]
+    writable = [(t, c) for t, c in by_unique.values() if device_of(c) == "heart_rate" and ("command_topic" in c or "cmd_t" in c)]
     if writable:
         raise Failure(f"a layout device now has writable entities {[t for t, _ in writable]}: act on one here")
     print("ha-test: c. the heart-rate sensor's writable mapping (control, 2A39 raw) has no entity to act on (KNOWN: write-only"
@@ -642,9 +661,9 @@ def check_log(paths):
 
 
 def write_entity_table(rows, path):
-    names = {"gatt2mqtt_bridge": "the bridge", "gatt2mqtt_camera": "GoPro (camera)", "gatt2mqtt_glasses": "Rokid glasses (glasses)",
-             "gatt2mqtt_heart_rate": "layout device: the demo's heart-rate sensor (heart_rate)",
-             "gatt2mqtt_thermometer": "a raw mapping: the thermometer's temperature (thermometer)"}
+    names = {"bridge": "the bridge", "camera": "GoPro (camera)", "glasses": "Rokid glasses (glasses)",
+             "heart_rate": "layout device: the demo's heart-rate sensor (heart_rate)",
+             "thermometer": "a raw mapping: the thermometer's temperature (thermometer)"}
     with open(path, "w") as f:
         current = None
         for node, component, entity_id, name, unit, dc, sc, disabled in sorted(rows, key=lambda r: (r[0], r[1], r[2])):
