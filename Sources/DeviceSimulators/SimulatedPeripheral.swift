@@ -118,8 +118,9 @@ public enum SimulatedPeripheral: Sendable {
         if case let .gopro(camera) = self { camera.dropsLink(through: drop) }
     }
 
-    /// Notifies a heart-rate measurement (`2A37`, `00 bpm`, bpm cycling 60…90) from every sensor
-    /// among `peripherals` once per `every` on `clock`, until the task is cancelled.
+    /// Notifies a heart-rate measurement (`2A37`, `08 bpm kJ kJ`: bpm cycling 60…90, and the
+    /// energy expended since the start, one kJ a beat, as a sensor that supports it sends it)
+    /// from every sensor among `peripherals` once per `every` on `clock`, until the task is cancelled.
     public static func heartbeats(_ peripherals: [SimulatedPeripheral], every: Duration,
                                   clock: any Clock<Duration> = ContinuousClock()) async {
         let sensors = peripherals.compactMap { p -> GenericDevice? in
@@ -129,10 +130,12 @@ public enum SimulatedPeripheral: Sendable {
         guard !sensors.isEmpty else { return }
         let time = SimulatorTime(clock)
         var bpm: UInt8 = 60
+        var energy: UInt16 = 0
         while !Task.isCancelled {
             try? await time.sleep(for: every)
             bpm = bpm >= 90 ? 60 : bpm + 1
-            for sensor in sensors { sensor.notify("2A37", [0x00, bpm]) }
+            energy = energy == .max ? 0 : energy + 1
+            for sensor in sensors { sensor.notify("2A37", [0x08, bpm, UInt8(energy & 0xFF), UInt8(energy >> 8)]) }
         }
     }
 

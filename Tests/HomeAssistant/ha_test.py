@@ -63,34 +63,15 @@ EXTRA_DEVICES = """
 """
 VALUE_DEADLINE_S = 15
 
-# Entities that hold a value but have none VALUE_DEADLINE_S after their device is online, today
-# (issue 22 item 2: read at connect, GoPro status queries; rssi: only known while a scan runs).
-GOPRO_STATUS = "a GoPro status the bridge does not query at connect (issue 22 item 2)"
+# Entities that hold a value but cannot have one VALUE_DEADLINE_S after their device is online,
+# each with why (docs/homeassistant.md, "Values at connect"). Nothing else may stay unknown.
 KNOWN_UNVALUED = {
-    "binary_sensor.camera_charging": GOPRO_STATUS,
-    "binary_sensor.camera_cold": GOPRO_STATUS,
-    "binary_sensor.camera_overheating": GOPRO_STATUS,
-    "sensor.camera_remaining_photos": GOPRO_STATUS,
-    "sensor.camera_remaining_video_time": GOPRO_STATUS,
-    "sensor.camera_sd_card": GOPRO_STATUS,
-    "sensor.camera_sd_card_remaining": GOPRO_STATUS,
-    "switch.camera_locate": GOPRO_STATUS,
-    "number.glasses_brightness": "the Rokid's brightness: unknown until set (item 2: read where the protocol allows)",
-    "number.glasses_volume": "the Rokid's volume: unknown until set (item 2)",
-    "sensor.glasses_battery": "the Rokid's battery: not asked for at connect (item 2)",
-    "sensor.glasses_custom_view": "no custom view opened or closed yet (item 2: known, or documented as unknowable)",
-    "sensor.heart_rate_battery": "a [read, notify] mapping not read at connect (item 2)",
-    "sensor.heart_rate_heart_rate_energy_expended": "the simulated sensor's measurements carry no energy expended (item 2)",
-    "sensor.camera_rssi": "RSSI is known only while a scan runs (item 3: disabled by default)",
-    "sensor.glasses_rssi": "RSSI is known only while a scan runs (item 3: disabled by default)",
-    "sensor.heart_rate_rssi": "RSSI is known only while a scan runs (item 3: disabled by default)",
-    "sensor.thermometer_rssi": "RSSI is known only while a scan runs (item 3: disabled by default)",
+    "sensor.glasses_custom_view": "the glasses report a custom view only when one opens or closes; "
+                                  "the Caps protocol has no query for it",
 }
 # WARNING/ERROR log lines about our payloads that other work on issue 22 removes (regular
 # expressions, matched against the record's first line).
 KNOWN_LOG = {
-    r"\[homeassistant\.components\.mqtt\.entity\] JSON result was not a dictionary$":
-        "a raw mapping's json_attributes_topic carries a JSON string (the thermometer's temperature_raw; item 3)",
 }
 # WARNING/ERROR lines that are not about MQTT or our entities, and why they are ignored.
 IGNORED_LOG = {
