@@ -119,8 +119,9 @@ public enum SimulatedPeripheral: Sendable {
     }
 
     /// Notifies a heart-rate measurement (`2A37`, `08 bpm kJ kJ`: bpm cycling 60…90, and the
-    /// energy expended since the start, one kJ a beat, as a sensor that supports it sends it)
-    /// from every sensor among `peripherals` once per `every` on `clock`, until the task is cancelled.
+    /// energy expended, one kJ a beat since the start or since the last `01` written to the
+    /// sensor's control point `2A39`, saturating at 0xFFFF as HRS says) from every sensor among
+    /// `peripherals` once per `every` on `clock`, until the task is cancelled.
     public static func heartbeats(_ peripherals: [SimulatedPeripheral], every: Duration,
                                   clock: any Clock<Duration> = ContinuousClock()) async {
         let sensors = peripherals.compactMap { p -> GenericDevice? in
@@ -130,12 +131,19 @@ public enum SimulatedPeripheral: Sendable {
         guard !sensors.isEmpty else { return }
         let time = SimulatorTime(clock)
         var bpm: UInt8 = 60
-        var energy: UInt16 = 0
+        var energy = [UInt16](repeating: 0, count: sensors.count)
+        var writesSeen = [Int](repeating: 0, count: sensors.count)
+        let controlPoint = SimUUID.full("2A39")
         while !Task.isCancelled {
             try? await time.sleep(for: every)
             bpm = bpm >= 90 ? 60 : bpm + 1
-            energy = energy == .max ? 0 : energy + 1
-            for sensor in sensors { sensor.notify("2A37", [0x08, bpm, UInt8(energy & 0xFF), UInt8(energy >> 8)]) }
+            for (i, sensor) in sensors.enumerated() {
+                let writes = sensor.writes
+                if writes.dropFirst(writesSeen[i]).contains(where: { $0.characteristic == controlPoint && $0.value == [0x01] }) { energy[i] = 0 }
+                writesSeen[i] = writes.count
+                energy[i] = energy[i] == .max ? .max : energy[i] + 1
+                sensor.notify("2A37", [0x08, bpm, UInt8(energy[i] & 0xFF), UInt8(energy[i] >> 8)])
+            }
         }
     }
 

@@ -216,7 +216,7 @@ import Testing
 
     /// The heart-rate sensor: one entity per decoded key (not the whole object), with the SIG
     /// characteristic's units and classes; the RR intervals are attributes, not an entity; the
-    /// write-only control point has no entity.
+    /// write-only control point (2A39) is a button writing `01`, "reset energy expended".
     @Test func heartRateSensorHasOneEntityPerField() throws {
         let p = try payloads(ha.messages(for: heartRate))
         #expect(Set(p.keys) == [
@@ -227,7 +227,10 @@ import Testing
             "homeassistant/sensor/gatt2mqtt_heart_rate/battery/config",
             "homeassistant/sensor/gatt2mqtt_heart_rate/rssi/config",
             "homeassistant/sensor/gatt2mqtt_heart_rate/last_seen/config",
+            "homeassistant/button/gatt2mqtt_heart_rate/control_reset_energy_expended/config",
         ])
+        let reset = try #require(p["homeassistant/button/gatt2mqtt_heart_rate/control_reset_energy_expended/config"])
+        #expect(reset["command_topic"] == "gatt2mqtt/heart_rate/control/write" && reset["payload_press"] == "01")
         let hr = try #require(p["homeassistant/sensor/gatt2mqtt_heart_rate/heart_rate/config"])
         #expect(hr["name"] == "Heart rate" && hr["unique_id"] == "gatt2mqtt_c0ffee000003_heart_rate")
         #expect(hr["value_template"] == "{% set v = value_json.get('heart_rate', {}).get('heart_rate') %}{{ v if v is number else None }}")
@@ -472,7 +475,7 @@ import Testing
         let old = [camera, heartRate]
         let published = Set(ha.messages(for: old).map(\.topic))
         let removals = ha.removals(previous: published, current: [old[0]])
-        #expect(removals.count == ha.messages(for: heartRate).count && removals.count == 7)
+        #expect(removals.count == ha.messages(for: heartRate).count && removals.count == 8)
         #expect(removals.allSatisfy { $0.payload.isEmpty && $0.retain && $0.qos == 1 && $0.topic.contains("gatt2mqtt_heart_rate") })
         #expect(ha.removals(previous: published, current: old).isEmpty)
     }

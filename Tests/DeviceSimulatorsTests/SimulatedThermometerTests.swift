@@ -134,7 +134,8 @@ import Testing
     }
 
     /// The heart-rate task of `simulate`/`peripherals` (not a thermometer's, but its sibling on the
-    /// same clock): one measurement per interval, bpm counting up from 61.
+    /// same clock): one measurement per interval, bpm counting up from 61, with the energy
+    /// expended (flag 0x08) counting one kJ a beat until `01` is written to the control point.
     @Test func heartbeatsTaskNotifiesEverySensorOncePerInterval() async throws {
         let peripherals = [SimulatedPeripheral(SimulatedDeviceSpec(kind: .hr, address: "C0:FF:EE:00:00:03")),
                            SimulatedPeripheral(SimulatedDeviceSpec(kind: .thermo, address: "C0:FF:EE:00:00:04"))]
@@ -152,7 +153,13 @@ import Testing
             clock.advance(by: every)
             try #require(await clock.sleeper(until: clock.now + every))
         }
-        #expect(notified.withLock { $0 } == [[0x00, 61], [0x00, 62], [0x00, 63]])
+        #expect(notified.withLock { $0 } == [[0x08, 61, 1, 0], [0x08, 62, 2, 0], [0x08, 63, 3, 0]])
+        // "Reset energy expended" (HRS control point value 01): the sensor answers 0 kJ at once,
+        // and the next beat counts from there.
+        try sensor.handleWrite([0x01], to: SimUUID.full("2A39"), withResponse: true)
+        clock.advance(by: every)
+        try #require(await clock.sleeper(until: clock.now + every))
+        #expect(notified.withLock { Array($0.suffix(2)) } == [[0x08, 0, 0, 0], [0x08, 64, 1, 0]])
         task.cancel()
         await task.value
     }

@@ -610,12 +610,15 @@ def act(ha, registry, by_unique, entity_of):
     wait_until(f"{brightness} {value}", lambda: ha.states()[brightness]["state"] in (str(value), f"{value}.0"), 20)
     print(f"ha-test: c. number.set_value {brightness} {value} → {value}", flush=True)
 
-    # A layout device's writable field: the demo's heart-rate sensor writes 2A39 (raw).
-    writable = [(t, c) for t, c in by_unique.values() if device_of(c) == "heart_rate" and ("command_topic" in c or "cmd_t" in c)]
-    if writable:
-        raise Failure(f"a layout device now has writable entities {[t for t, _ in writable]}: act on one here")
-    print("ha-test: c. the heart-rate sensor's writable mapping (control, 2A39 raw) has no entity to act on (KNOWN: write-only"
-          " mappings get none)", flush=True)
+    # A layout device's writable field: the heart-rate sensor's control point (2A39, raw) is a
+    # button writing 01, which resets the energy expended the sensor reports.
+    energy = eid("sensor", "heart_rate", "heart_rate_energy_expended")
+    reset = eid("button", "heart_rate", "control_reset_energy_expended")
+    wait_until(f"{energy} above 3 kJ", lambda: float(ha.states()[energy]["state"]) > 3, 20)
+    before = float(ha.states()[energy]["state"])
+    ha.service("button", "press", entity_id=reset)
+    wait_until(f"{energy} reset after {reset}", lambda: float(ha.states()[energy]["state"]) < min(before, 3), 20)
+    print(f"ha-test: c. button.press {reset}: {energy} {before:g} → {ha.states()[energy]['state']}", flush=True)
 
 
 def check_log(paths):

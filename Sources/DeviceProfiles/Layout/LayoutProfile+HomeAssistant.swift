@@ -37,6 +37,18 @@ extension LayoutProfile {
 
     public func homeAssistantEntities(for d: DeviceConfig, topics: Topics) -> [HomeAssistantDiscovery.Entity] {
         d.characteristics.filter { $0.directions.contains(.notify) || $0.directions.contains(.read) }.flatMap { mappingEntities(d, $0, topics) }
+            + d.characteristics.compactMap { controlPointEntity(d, $0, topics) }
+    }
+
+    /// A writable mapping whose meaning the Bluetooth SIG fixes: the Heart Rate Control Point
+    /// (`2A39`, raw), whose one defined value `01` resets the energy expended (HRS 1.0 §3.3.1), is
+    /// a button writing `01` through the mapping's `…/write` topic. Other write-only mappings
+    /// have no entity: their bytes mean nothing Home Assistant could offer.
+    func controlPointEntity(_ d: DeviceConfig, _ c: CharacteristicMapping, _ topics: Topics) -> Entity? {
+        guard c.directions.contains(.write), c.codec == .raw, Self.uuid16(c.uuid) == 0x2A39 else { return nil }
+        return Entity(.button, HomeAssistantDiscovery.objectID("\(c.topic)_reset_energy_expended"), "Reset energy expended", nil,
+                      ["command_topic": .string(topics.characteristic(d.id, c.topic) + "/write"), "payload_press": "01",
+                       "entity_category": "config"])
     }
 
     func mappingEntities(_ d: DeviceConfig, _ c: CharacteristicMapping, _ topics: Topics) -> [Entity] {
