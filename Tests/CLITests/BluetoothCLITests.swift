@@ -66,7 +66,8 @@ import Testing
         #expect(notify.status == 0)
         let lines = notify.stdout.split(separator: "\n")
         #expect(lines.count >= 2)
-        #expect(lines.allSatisfy { $0.count == 4 && $0.hasPrefix("00") })
+        // `08 bpm kJ kJ`: a measurement with the energy expended (the simulated sensor's heartbeats).
+        #expect(lines.allSatisfy { $0.count == 8 && $0.hasPrefix("08") })
 
         // Combined: subscribe first, then write the control point (which makes the sensor notify),
         // then list the services.
@@ -105,7 +106,7 @@ import Testing
         let lines = combined.stdout.split(separator: "\n").map(String.init)
         #expect(lines.first == "ok")
         #expect(lines.contains("08000000"))
-        #expect(lines.filter { $0.count == 4 && $0.hasPrefix("00") }.count >= 2)
+        #expect(lines.filter { $0.count == 8 && $0.hasPrefix("08") && $0 != "08000000" }.count >= 2)
         // The GoPro: pair, subscribe to GP-0075 (AcquireNotify), keep-alive on GP-0074 → `02 5B 00`.
         let gopro = try await CLI.run(["gatt", "--bus", bus, "--device", "C0:FF:EE:00:00:05", "--pair", "--listen", "GP-0075",
                                  "--write", "GP-0074", "035B0142", "--seconds", "1"])

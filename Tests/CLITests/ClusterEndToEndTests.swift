@@ -63,7 +63,7 @@ final class Cluster {
     /// the sensor at `rssi.a` dBm and B at `rssi.b` (`simulate --rssi`), each running for 120 s.
     init(rssi: (a: Int, b: Int), brokers count: Int = 1) async throws {
         precondition(count == 1 || count == 2, "one broker, or two bridged")
-        for _ in 0..<2 { await Slots.processHeavy.acquire() }
+        await Slots.processHeavy.acquire(2)  // both at once: one at a time, two clusters would deadlock
         do {
             let first = try await MosquittoBroker.started()
             var brokers = [first]
@@ -75,7 +75,7 @@ final class Cluster {
             self.brokers = brokers
             directory = try TemporaryDirectory()
         } catch {
-            for _ in 0..<2 { Slots.processHeavy.release() }
+            Slots.processHeavy.release(2)
             throw error
         }
         slots = 2
@@ -263,7 +263,7 @@ final class Cluster {
         }
         for broker in brokers.reversed() { broker.stop() }
         loop.shutdown()
-        for _ in 0..<slots { Slots.processHeavy.release() }
+        if slots > 0 { Slots.processHeavy.release(slots) }
         slots = 0
     }
 

@@ -7,41 +7,59 @@ import Synchronization
 /// slot before it starts its processes and gives it back when it has stopped them; waiting for
 /// a slot is an event (a continuation resumed by the release), not a poll.
 public final class Slots: Sendable {
+    private struct Waiter {
+        var count: Int
+        var continuation: CheckedContinuation<Void, Never>
+    }
+
     private struct State {
         var free: Int
-        var waiters: [CheckedContinuation<Void, Never>] = []
+        var waiters: [Waiter] = []
+
+        /// The waiters to resume now, in order: first come, first served, so a test that needs
+        /// two slots is not passed over for ever by tests that need one.
+        mutating func grant() -> [CheckedContinuation<Void, Never>] {
+            var ready: [CheckedContinuation<Void, Never>] = []
+            while let first = waiters.first, first.count <= free {
+                free -= first.count
+                ready.append(waiters.removeFirst().continuation)
+            }
+            return ready
+        }
     }
 
     private let state: Mutex<State>
+    private let total: Int
 
-    public init(_ count: Int) { state = Mutex(State(free: count)) }
+    public init(_ count: Int) {
+        state = Mutex(State(free: count))
+        total = count
+    }
 
-    /// Waits for a free slot and takes it.
-    public func acquire() async {
+    /// Waits until `count` slots are free and takes them all at once. Taking several one at a
+    /// time would deadlock two such tests, each holding one and waiting for another.
+    public func acquire(_ count: Int = 1) async {
+        precondition(count >= 1 && count <= total, "a test takes 1…\(total) slots")
         await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
-            let now = state.withLock { s -> Bool in
-                if s.free > 0 {
-                    s.free -= 1
-                    return true
-                }
-                s.waiters.append(c)
-                return false
+            let ready = state.withLock { s -> [CheckedContinuation<Void, Never>] in
+                s.waiters.append(Waiter(count: count, continuation: c))
+                return s.grant()
             }
-            if now { c.resume() }
+            ready.forEach { $0.resume() }
         }
     }
 
-    /// Gives a slot back (to the longest waiter, if any). Callable from synchronous code (a
-    /// `defer`, a `stop()`).
-    public func release() {
-        let next = state.withLock { s -> CheckedContinuation<Void, Never>? in
-            if s.waiters.isEmpty {
-                s.free += 1
-                return nil
-            }
-            return s.waiters.removeFirst()
+    /// How many acquirers wait (for tests of the gate itself).
+    public var waiting: Int { state.withLock { $0.waiters.count } }
+
+    /// Gives `count` slots back (to the longest waiters they satisfy). Callable from synchronous
+    /// code (a `defer`, a `stop()`).
+    public func release(_ count: Int = 1) {
+        let ready = state.withLock { s -> [CheckedContinuation<Void, Never>] in
+            s.free += count
+            return s.grant()
         }
-        next?.resume()
+        ready.forEach { $0.resume() }
     }
 
     /// Runs `body` holding a slot.

@@ -34,13 +34,25 @@ public func connectLoopback(_ fd: Int32, port: Int) -> Bool {
     }
 }
 
-/// A free TCP port on 127.0.0.1 (bind port 0, read it back, close).
+/// A free TCP port on 127.0.0.1, below the kernel's ephemeral range (32768–60999 by default,
+/// `ip_local_port_range`): a port that `bind` to port 0 picks is also what the kernel gives the
+/// next outgoing connection of any test running beside, which then holds it when the server
+/// this port was chosen for binds ("Address already in use"). A random port in 20000–32767 is
+/// tried until one binds (and is closed again); only another test drawing the same port in the
+/// same instant can take it.
 public func freeLoopbackPort() throws -> Int {
-    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    guard fd >= 0 else { throw HarnessError("socket failed") }
-    defer { close(fd) }
-    guard let port = bindLoopback(fd) else { throw HarnessError("bind to 127.0.0.1:0 failed") }
-    return port
+    for _ in 0..<200 {
+        let port = Int.random(in: 20000...32767)
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw HarnessError("socket failed") }
+        defer { close(fd) }
+        var address = loopbackAddress(port: port)
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
+        }
+        if bound { return port }
+    }
+    throw HarnessError("no free port on 127.0.0.1 in 20000-32767 after 200 tries")
 }
 
 /// Whether something accepts TCP connections on 127.0.0.1:`port`.
