@@ -1,6 +1,6 @@
 import BinaryCoding
 
-/// The configuration's JSON Schema (draft 2020-12), generated from the declarations the loader
+/// The configuration's JSON Schema (draft-07), generated from the declarations the loader
 /// reads by (``Configuration/shape(profiles:)``): docs/config-schema.json, `gatt2mqtt
 /// config-schema`, and `config_schema` in `bridge/info`. Editors that read YAML with a schema
 /// (yaml-language-server's `# yaml-language-server: $schema=…` line) complete and check the file
@@ -8,7 +8,8 @@ import BinaryCoding
 /// a duration's upper bound when written as text) the bridge checks, and the key's description
 /// says so.
 public enum ConfigSchema {
-    public static let dialect = "https://json-schema.org/draft/2020-12/schema"
+    /// Draft-07: what yaml-language-server and most editors read (every keyword used here is in it).
+    public static let dialect = "http://json-schema.org/draft-07/schema#"
 
     /// The schema; `profiles`: the registered profiles' ids (`DeviceProfiles.all`).
     public static func json(profiles: [ProfileID]?) -> JSONValue {
@@ -96,7 +97,7 @@ public enum ConfigSchema {
         case let .notBoth(a, b, _):
             return ["not": ["required": [.string(a), .string(b)]]]
         case let .together(a, b, _):
-            return ["dependentRequired": [a: [.string(b)], b: [.string(a)]]]
+            return ["dependencies": [a: [.string(b)], b: [.string(a)]]]
         case let .presentExactlyWhen(key, other, value):
             return ["if": ["properties": [other: ["const": .string(value)]], "required": [.string(other)]],
                     "then": ["required": [.string(key)]],

@@ -7,7 +7,7 @@ import DeviceProfiles
 struct ConfigSchemaCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "config-schema",
-        abstract: "Print the configuration's JSON Schema (draft 2020-12; docs/config-schema.json)."
+        abstract: "Print the configuration's JSON Schema (draft-07; docs/config-schema.json)."
     )
 
     func run() throws {

@@ -149,7 +149,7 @@ import Testing
 
     @Test func schemaStatesTheDeclarations() throws {
         let schema = ConfigSchema.json(profiles: [.gopro, .rokid, .custom])
-        #expect(schema["$schema"]?.stringValue == "https://json-schema.org/draft/2020-12/schema")
+        #expect(schema["$schema"]?.stringValue == "http://json-schema.org/draft-07/schema#")
         #expect(schema["additionalProperties"] == false)
         let mqtt = try #require(schema["properties"]?["mqtt"])
         #expect(mqtt["properties"]?["qos"] == ["description": "QoS of state publishes; default 1.", "type": "integer", "minimum": 0, "maximum": 2])

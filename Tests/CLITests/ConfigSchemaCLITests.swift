@@ -14,6 +14,6 @@ import Testing
         let file = try String(contentsOf: Self.committed, encoding: .utf8)
         #expect(r.stdout == file, "docs/config-schema.json is out of date: run gatt2mqtt config-schema > docs/config-schema.json")
         let json = try #require(try JSONSerialization.jsonObject(with: Data(r.stdout.utf8)) as? [String: Any])
-        #expect(json["$schema"] as? String == "https://json-schema.org/draft/2020-12/schema")
+        #expect(json["$schema"] as? String == "http://json-schema.org/draft-07/schema#")
     }
 }
