@@ -43,4 +43,9 @@ USER gatt2mqtt
 WORKDIR /data
 VOLUME ["/data"]
 STOPSIGNAL SIGTERM
+# Asks the running bridge over MQTT (bridge/request/health_check, same config and environment as
+# run): unhealthy when it does not answer "healthy": true within 10 s (docs/configuration.md
+# "Container"). Needs mqtt.api full or read_only.
+HEALTHCHECK --interval=60s --timeout=15s --start-period=30s --retries=3 \
+    CMD ["gatt2mqtt","health","--config","/config/gatt2mqtt.yaml"]
 ENTRYPOINT ["gatt2mqtt","run","--config","/config/gatt2mqtt.yaml"]

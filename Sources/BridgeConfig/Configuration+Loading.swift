@@ -18,7 +18,7 @@ extension Configuration {
         var adapterLines: [Int: Int] = [:]
         let root = try ConfigNode.parse(yaml: yaml)
         if let root {
-            var top = try MappingReader(root, path: "")
+            var top = try MappingReader(root, path: "", section: Self.shape(profiles: profiles?.map(\.id)))
             if let n = top.take("mqtt") { try mqtt.load(n, path: "mqtt") }
             if let n = top.take("bluetooth") { try bluetooth.load(n, path: "bluetooth") }
             if let n = top.take("database") { try database.load(n, path: "database") }
@@ -34,8 +34,7 @@ extension Configuration {
                 frontend = f
             }
             if let v = try top.enumeration("log_level", LogLevel.self) { logLevel = v }
-            let nodeIDLine = top.line(of: "node_id")
-            if let v = try top.string("node_id") { nodeID = try Self.checkedNodeID(v, path: "node_id", line: nodeIDLine) }
+            if let v = try top.string("node_id") { nodeID = v }
             if let n = top.take("cluster") { try cluster.load(n, path: "cluster") }
             if let n = top.take("limits") { try limits.load(n, path: "limits") }
             if let n = top.take("devices") {
@@ -150,22 +149,49 @@ extension Configuration {
 
 // MARK: - Reading helpers
 
-/// Reads a mapping key by key; whatever is left at `finish()` is an unknown key.
+/// Reads a mapping key by key, by its section's declaration (``ConfigSection``): a key the
+/// section does not declare is refused before any other check (so a typo is reported as the
+/// typo), and each value is held to its declared shape (range, choices, pattern) — the same
+/// declarations docs/config-schema.json is generated from.
 struct MappingReader {
     let path: String
     let line: Int
+    let section: ConfigSection
+    /// Reading a `GATT2MQTT_…` override: `path` already names the key and the variable, and
+    /// there is no line.
+    let environment: Bool
     var members: [(key: String, keyLine: Int, value: ConfigNode)]
 
-    init(_ node: ConfigNode, path: String) throws(ConfigError) {
+    init(_ node: ConfigNode, path: String, section: ConfigSection, environment: Bool = false) throws(ConfigError) {
         guard case let .mapping(m) = node.kind else {
             throw ConfigError(path: path, line: node.line, message: "expected a mapping (key: value)")
         }
         self.path = path
         self.line = node.line
+        self.section = section
+        self.environment = environment
         members = m
+        for m in members {
+            guard let key = section.key(m.key) else {
+                throw ConfigError(path: environment ? path : child(m.key), line: environment ? nil : m.keyLine,
+                                  message: "unknown key (expected one of \(section.names.filter { section.key($0)?.isRefused == false }.sorted().joined(separator: ", ")))")
+            }
+            if key.isRefused { throw fail(m.key, m.value.line, key.help) }
+        }
     }
 
     func child(_ key: String) -> String { path.isEmpty ? key : "\(path).\(key)" }
+
+    /// The error for `key`'s value at `line` (from the environment: the variable's path, no line).
+    func fail(_ key: String, _ line: Int?, _ message: String) -> ConfigError {
+        environment ? ConfigError(path: path, line: nil, message: message) : ConfigError(path: child(key), line: line, message: message)
+    }
+
+    /// The declared shape of `key`; reading an undeclared key is a mistake in the loader.
+    func shape(_ key: String) -> ConfigShape {
+        guard let k = section.key(key) else { preconditionFailure("\(path): '\(key)' is not declared in its section's shape") }
+        return k.shape
+    }
 
     /// The line of `key`'s value while it is unread (for a check after reading it).
     func line(of key: String) -> Int? { members.first { $0.key == key }?.value.line }
@@ -174,73 +200,92 @@ struct MappingReader {
     func keyLine(of key: String) -> Int? { members.first { $0.key == key }?.keyLine }
 
     mutating func take(_ key: String) -> ConfigNode? {
+        _ = shape(key)
         guard let i = members.firstIndex(where: { $0.key == key }) else { return nil }
         return members.remove(at: i).value
     }
 
-    /// Rejects unknown keys before any other check, so a typo is reported as the typo.
-    func allowOnly(_ keys: Set<String>) throws(ConfigError) {
-        if let m = members.first(where: { !keys.contains($0.key) }) {
-            throw ConfigError(path: child(m.key), line: m.keyLine, message: "unknown key (expected one of \(keys.sorted().joined(separator: ", ")))")
+    /// Whether `key` is there with a value (a plain null is no value).
+    func has(_ key: String) -> Bool {
+        guard let n = members.first(where: { $0.key == key })?.value else { return false }
+        if case let .scalar(s) = n.kind, Yams.Node.scalar(s).null != nil, s.style == .plain { return false }
+        return true
+    }
+
+    /// The section's rules between keys (``SectionRule``), on the keys not read yet.
+    func checkRules() throws(ConfigError) {
+        for rule in section.rules {
+            switch rule {
+            case let .anyOf(keys, message):
+                if !keys.contains(where: has) { throw ConfigError(path: path, line: line, message: message) }
+            case let .notBoth(a, b, message):
+                if has(a), has(b) { throw ConfigError(path: path, line: max(keyLine(of: a) ?? 0, keyLine(of: b) ?? 0), message: message) }
+            case let .together(a, b, message):
+                if has(a) != has(b) { throw ConfigError(path: path, line: line, message: message) }
+            case .presentExactlyWhen:
+                break  // checked as the values are read (CharacteristicMapping)
+            }
         }
     }
 
+    /// A declared key the loader did not read is a mistake in the loader (the tests load every key).
     func finish() throws(ConfigError) {
         if let m = members.first {
-            throw ConfigError(path: child(m.key), line: m.keyLine, message: "unknown key")
+            throw ConfigError(path: child(m.key), line: m.keyLine, message: "declared but not read (a mistake in gatt2mqtt)")
         }
     }
 
-    mutating func string(_ key: String) throws(ConfigError) -> String? {
+    /// Text, without its declared rule.
+    mutating func rawString(_ key: String) throws(ConfigError) -> String? {
         guard let n = take(key) else { return nil }
-        guard case let .scalar(s) = n.kind else {
-            throw ConfigError(path: child(key), line: n.line, message: "expected a string")
-        }
+        guard case let .scalar(s) = n.kind else { throw fail(key, n.line, "expected a string") }
         if Yams.Node.scalar(s).null != nil, s.style == .plain { return nil }
         return s.string
     }
 
-    mutating func requiredString(_ key: String) throws(ConfigError) -> String {
-        guard let s = try string(key), !s.isEmpty else {
-            throw ConfigError(path: child(key), line: line, message: "required")
-        }
+    /// Text, held to its declared rule.
+    mutating func string(_ key: String) throws(ConfigError) -> String? {
+        let valueLine = line(of: key)
+        guard let s = try rawString(key) else { return nil }
+        if case let .string(rule?) = shape(key), !rule.matches(s) { throw fail(key, valueLine, "'\(s)' \(rule.message)") }
         return s
     }
 
-    mutating func int(_ key: String, in range: ClosedRange<Int>) throws(ConfigError) -> Int? {
+    mutating func requiredString(_ key: String) throws(ConfigError) -> String {
+        guard let s = try rawString(key), !s.isEmpty else { throw fail(key, line, "required") }
+        if case let .string(rule?) = shape(key), !rule.matches(s) { throw fail(key, line, "'\(s)' \(rule.message)") }
+        return s
+    }
+
+    /// An integer within its declared range.
+    mutating func int(_ key: String) throws(ConfigError) -> Int? {
+        guard case let .integer(range) = shape(key) else { preconditionFailure("\(child(key)) is not declared an integer") }
         guard let n = take(key) else { return nil }
         guard case let .scalar(s) = n.kind, let v = Int(s.string.trimmingCharacters(in: " ")) else {
-            throw ConfigError(path: child(key), line: n.line, message: "expected an integer")
+            throw fail(key, n.line, "expected an integer")
         }
-        guard range.contains(v) else {
-            throw ConfigError(path: child(key), line: n.line, message: "\(v) is out of range \(range.lowerBound)…\(range.upperBound)")
-        }
+        guard range.contains(v) else { throw fail(key, n.line, "\(v) is out of range \(range.lowerBound)…\(range.upperBound)") }
         return v
     }
 
     mutating func bool(_ key: String) throws(ConfigError) -> Bool? {
         guard let n = take(key) else { return nil }
-        guard case let .scalar(s) = n.kind, let b = Yams.Node.scalar(s).bool else {
-            throw ConfigError(path: child(key), line: n.line, message: "expected true or false")
-        }
+        guard case let .scalar(s) = n.kind, let b = Yams.Node.scalar(s).bool else { throw fail(key, n.line, "expected true or false") }
         return b
     }
 
-    /// A duration (``checkedDuration(_:in:)``: 0 to ``DurationLimits/maximum``); out of range or
-    /// not a duration is an error with the key path, the line and the limit.
+    /// A duration (``checkedDuration(_:in:)``: 0 to ``DurationLimits/maximum``), longer than 0
+    /// when so declared; out of range or not a duration is an error with the key path, the line
+    /// and the limit.
     mutating func duration(_ key: String) throws(ConfigError) -> Duration? {
+        guard case let .duration(positive) = shape(key) else { preconditionFailure("\(child(key)) is not declared a duration") }
         guard let n = take(key) else { return nil }
         guard case let .scalar(s) = n.kind else {
-            throw ConfigError(path: child(key), line: n.line, message: "expected a duration like 500ms, 5s, 2m, 1h or 7d (a bare number is seconds)")
+            throw fail(key, n.line, "expected a duration like 500ms, 5s, 2m, 1h or 7d (a bare number is seconds)")
         }
-        do { return try checkedDuration(s.string) } catch { throw ConfigError(path: child(key), line: n.line, message: error.message) }
-    }
-
-    /// ``duration(_:)`` that must be longer than zero.
-    mutating func positiveDuration(_ key: String) throws(ConfigError) -> Duration? {
-        let line = line(of: key)
-        guard let d = try duration(key) else { return nil }
-        guard d > .zero else { throw ConfigError(path: child(key), line: line, message: "must be longer than 0") }
+        let d: Duration
+        do { d = try checkedDuration(s.string) } catch { throw fail(key, n.line, error.message) }
+        if positive, d <= .zero { throw fail(key, n.line, "must be longer than 0") }
         return d
     }
 
@@ -248,10 +293,14 @@ struct MappingReader {
     where E.RawValue == String {
         guard let raw = try string(key) else { return nil }
         guard let v = E(rawValue: raw) else {
-            throw ConfigError(path: child(key), line: line, message: "'\(raw)' is not one of \(E.allCases.map(\.rawValue).joined(separator: ", "))")
+            throw fail(key, line, "'\(raw)' is not one of \(E.allCases.map(\.rawValue).joined(separator: ", "))")
         }
         return v
     }
+}
+
+extension ConfigKey {
+    var isRefused: Bool { if case .refused = shape { return true }; return false }
 }
 
 extension String {
@@ -267,37 +316,32 @@ extension String {
 
 extension MQTTSettings {
     mutating func load(_ node: ConfigNode, path: String, partial: Bool = false) throws(ConfigError) {
-        var r = try MappingReader(node, path: path)
-        if let url = try r.string("url") { try setURL(url, path: r.child("url"), line: node.line) }
+        var r = try MappingReader(node, path: path, section: Self.shape, environment: partial)
+        let urlLine = r.line(of: "url")
+        if let url = try r.string("url") { try setURL(url, path: partial ? path : r.child("url"), line: partial ? nil : urlLine) }
         if let v = try r.string("client_id") { clientID = v }
-        if let v = try r.string("base_topic") {
-            guard !v.isEmpty, !v.contains("#"), !v.contains("+"), !v.hasPrefix("/"), !v.hasSuffix("/") else {
-                throw ConfigError(path: r.child("base_topic"), line: node.line, message: "must be a topic without wildcards or leading/trailing '/'")
-            }
-            baseTopic = v
-        }
+        if let v = try r.string("base_topic") { baseTopic = v }
         if let v = try r.enumeration("protocol", ProtocolVersion.self) { protocolVersion = v }
         if let line = r.line(of: "keepalive"), let v = try r.duration("keepalive") {
             // MQTT's keep-alive is a 16-bit number of seconds (libmosquitto also wants 5 or more).
             guard v == .zero || (Duration.seconds(5) ... .seconds(65_535)).contains(v) else {
-                throw ConfigError(path: r.child("keepalive"), line: line, message: "must be 0 (off) or 5 s to 65535 s, not \(formatDuration(v))")
+                throw r.fail("keepalive", line, "must be 0 (off) or 5 s to 65535 s, not \(formatDuration(v))")
             }
             keepAlive = v
         }
         if let v = try r.string("username") { username = v }
         if let v = try r.string("password_file") { passwordFile = v }
         if let v = try r.string("password_env") { passwordEnvironment = v }
-        if let n = r.take("password") {
-            throw ConfigError(path: r.child("password"), line: n.line, message: "passwords are not kept in the config: use password_file or password_env")
-        }
-        if let v = try r.int("qos", in: 0...2) { qos = v }
+        _ = r.take("password")  // refused by the reader
+        if let v = try r.int("qos") { qos = v }
         if let v = try r.bool("retain") { retainState = v }
         if let v = try r.duration("reconnect_min") { reconnectMin = v }
         if let v = try r.duration("reconnect_max") { reconnectMax = v }
         if let v = try r.enumeration("api", BridgeAPIAccess.self) { api = v }
         if let n = r.take("tls") {
             var t = tls ?? TLS()
-            var tr = try MappingReader(n, path: r.child("tls"))
+            var tr = try MappingReader(n, path: r.child("tls"), section: Self.tlsShape)
+            try tr.checkRules()
             if let v = try tr.string("ca_file") { t.caFile = v }
             if let v = try tr.string("ca_dir") { t.caDirectory = v }
             if let v = try tr.string("cert_file") { t.certificateFile = v }
@@ -305,9 +349,6 @@ extension MQTTSettings {
             if let v = try tr.string("version") { t.version = v }
             if let v = try tr.bool("verify_hostname") { t.verifyHostname = v }
             try tr.finish()
-            if (t.certificateFile == nil) != (t.keyFile == nil) {
-                throw ConfigError(path: r.child("tls"), line: n.line, message: "cert_file and key_file go together")
-            }
             tls = t
             useTLS = true
         }
@@ -318,7 +359,7 @@ extension MQTTSettings {
     }
 
     /// `mqtt://host[:port]` or `mqtts://host[:port]` (default ports 1883 / 8883).
-    mutating func setURL(_ url: String, path: String, line: Int) throws(ConfigError) {
+    mutating func setURL(_ url: String, path: String, line: Int?) throws(ConfigError) {
         let scheme: String, rest: Substring
         if url.hasPrefix("mqtt://") { scheme = "mqtt"; rest = url.dropFirst(7) }
         else if url.hasPrefix("mqtts://") { scheme = "mqtts"; rest = url.dropFirst(8) }
@@ -353,18 +394,11 @@ extension BluetoothSettings {
     /// variable).
     mutating func load(_ node: ConfigNode, path: String, partial: Bool = false) throws(ConfigError) {
         do throws(ConfigError) {
-            var r = try MappingReader(node, path: path)
-            if let one = r.keyLine(of: "adapter"), let several = r.keyLine(of: "adapters") {
-                throw ConfigError(path: path, line: max(one, several),
-                                  message: "adapter and adapters both given: keep one (adapter: hci0 for one adapter, adapters: [hci0, hci1] for several)")
-            }
-            let adapterLine = r.line(of: "adapter")
-            if let v = try r.string("adapter") {
-                try Self.checkAdapterName(v, path: r.child("adapter"), line: adapterLine)
-                adapter = v
-            }
+            var r = try MappingReader(node, path: path, section: Self.shape)
+            try r.checkRules()
+            if let v = try r.string("adapter") { adapter = v }
             if let n = r.take("adapters") { adapters = try Self.adapterList(n, path: r.child("adapters"), fromEnvironment: partial) }
-            if let v = try r.int("max_connections", in: Self.maxConnectionsRange) { maxConnections = v }
+            if let v = try r.int("max_connections") { maxConnections = v }
             if let v = try r.string("bus_address") { busAddress = v }
             if let v = try r.enumeration("notify", NotifySetting.self) { notify = v }
             try r.finish()
@@ -415,16 +449,16 @@ extension BluetoothSettings {
 
     static func checkAdapterName(_ name: String, path: String, line: Int?) throws(ConfigError) {
         guard isAdapterName(name) else {
-            throw ConfigError(path: path, line: line, message: "'\(name)' is not an adapter name like hci0")
+            throw ConfigError(path: path, line: line, message: "'\(name)' \(StringRule.adapter.message)")
         }
     }
 }
 
 extension DatabaseSettings {
     mutating func load(_ node: ConfigNode, path: String, partial: Bool = false) throws(ConfigError) {
-        var r = try MappingReader(node, path: path)
+        var r = try MappingReader(node, path: path, section: Self.shape, environment: partial)
         if let v = try r.string("path") { self.path = v }
-        if let v = try r.int("history_max_events", in: 0...10_000_000) { historyMaxEvents = v }
+        if let v = try r.int("history_max_events") { historyMaxEvents = v }
         if let v = try r.duration("history_max_age") { historyMaxAge = v }
         try r.finish()
     }
@@ -432,7 +466,7 @@ extension DatabaseSettings {
 
 extension HomeAssistantSettings {
     mutating func load(_ node: ConfigNode, path: String, partial: Bool = false) throws(ConfigError) {
-        var r = try MappingReader(node, path: path)
+        var r = try MappingReader(node, path: path, section: Self.shape, environment: partial)
         if let v = try r.bool("enabled") { enabled = v }
         if let v = try r.string("discovery_prefix") { discoveryPrefix = v }
         try r.finish()
@@ -441,12 +475,10 @@ extension HomeAssistantSettings {
 
 extension MetricsSettings {
     mutating func load(_ node: ConfigNode, path: String, partial: Bool = false) throws(ConfigError) {
-        var r = try MappingReader(node, path: path)
+        var r = try MappingReader(node, path: path, section: Self.shape, environment: partial)
         if let v = try r.string("listen") {
             guard let (h, p) = MetricsSettings.parseListen(v) else {
-                // From the environment, `path` already names the key and the variable.
-                throw ConfigError(path: partial ? path : r.child("listen"), line: partial ? nil : node.line,
-                                  message: "'\(v)' is not HOST:PORT with an IP address and a port 1…65535 (e.g. 127.0.0.1:9464, [::1]:9464, 0.0.0.0:9464)")
+                throw r.fail("listen", node.line, "'\(v)' \(Self.listenRule(example: 9464).message)")
             }
             host = h
             port = p
@@ -476,9 +508,8 @@ extension MetricsSettings {
             let name = n.name.hasPrefix("[") && n.name.hasSuffix("]") ? String(n.name.dropFirst().dropLast()) : n.name
             let hostName = !name.isEmpty && name.count <= 253 && !name.hasPrefix(".") && !name.hasPrefix("-")
                 && name.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "." || $0 == "-") }
-            guard hostName || isIP(name, family: AF_INET6) else {
-                throw ConfigError(path: n.path, line: n.line,
-                                  message: "'\(n.name)' is not a host name or IP address (no scheme, port or path: e.g. bridge.example, 192.168.1.20)")
+            guard hostRule.matches(n.name), hostName || isIP(name, family: AF_INET6) else {
+                throw ConfigError(path: n.path, line: n.line, message: "'\(n.name)' \(hostRule.message)")
             }
         }
         return names.map { $0.name.lowercased() }
@@ -511,22 +542,15 @@ extension MetricsSettings {
 
 extension FrontendSettings {
     mutating func load(_ node: ConfigNode, path: String, partial: Bool = false) throws(ConfigError) {
-        var r = try MappingReader(node, path: path)
+        var r = try MappingReader(node, path: path, section: Self.shape, environment: partial)
         if let v = try r.string("listen") {
             guard let (h, p) = MetricsSettings.parseListen(v) else {
-                throw ConfigError(path: partial ? path : r.child("listen"), line: partial ? nil : node.line,
-                                  message: "'\(v)' is not HOST:PORT with an IP address and a port 1…65535 (e.g. 127.0.0.1:8080, [::1]:8080, 0.0.0.0:8080)")
+                throw r.fail("listen", node.line, "'\(v)' \(MetricsSettings.listenRule(example: 8080).message)")
             }
             host = h
             port = p
         }
-        if let v = try r.string("auth_token_file") {
-            guard !v.isEmpty else {
-                throw ConfigError(path: partial ? path : r.child("auth_token_file"), line: partial ? nil : node.line,
-                                  message: "expected the path of a file holding the token")
-            }
-            authTokenFile = v
-        }
+        if let v = try r.string("auth_token_file") { authTokenFile = v }
         if let v = try r.bool("allow_unauthenticated") { allowUnauthenticated = v }
         if let n = r.take("allowed_hosts") {
             allowedHosts = try MetricsSettings.hostList(n, path: partial ? path : r.child("allowed_hosts"), fromEnvironment: partial)
@@ -566,16 +590,15 @@ extension ClusterSettings {
     /// `path`, which already names the key and the variable.
     mutating func load(_ node: ConfigNode, path: String, partial: Bool = false) throws(ConfigError) {
         do throws(ConfigError) {
-            var r = try MappingReader(node, path: path)
-            try r.allowOnly(["enabled", "hysteresis", "handover_after", "seen_interval", "lost_after", "claim_settle", "drain_timeout"])
+            var r = try MappingReader(node, path: path, section: Self.shape)
             let lostAfterLine = r.line(of: "lost_after") ?? r.line(of: "seen_interval") ?? node.line
             if let v = try r.bool("enabled") { enabled = v }
-            if let v = try r.int("hysteresis", in: 0...60) { hysteresis = v }
-            if let v = try r.positiveDuration("handover_after") { handoverAfter = v }
-            if let v = try r.positiveDuration("seen_interval") { seenInterval = v }
-            if let v = try r.positiveDuration("lost_after") { lostAfter = v }
-            if let v = try r.positiveDuration("claim_settle") { claimSettle = v }
-            if let v = try r.positiveDuration("drain_timeout") { drainTimeout = v }
+            if let v = try r.int("hysteresis") { hysteresis = v }
+            if let v = try r.duration("handover_after") { handoverAfter = v }
+            if let v = try r.duration("seen_interval") { seenInterval = v }
+            if let v = try r.duration("lost_after") { lostAfter = v }
+            if let v = try r.duration("claim_settle") { claimSettle = v }
+            if let v = try r.duration("drain_timeout") { drainTimeout = v }
             try r.finish()
             // From the environment the other one may still change: `validate()` checks it after.
             if !partial { try checkLostAfter(path: r.child("lost_after"), line: lostAfterLine) }
@@ -595,14 +618,9 @@ extension ClusterSettings {
 
 extension DeviceConfig {
     init(_ node: ConfigNode, path: String, profiles: [any ProfileRules]?) throws(ConfigError) {
-        var r = try MappingReader(node, path: path)
-        try r.allowOnly(["id", "name", "address", "name_pattern", "adapter", "profile", "offline", "command_timeout",
-                         "availability_timeout", "characteristics"])
+        var r = try MappingReader(node, path: path, section: Self.shape(profiles: profiles?.map(\.id)))
         let id = try r.requiredString("id")
-        guard id.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "_" || $0 == "-" }), id.allSatisfy(\.isASCII) else {
-            throw ConfigError(path: r.child("id"), line: node.line, message: "'\(id)' may only contain letters, digits, '_' and '-' (use name for a friendly name)")
-        }
-        guard let profileName = try r.string("profile") else {
+        guard let profileName = try r.rawString("profile") else {
             let known = profiles.map { p in
                 " (" + (p.count > 1 ? p.dropLast().map(\.id.rawValue).joined(separator: ", ") + " or " : "") + (p.last?.id.rawValue ?? "") + ")"
             } ?? ""
@@ -616,26 +634,13 @@ extension DeviceConfig {
         }
         self.init(id: id, profile: profile)
         name = try r.string("name")
-        if let a = try r.string("address") {
-            let upper = a.uppercased()
-            let parts = upper.split(separator: ":", omittingEmptySubsequences: false)
-            guard parts.count == 6, parts.allSatisfy({ $0.count == 2 && $0.allSatisfy(\.isHexDigit) }) else {
-                throw ConfigError(path: r.child("address"), line: node.line, message: "'\(a)' is not a Bluetooth address like C0:FF:EE:00:00:01")
-            }
-            address = upper
-        }
+        try r.checkRules()
+        address = try r.string("address")?.uppercased()
         namePattern = try r.string("name_pattern")
-        let adapterLine = r.line(of: "adapter")
-        if let v = try r.string("adapter") {
-            // Whether it is one of `bluetooth.adapters` is checked with the whole file (`validate`).
-            try BluetoothSettings.checkAdapterName(v, path: r.child("adapter"), line: adapterLine)
-            adapter = v
-        }
-        if address == nil, namePattern == nil {
-            throw ConfigError(path: path, line: node.line, message: "needs an address or a name_pattern")
-        }
+        // Whether it is one of `bluetooth.adapters` is checked with the whole file (`validate`).
+        adapter = try r.string("adapter")
         if let n = r.take("offline") {
-            var o = try MappingReader(n, path: r.child("offline"))
+            var o = try MappingReader(n, path: r.child("offline"), section: Self.offlineShape)
             if let v = try o.enumeration("policy", OfflinePolicy.self) { offlinePolicy = v }
             if let v = try o.duration("deadline") { offlineDeadline = v }
             try o.finish()
@@ -661,12 +666,8 @@ extension DeviceConfig {
 
 extension CharacteristicMapping {
     init(_ node: ConfigNode, path: String) throws(ConfigError) {
-        var r = try MappingReader(node, path: path)
-        try r.allowOnly(["uuid", "service", "codec", "layout", "direction", "poll", "topic"])
+        var r = try MappingReader(node, path: path, section: Self.shape)
         let uuid = try r.requiredString("uuid")
-        guard CharacteristicMapping.isValidUUID(uuid) else {
-            throw ConfigError(path: r.child("uuid"), line: node.line, message: "'\(uuid)' is not a UUID (16-bit like 2A37, 128-bit, or GP-XXXX)")
-        }
         let codec = try r.enumeration("codec", Codec.self) ?? .raw
         var directions = Set<Direction>()
         if let n = r.take("direction") {
@@ -686,9 +687,10 @@ extension CharacteristicMapping {
             directions = [.notify]
         }
         let defaultTopic = uuid.lowercased()
-        self.init(uuid: uuid, codec: codec, directions: directions, topic: try r.string("topic") ?? defaultTopic)
-        guard !topic.isEmpty, !topic.contains("#"), !topic.contains("+"), !topic.hasPrefix("/"), !["set", "get", "response", "availability"].contains(topic) else {
-            throw ConfigError(path: r.child("topic"), line: node.line, message: "'\(topic)' is not usable as a topic name")
+        let topicLine = r.line(of: "topic") ?? node.line
+        self.init(uuid: uuid, codec: codec, directions: directions, topic: try r.rawString("topic") ?? defaultTopic)
+        guard StringRule.mappingTopic.matches(topic) else {  // the default too (a UUID cannot fail it)
+            throw ConfigError(path: r.child("topic"), line: topicLine, message: "'\(topic)' \(StringRule.mappingTopic.message)")
         }
         service = try r.string("service")
         if let n = r.take("layout") {
@@ -705,14 +707,7 @@ extension CharacteristicMapping {
         try r.finish()
     }
 
-    static func isValidUUID(_ s: String) -> Bool {
-        let u = s.uppercased()
-        if u.hasPrefix("GP-") { return u.count == 7 && u.dropFirst(3).allSatisfy(\.isHexDigit) }
-        if u.hasPrefix("0X") { return isValidUUID(String(u.dropFirst(2))) }
-        if u.count == 4 || u.count == 8 { return u.allSatisfy(\.isHexDigit) }
-        let groups = u.split(separator: "-", omittingEmptySubsequences: false).map(\.count)
-        return groups == [8, 4, 4, 4, 12] && u.replacingOccurrences("-", "").allSatisfy(\.isHexDigit)
-    }
+    static func isValidUUID(_ s: String) -> Bool { StringRule.uuid.matches(s) }
 }
 
 extension String {

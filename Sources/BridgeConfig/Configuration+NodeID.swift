@@ -26,7 +26,7 @@ extension Configuration {
     /// Whether `id` is usable as a `node_id`: 1 to ``nodeIDMaxLength`` ASCII letters, digits,
     /// `_` or `-` (it is an MQTT topic level, docs/scale-out.md).
     public static func isValidNodeID(_ id: String) -> Bool {
-        (1...nodeIDMaxLength).contains(id.count) && id.allSatisfy(isNodeIDCharacter)
+        StringRule.nodeID.matches(id)
     }
 
     static func isNodeIDCharacter(_ c: Character) -> Bool {
@@ -36,8 +36,7 @@ extension Configuration {
     /// `id` if it is a valid `node_id`, else the error for `path` and `line`.
     static func checkedNodeID(_ id: String, path: String, line: Int?) throws(ConfigError) -> String {
         guard isValidNodeID(id) else {
-            throw ConfigError(path: path, line: line,
-                              message: "'\(id)' is not a node id: 1 to \(nodeIDMaxLength) letters, digits, '_' or '-' (it is an MQTT topic level)")
+            throw ConfigError(path: path, line: line, message: "'\(id)' \(StringRule.nodeID.message)")
         }
         return id
     }

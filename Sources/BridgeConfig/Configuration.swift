@@ -155,7 +155,7 @@ public struct BluetoothSettings: Sendable, Equatable {
 
     /// Whether `name` is an adapter name as BlueZ gives them: `hci` and a number (`hci0`).
     public static func isAdapterName(_ name: String) -> Bool {
-        name.hasPrefix("hci") && name.count > 3 && name.dropFirst(3).allSatisfy { $0.isASCII && $0.isNumber }
+        StringRule.adapter.matches(name)
     }
 }
 

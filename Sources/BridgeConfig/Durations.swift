@@ -97,3 +97,9 @@ public func secondsText(_ d: Duration) -> String {
 func parseDuration(_ text: String) -> Duration? {
     try? checkedDuration(text)
 }
+
+extension DurationLimits {
+    /// The text ``checkedDuration(_:in:)`` reads, as a JSON Schema pattern (docs/config-schema.json):
+    /// a number of 0 or more (fraction and exponent allowed) and an optional unit.
+    public static let pattern = "^ *\\+?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][-+]?[0-9]+)?(ms|s|m|h|d)? *$"
+}

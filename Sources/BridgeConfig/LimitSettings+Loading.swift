@@ -4,12 +4,11 @@ extension LimitSettings {
     /// the variable.
     mutating func load(_ node: ConfigNode, path: String, partial: Bool = false) throws(ConfigError) {
         do throws(ConfigError) {
-            var r = try MappingReader(node, path: path)
-            try r.allowOnly(["max_payload", "max_commands", "max_queued", "redelivery_cache"])
-            if let v = try r.byteSize("max_payload", in: Self.maxPayloadRange) { maxPayload = v }
-            if let v = try r.int("max_commands", in: Self.maxCommandsRange) { maxCommands = v }
-            if let v = try r.int("max_queued", in: Self.maxQueuedRange) { maxQueued = v }
-            if let v = try r.byteSize("redelivery_cache", in: Self.redeliveryCacheRange) { redeliveryCache = v }
+            var r = try MappingReader(node, path: path, section: Self.shape)
+            if let v = try r.byteSize("max_payload") { maxPayload = v }
+            if let v = try r.int("max_commands") { maxCommands = v }
+            if let v = try r.int("max_queued") { maxQueued = v }
+            if let v = try r.byteSize("redelivery_cache") { redeliveryCache = v }
             try r.finish()
         } catch {
             guard partial else { throw error }
@@ -21,7 +20,8 @@ extension LimitSettings {
 extension MappingReader {
     /// A size in bytes: a whole number, optionally with a unit `B`, `KiB`, `MiB` (also `K`/`KB`,
     /// `M`/`MB`, taken as 1024 and 1024², as a broker's settings are), e.g. `262144`, `256KiB`, `1MiB`.
-    mutating func byteSize(_ key: String, in range: ClosedRange<Int>) throws(ConfigError) -> Int? {
+    mutating func byteSize(_ key: String) throws(ConfigError) -> Int? {
+        guard case let .byteSize(range) = shape(key) else { preconditionFailure("\(child(key)) is not declared a size") }
         guard let n = take(key) else { return nil }
         guard case let .scalar(s) = n.kind, let v = parseByteSize(s.string) else {
             throw ConfigError(path: child(key), line: n.line, message: "expected a size like 262144, 256KiB or 1MiB")
@@ -51,3 +51,6 @@ func parseByteSize(_ text: String) -> Int? {
     let (v, overflow) = number.multipliedReportingOverflow(by: scale)
     return overflow ? nil : v
 }
+
+/// The text ``parseByteSize(_:)`` reads, as a JSON Schema pattern (docs/config-schema.json).
+let byteSizePattern = "^ *[0-9]+ *([bB]|[kKmM]([iI]?[bB])?)? *$"

@@ -81,12 +81,16 @@ public struct BridgeService: Service {
         // go round once more, so its hooks run again before it sleeps.
         let commitHook = loop.addHook { [loop] in if bridge.commitBatch() { loop.execute {} } }
         defer { loop.removeHook(commitHook) }
+        // Test only (SystemdWatchdogTests): a message on this topic blocks the event loop for the
+        // payload's seconds (at most 30), as a frozen loop would.
+        let freezeTopic = ProcessInfo.processInfo.environment["TEST_GATT2MQTT_FREEZE_ON_TOPIC"]
         for filter in bridge.subscriptions {
             // Handed to the bridge where the message arrives (the event loop): routing is quick and the device sessions take the commands through their
             // own queues.
             let noLocal = !bridge.ownPublishesWanted.contains(filter)
             try await mqtt.subscribe(filter, noLocal: noLocal) { m in
                 CrashTrace.noteMessage(topic: m.topic, payload: m.payload)
+                if m.topic == freezeTopic { Self.freezeForTests(m.payload) }
                 bridge.handle(InboundMessage(topic: m.topic, payload: m.payload, retain: m.retain,
                                              responseTopic: m.properties.responseTopic, correlationData: m.properties.correlationData,
                                              packetID: m.packetID))
@@ -106,8 +110,16 @@ public struct BridgeService: Service {
         // Bluetooth answered before this service started (BlueZBridgeService's self-check) and the
         // broker accepted us: ready for systemd (`Type=notify`, config/gatt2mqtt.service).
         SystemdNotify.send("READY=1\nSTATUS=connected to \(configuration.mqtt.host):\(configuration.mqtt.port)")
+        // `WatchdogSec=`: WATCHDOG=1 from the event loop's own timer, so a loop that no longer
+        // turns stops the pings and systemd restarts the bridge.
+        let watchdog = SystemdNotify.watchdogInterval(ProcessInfo.processInfo.environment).map { SystemdWatchdog(loop: loop, interval: $0) }
+        if let watchdog {
+            logger.info("systemd watchdog on", metadata: ["interval": "\(watchdog.interval)"])
+            watchdog.start()
+        }
 
         await withDiscardingTaskGroup { group in
+
             group.addTask {
                 // SIGHUP: reload the configuration file (as bridge/request/config/reload).
                 for await _ in await UnixSignalsSequence(trapping: .sighup) { bridge.reloadConfiguration() }
@@ -128,10 +140,22 @@ public struct BridgeService: Service {
             // The bridge runs until graceful shutdown; then it publishes `offline` and returns
             // (the client's service then sends what is queued and disconnects).
             await cancelWhenGracefulShutdown { await bridge.run() }
+            watchdog?.stop()
             SystemdNotify.send("STOPPING=1")
             group.cancelAll()
         }
         logger.info("stopped")
+    }
+}
+
+extension BridgeService {
+    /// Blocks the calling thread (the event loop) for the payload's seconds, at most 30.
+    static func freezeForTests(_ payload: [UInt8]) {
+        guard let d = try? checkedDuration(String(decoding: payload, as: UTF8.self), in: .zero ... .seconds(30)) else { return }
+        FileHandle.standardError.write(Data("test hook: the event loop blocked for \(d)\n".utf8))
+        var t = timespec(tv_sec: Int(d.components.seconds), tv_nsec: Int(d.components.attoseconds / 1_000_000_000))
+        var left = timespec()
+        while nanosleep(&t, &left) != 0, errno == EINTR { t = left }
     }
 }
 

@@ -11,7 +11,7 @@ struct Gatt2MQTT: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "gatt2mqtt",
         abstract: "A bridge between MQTT and Bluetooth LE devices (GoPro cameras, Rokid glasses, GATT sensors).",
-        subcommands: [CapsCommand.self, GoProCommand.self, LayoutCommand.self, CheckConfigCommand.self, RunCommand.self,
+        subcommands: [CapsCommand.self, GoProCommand.self, LayoutCommand.self, CheckConfigCommand.self, ConfigSchemaCommand.self, RunCommand.self, HealthCommand.self,
                       ScanCommand.self, GattCommand.self, SimulateCommand.self, PeripheralsCommand.self]
     )
 

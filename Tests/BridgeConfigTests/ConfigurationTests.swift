@@ -45,7 +45,7 @@ import Testing
         #expect(throws: ConfigError(path: "devices[1].colour", line: 15, message: "unknown key (expected one of adapter, address, availability_timeout, characteristics, command_timeout, id, name, name_pattern, offline, profile)")) {
             try Configuration(yaml: yaml)
         }
-        #expect(throws: ConfigError(path: "mqtt.colour", line: 2, message: "unknown key")) {
+        #expect(throws: ConfigError(path: "mqtt.colour", line: 2, message: "unknown key (expected one of api, base_topic, client_id, keepalive, password_env, password_file, protocol, qos, reconnect_max, reconnect_min, retain, tls, url, username)")) {
             try Configuration(yaml: "mqtt:\n  colour: red")
         }
     }
@@ -159,7 +159,7 @@ import Testing
                 try Configuration(yaml: "devices: []\nmetrics:\n  listen: \"\(bad)\"")
             }
         }
-        #expect(throws: ConfigError(path: "metrics.port", line: 2, message: "unknown key")) {
+        #expect(throws: ConfigError(path: "metrics.port", line: 2, message: "unknown key (expected one of allowed_hosts, listen)")) {
             try Configuration(yaml: "metrics:\n  port: 9464")
         }
         #expect(throws: ConfigError(path: "metrics", line: 1, message: "expected a mapping (key: value)")) {

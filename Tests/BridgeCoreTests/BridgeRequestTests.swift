@@ -117,6 +117,18 @@ import Testing
         #expect(try url(nil) == nil)
     }
 
+    /// `bridge/info`'s `config_schema`: the configuration's JSON Schema (docs/config-schema.json),
+    /// with this bridge's profiles as the choices of a device's `profile`.
+    @Test func infoCarriesTheConfigurationSchema() throws {
+        let bridge = try Bridge(configuration: Configuration(), store: try BridgeStore.inMemory(), mqtt: FakeMQTT(), central: Self.central(),
+                                drivers: { _ in TestDriver() }, tick: .milliseconds(10))
+        let ids = bridge.profiles.profiles.map(\.id)
+        #expect(!ids.isEmpty)
+        let schema = try #require(bridge.info["config_schema"])
+        #expect(schema == ConfigSchema.json(profiles: ids))
+        #expect(schema["properties"]?["devices"]?["items"]?["properties"]?["profile"]?["enum"] == .array(ids.map { .string($0.rawValue) }))
+    }
+
     @Test func scanGuessAddsTheDeviceWhichSurvivesARestartAndYieldsToTheFile() async throws {
         let store = try BridgeStore.inMemory()
         let central = Self.central()

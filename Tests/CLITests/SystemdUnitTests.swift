@@ -4,7 +4,8 @@ import Testing
 
 /// `config/gatt2mqtt.service` (docs/configuration.md "As a systemd service"): it passes
 /// `systemd-analyze verify` without a warning, keeps its contract, and `gatt2mqtt run` speaks
-/// `Type=notify` (READY=1 once BlueZ and the broker are up, STOPPING=1 on SIGTERM).
+/// `Type=notify` (READY=1 once BlueZ and the broker are up, STOPPING=1 on SIGTERM, WATCHDOG=1
+/// from its event loop at half `$WATCHDOG_USEC`).
 @Suite(.serialized, .timeLimit(.minutes(1))) struct SystemdUnitTests {
     static let unit = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
         .deletingLastPathComponent().appendingPathComponent("config/gatt2mqtt.service")
@@ -21,6 +22,9 @@ import Testing
             #expect(l.contains(key), "\(key)")
         }
         #expect(try Self.lines().contains { $0.hasPrefix("ExecStart=/usr/local/bin/gatt2mqtt run --config ") })
+        // systemctl reload is the bridge's SIGHUP reload; a frozen event loop is restarted.
+        #expect(l.contains("ExecReload=/bin/kill -HUP $MAINPID"))
+        #expect(try Self.lines().contains { $0.hasPrefix("WatchdogSec=") })
     }
 
     /// systemd-analyze exits 0 even for unknown keys or values (it only warns), so any output fails.
@@ -74,5 +78,76 @@ import Testing
         await bridge.exited()
         #expect(bridge.terminationStatus == 0)
         await hub.disconnect()
+    }
+
+    static func gaps(_ pings: [ContinuousClock.Instant]) -> [Duration] { zip(pings.dropFirst(), pings).map { $0 - $1 } }
+
+    /// Binds `fd` to `name` in the abstract namespace (`@name` as `$NOTIFY_SOCKET` says it).
+    static func bindAbstract(_ fd: Int32, name: String) -> Bool {
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        let bytes: [UInt8] = [0] + Array(name.utf8)
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            for (i, b) in bytes.enumerated() { raw[i] = b }
+        }
+        let length = socklen_t(MemoryLayout<sa_family_t>.size + bytes.count)
+        return withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) } } == 0
+    }
+
+    /// `WatchdogSec=`: with `$WATCHDOG_USEC` (200 ms here) the bridge sends WATCHDOG=1 every
+    /// 100 ms from its event loop, to an abstract-namespace `$NOTIFY_SOCKET`; while the loop is
+    /// blocked (3 s, by the test-only `TEST_GATT2MQTT_FREEZE_ON_TOPIC` hook) none comes, then
+    /// they resume.
+    @Test func runPingsTheWatchdogFromItsEventLoop() async throws {
+        let env = try await EndToEnd()
+        defer { env.stop() }
+        let name = "gatt2mqtt-test-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        let fd = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue), 0)
+        try #require(fd >= 0)
+        defer { close(fd) }
+        try #require(Self.bindAbstract(fd, name: name))
+        var timeout = timeval(tv_sec: 20, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        /// Datagrams with when they arrived, until `done` says so, one is 20 s late or 20 s passed.
+        func receive(until done: @escaping @Sendable ([(String, ContinuousClock.Instant)]) -> Bool) async -> [(String, ContinuousClock.Instant)] {
+            await offThePool {
+                var got: [(String, ContinuousClock.Instant)] = []
+                var buffer = [UInt8](repeating: 0, count: 4096)
+                let end = ContinuousClock.now + .seconds(20)
+                while !done(got), ContinuousClock.now < end {
+                    let n = recv(fd, &buffer, buffer.count, 0)
+                    guard n > 0 else { break }
+                    got.append((String(decoding: buffer[0..<n], as: UTF8.self), .now))
+                }
+                return got
+            }
+        }
+        let freeze = "gatt2mqtt/bridge/request/freeze"
+        let bridge = try env.startBridge(devices: "  []", environment: ["NOTIFY_SOCKET": "@" + name, "WATCHDOG_USEC": "200000",
+                                                                        "TEST_GATT2MQTT_FREEZE_ON_TOPIC": freeze])
+        let first = await receive { got in got.filter { $0.0 == "WATCHDOG=1" }.count >= 5 }
+        #expect(first.first?.0.split(separator: "\n").contains("READY=1") == true, "\(first.map(\.0))")
+        let before = first.filter { $0.0 == "WATCHDOG=1" }.map(\.1)
+        #expect(before.count == 5, "\(first.map(\.0))")
+        #expect(Self.gaps(before).allSatisfy { $0 < .seconds(1) }, "\(Self.gaps(before))")
+
+        let hub = try await env.broker.client(loop: env.loop)
+        try await hub.publish(topic: freeze, payload: Array("3".utf8), qos: .atLeastOnce)
+        let published = ContinuousClock.now
+        // Pings from the publish on (any sent before it and not yet read are read at once, so
+        // they count as at the publish), until one came at least 2.5 s after the one before it,
+        // and three more after that.
+        let after = await receive { got in
+            let pings = [published] + got.filter { $0.0 == "WATCHDOG=1" }.map(\.1)
+            guard let i = Self.gaps(pings).firstIndex(where: { $0 >= .milliseconds(2500) }) else { return false }
+            return pings.count >= i + 5
+        }.filter { $0.0 == "WATCHDOG=1" }.map(\.1)
+        let gaps = Self.gaps([published] + after)
+        let longest = gaps.max() ?? .zero
+        #expect(longest >= .milliseconds(2500) && longest < .seconds(6), "\(gaps)")
+        #expect(gaps.last.map { $0 < .seconds(1) } == true, "the pings did not resume: \(gaps)")
+        await hub.disconnect()
+        kill(bridge.processIdentifier, SIGTERM)
+        await bridge.exited()
     }
 }

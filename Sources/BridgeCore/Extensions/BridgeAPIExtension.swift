@@ -147,6 +147,7 @@ final class BridgeAPIExtension: BridgeExtension {
     func info(into o: inout JSONObject) {
         o["scanning"] = .bool(scanning.withLock { $0.scan != nil })
         o["restart_required"] = .array(restartRequired.withLock { $0.all }.map { .string($0) })
+        o["config_schema"] = ConfigSchema.json(profiles: profiles.profiles.map(\.id))  // docs/config-schema.json
     }
 
     /// Every action, as the error for an unknown one lists them.
