@@ -49,6 +49,9 @@ public struct StringRule: Sendable {
                                                 message: "is not usable as a topic name")
     /// `mqtt.url`.
     public static let mqttURL = StringRule(pattern: "^mqtts?://.+$", message: "is not mqtt://host[:port] or mqtts://host[:port]")
+    /// `frontend.url`: where users reach the frontend (the loader also parses it for a host).
+    public static let webURL = StringRule(pattern: "^https?://[^/?#@\\s]+([/?#].*)?$",
+                                          message: "is not an http or https URL with a host (e.g. http://gatt2mqtt.lan:8080, https://home.example/gatt2mqtt)")
     /// `metrics.listen`, `frontend.listen`: `HOST:PORT` with an IP address (or `localhost`).
     public static let listen = StringRule(pattern: "^(\\[[0-9A-Fa-f:.]+\\]|localhost|[0-9.]+):[0-9]{1,5}$",
                                           message: "is not HOST:PORT with an IP address and a port 1…65535")

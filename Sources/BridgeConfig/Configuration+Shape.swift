@@ -105,6 +105,8 @@ extension FrontendSettings {
         ConfigKey("allow_unauthenticated", .boolean, "Serve a listen address beyond loopback without a token; default false."),
         ConfigKey("allowed_hosts", .list(.string(MetricsSettings.hostRule), minItems: 0, unique: false),
                   "As metrics.allowed_hosts, for the Host and a POST's Origin."),
+        ConfigKey("url", .string(.webURL),
+                  "The address users reach the frontend at (Home Assistant's configuration_url; its host is also allowed); default from listen unless that is a wildcard."),
     ])
 }
 
