@@ -108,7 +108,7 @@ public struct HomeAssistantDiscovery: Sendable {
             }
         }
 
-        var path: [String] {
+        public var path: [String] {
             switch self {
             case let .number(p), let .text(p), let .longText(p), let .choice(p, _), let .mapped(p, _), let .flag(p), let .equals(p, _), let .json(p): return p
             }

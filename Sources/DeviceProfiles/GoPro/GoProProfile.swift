@@ -32,11 +32,7 @@ public struct GoProProfile: DeviceProfile {
     }()
 
     /// The first key of the state path an entity's value template reads.
-    static func stateKey(_ value: HomeAssistantDiscovery.StateValue) -> String? {
-        switch value {
-        case let .number(p), let .text(p), let .choice(p, _), let .mapped(p, _), let .flag(p), let .equals(p, _), let .json(p): p.first
-        }
-    }
+    static func stateKey(_ value: HomeAssistantDiscovery.StateValue) -> String? { value.path.first }
 
     public func matches(_ ad: Advertisement) -> ProfileGuess? {
         guard ProfileGuess.services(ad).contains("FEA6") || ad.manufacturerData[Self.companyID] != nil else { return nil }
