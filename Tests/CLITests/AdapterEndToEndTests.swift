@@ -6,7 +6,7 @@ import Testing
 /// Several adapters in one bridge (docs/scale-out.md): `gatt2mqtt simulate --adapters hci0,hci1`
 /// (one emulated bluetoothd with two radios, each device at its own RSSI on each) and
 /// `gatt2mqtt run` with `bluetooth.adapters: [hci0, hci1]`.
-@Suite(.serialized, .timeLimit(.minutes(1))) struct AdapterEndToEndTests {
+@Suite(.serialized, .timeLimit(.minutes(5))) struct AdapterEndToEndTests {
     static let near1 = "C0:FF:EE:00:00:01"
     static let pinned = "C0:FF:EE:00:00:02"
 

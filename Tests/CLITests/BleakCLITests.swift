@@ -8,7 +8,7 @@ import Testing
 /// updates bluetoothd sends while discovering (spec/bluez.md behaviour 10; docs/bluez.md "While
 /// discovering"), then connects and commands it, with no `pair()` call (bluetoothd pairs on the
 /// first encrypted access by itself: docs/bluez.md "Automatic security").
-@Suite(.serialized, .timeLimit(.minutes(1))) struct BleakCLITests {
+@Suite(.serialized, .timeLimit(.minutes(5))) struct BleakCLITests {
     static let gopro = "C0:FF:EE:00:00:07"
     static let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
         .appendingPathComponent("Bleak").appendingPathComponent("bleak_gopro.py").path

@@ -3,7 +3,7 @@ import TestSupport
 import Testing
 
 /// `gatt2mqtt simulate` (private bus + emulated BlueZ) driven by `gatt2mqtt scan` and `gatt`.
-@Suite(.serialized, .timeLimit(.minutes(1))) struct BluetoothCLITests {
+@Suite(.serialized, .timeLimit(.minutes(5))) struct BluetoothCLITests {
     /// Starts `gatt2mqtt simulate`, returns its process and bus address; stop it by pid.
     static func simulate(_ extra: [String] = []) async throws -> (Process, String) {
         try await offThePool { try startSimulator(extra) }

@@ -5,7 +5,7 @@ import Testing
 
 /// `bridge/request/…` end to end: a real mosquitto, the emulator, `gatt2mqtt run`; a hub that
 /// speaks MQTT only (docs/bridge-api.md).
-@Suite(.serialized, .timeLimit(.minutes(2))) struct BridgeAPITests {
+@Suite(.serialized, .timeLimit(.minutes(6))) struct BridgeAPITests {
     /// The first message on `subscription` that `matches`, within `timeout`.
     static func first(_ subscription: MQTTSubscription, timeout: Duration = .seconds(15),
                       where matches: @escaping @Sendable (MQTTMessage) -> Bool) async -> MQTTMessage? {

@@ -7,7 +7,7 @@ import Testing
 /// sensor at −50 dBm and A at −80. Before the fix A (the lower node id, so the winner of two claims
 /// made at once) claimed it before B's report was in, and B took it over a moment later: a
 /// reconnect for nothing. Now a node's first claim of a device waits for every online node's report.
-@Suite(.serialized, .timeLimit(.minutes(1))) struct ClusterColdStartTests {
+@Suite(.serialized, .timeLimit(.minutes(5))) struct ClusterColdStartTests {
     /// One claim, by B, epoch 1; B answers the first command; no handover. `seen_interval` 3 s (a
     /// node reports that often, and at once when it first sees a device) and `claim_settle` 1.5 s
     /// (both nodes online before either decides). The race of the field is made certain: B's

@@ -398,7 +398,7 @@ final class Commands {
 /// the owner executes a command, exactly once. Each test runs on one broker (`brokers: 1`) and
 /// across two bridged brokers (`brokers: 2`: node b and the hub on either side of the bridge).
 /// Serialized: each test holds both process-heavy slots.
-@Suite(.serialized, .timeLimit(.minutes(1))) struct ClusterEndToEndTests {
+@Suite(.serialized, .timeLimit(.minutes(5))) struct ClusterEndToEndTests {
     /// The node that sees the sensor strongest (A at −50 dBm, B at −80) claims it, answers
     /// every command, and only its host writes to the sensor. Across bridged brokers, a client
     /// of broker 2 reads the same claim and node states, retained.

@@ -7,7 +7,7 @@ import Testing
 /// node b on hci1: the emulator's counterpart of `RealStackTests.Adapters.twoBridgesOnOneBluetoothd`.
 /// The emulated daemon, as the real one, keeps a link when its client dies, and a device linked
 /// through one adapter is out of reach of the others.
-@Suite(.serialized, .timeLimit(.minutes(1))) struct ClusterOneDaemonTests {
+@Suite(.serialized, .timeLimit(.minutes(5))) struct ClusterOneDaemonTests {
     static let address = Cluster.address
 
     /// Starts node `node` on `adapter` of the environment's emulator.

@@ -6,7 +6,7 @@ import Testing
 /// A crash leaves a trace in the log, and the message being handled does not crash the next
 /// start (the broker delivers it again to the bridge's persistent session): `gatt2mqtt run`
 /// with the test-only `TEST_GATT2MQTT_CRASH_ON_TOPIC`, a real mosquitto and the emulator.
-@Suite(.serialized, .timeLimit(.minutes(2))) struct CrashEndToEndTests {
+@Suite(.serialized, .timeLimit(.minutes(6))) struct CrashEndToEndTests {
     @Test func aCrashIsLoggedAndItsMessageAnsweredCrashedNotHandledAgain() async throws {
         let env = try await EndToEnd()
         defer { env.stop() }

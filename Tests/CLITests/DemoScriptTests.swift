@@ -13,7 +13,7 @@ import Glibc
 /// every process it started (issue 12: "Stopping scripts/run with SIGINT … left the emulator and
 /// mosquitto running"). The script runs the debug binary (`GATT2MQTT_RUN_BINARY`, no setup and no
 /// release build) with its broker on a free port (`GATT2MQTT_RUN_MQTT_PORT`).
-@Suite(.serialized, .timeLimit(.minutes(2))) struct DemoScriptTests {
+@Suite(.serialized, .timeLimit(.minutes(6))) struct DemoScriptTests {
     static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
 
     /// A process as it was when the script reported it: its pid and its start time (field 22 of

@@ -7,7 +7,7 @@ import Testing
 /// `gatt2mqtt_bridge` and the device nodes `gatt2mqtt_<id>`, so one bridge's Home Assistant
 /// configs overwrote the other's). Two `gatt2mqtt run` on one mosquitto, the same device
 /// configured in both: the broker keeps both sets of retained configs, none in common.
-@Suite(.serialized, .timeLimit(.minutes(1))) struct DiscoveryBaseTopicEndToEndTests {
+@Suite(.serialized, .timeLimit(.minutes(5))) struct DiscoveryBaseTopicEndToEndTests {
     @Test func twoBaseTopicsOnOneBrokerKeepBothSetsOfConfigs() async throws {
         let env = try await EndToEnd()
         defer { env.stop() }

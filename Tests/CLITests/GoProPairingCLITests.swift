@@ -5,7 +5,7 @@ import Testing
 /// `gatt2mqtt gatt` against the simulated GoPro, whose characteristics need a paired link
 /// (gopro.md §2): without `--pair` bluetoothd pairs on the first write (docs/bluez.md "Automatic
 /// security"), with it the CLI pairs first; the bond is kept.
-@Suite(.serialized, .timeLimit(.minutes(1))) struct GoProPairingCLITests {
+@Suite(.serialized, .timeLimit(.minutes(5))) struct GoProPairingCLITests {
     @Test func encryptedGoProPairsOnTheWayOrWithPairAndKeepsTheBond() async throws {
         let (sim, bus) = try await BluetoothCLITests.simulate(["--device", "gopro@C0:FF:EE:00:00:01"])
         defer {

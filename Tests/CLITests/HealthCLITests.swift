@@ -5,7 +5,7 @@ import Testing
 
 /// `gatt2mqtt health` (the Dockerfile's HEALTHCHECK) asks the running bridge over MQTT:
 /// `bridge/request/health_check` with a transaction, the answer on `bridge/response/health_check`.
-@Suite(.serialized, .timeLimit(.minutes(1))) struct HealthCLITests {
+@Suite(.serialized, .timeLimit(.minutes(5))) struct HealthCLITests {
     @Test func healthyWhenTheRunningBridgeAnswers() async throws {
         let env = try await EndToEnd()
         defer { env.stop() }

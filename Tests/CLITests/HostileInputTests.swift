@@ -8,7 +8,7 @@ import Testing
 /// mosquitto and the emulator, and everything a stranger on the broker can send it. After each
 /// barrage the same process must still be running, answer a normal command `ok`, and its RSS stay
 /// within a bound.
-@Suite(.serialized, .timeLimit(.minutes(4))) struct HostileInputTests {
+@Suite(.serialized, .timeLimit(.minutes(8))) struct HostileInputTests {
     /// The camera (GoPro) and a layout sensor, and the knobs the limits are tested with.
     static let devices = """
           - {id: camera, address: "C0:FF:EE:00:00:01", profile: gopro, offline: {deadline: 3s}}

@@ -8,7 +8,7 @@ import Testing
 
 /// The Prometheus endpoint of `gatt2mqtt run` (docs/metrics.md), scraped with a real HTTP client
 /// (URLSession) while the bridge runs against mosquitto and the emulator.
-@Suite(.serialized, .timeLimit(.minutes(1))) struct MetricsEndToEndTests {
+@Suite(.serialized, .timeLimit(.minutes(5))) struct MetricsEndToEndTests {
     /// GET `path` on 127.0.0.1:`port`: the status and the body.
     static func get(port: Int, _ path: String) async throws -> (status: Int, body: String, contentType: String?) {
         let configuration = URLSessionConfiguration.ephemeral

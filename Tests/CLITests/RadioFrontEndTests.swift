@@ -10,7 +10,7 @@ import Glibc
 /// the front-end's own `--selftest` (a Bumble central on the same virtual radio: scan, connect,
 /// pair, GATT exchanges for each device kind, fault requests). Needs Python with `bumble`
 /// (scripts/setup installs it).
-@Suite(.serialized, .timeLimit(.minutes(2))) struct RadioFrontEndTests {
+@Suite(.serialized, .timeLimit(.minutes(6))) struct RadioFrontEndTests {
     /// `python3` from PATH, when it can import bumble.
     static let python: String? = {
         let path = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"

@@ -125,7 +125,7 @@ struct SimulatorControl {
 
 /// The whole product as a user runs it: `mosquitto`, `gatt2mqtt simulate` (emulated BlueZ on a
 /// private bus) and `gatt2mqtt run` as separate processes; a hub client talks MQTT only.
-@Suite(.serialized, .timeLimit(.minutes(1))) struct RunEndToEndTests {
+@Suite(.serialized, .timeLimit(.minutes(5))) struct RunEndToEndTests {
     @Test func bridgeProcessAgainstBrokerAndEmulator() async throws {
         let env = try await EndToEnd()
         defer { env.stop() }

@@ -7,7 +7,7 @@ import Testing
 /// `gatt2mqtt run`'s start-up self-check (shared/spec/bridge.md point 8): with the bus, BlueZ or
 /// the adapter missing it prints one fix line and keeps retrying (no crash loop); once the
 /// problem is fixed it starts; SIGTERM while waiting exits 0.
-@Suite(.serialized, .timeLimit(.minutes(1))) struct StartupSelfCheckTests {
+@Suite(.serialized, .timeLimit(.minutes(5))) struct StartupSelfCheckTests {
     static let camera = #"  - {id: camera, address: "C0:FF:EE:00:00:01", profile: gopro}"#
 
     /// Polls the bridge's stderr until it contains `text` (a file: no event announces a line).

@@ -6,7 +6,7 @@ import Testing
 /// `systemd-analyze verify` without a warning, keeps its contract, and `gatt2mqtt run` speaks
 /// `Type=notify` (READY=1 once BlueZ and the broker are up, STOPPING=1 on SIGTERM, WATCHDOG=1
 /// from its event loop at half `$WATCHDOG_USEC`).
-@Suite(.serialized, .timeLimit(.minutes(1))) struct SystemdUnitTests {
+@Suite(.serialized, .timeLimit(.minutes(5))) struct SystemdUnitTests {
     static let unit = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
         .deletingLastPathComponent().appendingPathComponent("config/gatt2mqtt.service")
 

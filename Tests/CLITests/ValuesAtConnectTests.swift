@@ -7,7 +7,7 @@ import Testing
 /// device is `online`, without any command — read, queried or registered for at connect by the
 /// device's driver — and again after a reconnect. The demo's devices (`gatt2mqtt simulate`:
 /// GoPro, Rokid glasses, heart-rate sensor) through `gatt2mqtt run`, a hub client on MQTT only.
-@Suite(.serialized, .timeLimit(.minutes(1))) struct ValuesAtConnectTests {
+@Suite(.serialized, .timeLimit(.minutes(5))) struct ValuesAtConnectTests {
     static let camera = "C0:FF:EE:00:00:03"
     static let glasses = "C0:FF:EE:00:00:02"
     static let heart = "C0:FF:EE:00:00:01"

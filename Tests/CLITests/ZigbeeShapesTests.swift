@@ -5,7 +5,7 @@ import Testing
 
 /// zigbee2mqtt's shapes on the bridge API (issue 22 item 4, docs/bridge-api.md), end to end: a
 /// real mosquitto, `gatt2mqtt simulate`, `gatt2mqtt run`, a hub that speaks MQTT only.
-@Suite(.serialized, .timeLimit(.minutes(2))) struct ZigbeeShapesTests {
+@Suite(.serialized, .timeLimit(.minutes(6))) struct ZigbeeShapesTests {
     typealias API = BridgeAPITests
 
     static func json(_ m: MQTTMessage?) -> [String: Any] {

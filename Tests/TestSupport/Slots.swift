@@ -5,7 +5,10 @@ import Synchronization
 /// parallel on a 2-core machine, more of them at once than the cores can serve turns their
 /// deadlines into flakiness, while the in-process tests beside them cost little. A test takes a
 /// slot before it starts its processes and gives it back when it has stopped them; waiting for
-/// a slot is an event (a continuation resumed by the release), not a poll.
+/// a slot is an event (a continuation resumed by the release), not a poll. A test's time limit
+/// counts its wait in this queue too, which grows with every process-heavy test the suite has
+/// (about 3 min of them in all on this machine): the suites that take a slot (CLITests) allow
+/// 5 min and more, so that a test is failed by its own hang, not by its place in the queue.
 public final class Slots: Sendable {
     private struct Waiter {
         var count: Int
