@@ -12,32 +12,10 @@ root=$(cd "$here/../.." && pwd)
 commands=${1:-5000}
 idle=${2:-30}
 profile=${BENCH_PROFILE:-gopro}
-work=$(mktemp -d)
-pids=()
-trap "exit 130" INT TERM
-cleanup() {
-  for ((i=${#pids[@]}-1; i>=0; i--)); do kill "${pids[$i]}" 2>/dev/null || true; wait "${pids[$i]}" 2>/dev/null || true; done
-  rm -rf "$work"
-}
-trap cleanup EXIT
-
-"$root/scripts/build-release" >/dev/null  # the flags every release build uses (docs/benchmarks.md "Memory")
-swift build -c release --package-path "$root/Benchmarks" --product bridge-bench >/dev/null
-bin=$(swift build -c release --package-path "$root" --show-bin-path)
-benchbin=$(swift build -c release --package-path "$root/Benchmarks" --show-bin-path)
-
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-cat > "$work/mosquitto.conf" <<CONF
-listener $port 127.0.0.1
-allow_anonymous true
-persistence false
-set_tcp_nodelay true
-max_queued_messages 0
-log_dest none
-CONF
-[ "$(id -u)" = 0 ] && echo "user root" >> "$work/mosquitto.conf"
-mosquitto -c "$work/mosquitto.conf" & pids+=($!)
-for _ in $(seq 50); do (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null && break; sleep 0.1; done
+source "$root/Benchmarks/common.sh"
+bench_init
+bench_build bridge-bench
+bench_mosquitto "max_queued_messages 0" "log_dest none"
 
 sim=()
 devices=""

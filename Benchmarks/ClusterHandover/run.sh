@@ -19,43 +19,21 @@ case "$kind" in
   killed|paused|rssi) ;;
   *) echo "usage: $0 killed|paused|rssi [COUNT=100]" >&2; exit 2 ;;
 esac
-work=$(mktemp -d)
-pids=()
-trap "exit 130" INT TERM
-cleanup() {
-  for ((i=${#pids[@]}-1; i>=0; i--)); do kill "${pids[$i]}" 2>/dev/null || true; wait "${pids[$i]}" 2>/dev/null || true; done
+source "$root/Benchmarks/common.sh"
+bench_init
+keep_logs() {
   # The bridges handover-bench started, should it have been stopped before it could kill them.
   for f in "$work"/*.pid; do [ -e "$f" ] && kill -9 "$(cat "$f")" 2>/dev/null || true; done
   if [ -n "${BENCH_LOGS:-}" ]; then
     mkdir -p "$BENCH_LOGS"
     for f in a.log b.log mosquitto.log; do [ -e "$work/$f" ] && cp "$work/$f" "$BENCH_LOGS/$kind-${f%.log}.log"; done
   fi
-  rm -rf "$work"
 }
-trap cleanup EXIT
-
-"$root/scripts/build-release" >/dev/null  # the flags every release build uses (docs/benchmarks.md "Memory")
-swift build -c release --package-path "$root/Benchmarks" --product handover-bench >/dev/null
-bin=$(swift build -c release --package-path "$root" --show-bin-path)
-benchbin=$(swift build -c release --package-path "$root/Benchmarks" --show-bin-path)
+bench_on_exit+=(keep_logs)
+bench_build handover-bench
 bridge=${BENCH_BRIDGE_BIN:-$bin/gatt2mqtt}
-
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-cat > "$work/mosquitto.conf" <<CONF
-listener $port 127.0.0.1
-allow_anonymous true
-persistence false
-set_tcp_nodelay true
-max_queued_messages 20000
-log_dest file $work/mosquitto.log
-log_type error
-log_type warning
-log_type notice
-log_type information
-CONF
-[ "$(id -u)" = 0 ] && echo "user root" >> "$work/mosquitto.conf"
-mosquitto -c "$work/mosquitto.conf" >"$work/mosquitto.out" 2>&1 & pids+=($!)
-for _ in $(seq 50); do (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null && break; sleep 0.1; done
+bench_mosquitto "max_queued_messages 20000" "log_dest file $work/mosquitto.log" \
+  "log_type error" "log_type warning" "log_type notice" "log_type information"
 
 # Both hosts see the sensor at −60 dBm with a hysteresis of 30 dB (only the owner's death moves it);
 # for rssi, a at −50 and b at −90 with 6 dB (handover-bench changes them).
