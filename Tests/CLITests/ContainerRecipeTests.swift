@@ -75,7 +75,13 @@ import Yams
         func read(_ path: String) throws -> String {
             try String(contentsOf: Self.root.appendingPathComponent(path), encoding: .utf8)
         }
-        for path in ["Dockerfile", "scripts/run", "Benchmarks/Bridge/run.sh"] {
+        // The benchmark drivers build through Benchmarks/common.sh, which they source.
+        for driver in ["Benchmarks/Bridge/run.sh", "Benchmarks/ClusterHandover/run.sh"] {
+            let text = try read(driver)
+            #expect(text.contains("source \"$root/Benchmarks/common.sh\"") && text.contains("bench_build "),
+                    "\(driver) does not build through Benchmarks/common.sh")
+        }
+        for path in ["Dockerfile", "scripts/run", "Benchmarks/common.sh"] {
             let text = try read(path)
             #expect(text.contains("scripts/build-release"), "\(path) does not build with scripts/build-release")
             #expect(!text.contains("swift build -c release --product gatt2mqtt"), "\(path) builds gatt2mqtt on its own")
