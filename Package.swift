@@ -49,6 +49,8 @@ let package = Package(
             exclude: ["Proto"]
         ),
         .target(name: "GattLayout", dependencies: ["BinaryCoding"]),
+        // Passive sensors' advertisements: BTHome v2, Xiaomi MiBeacon (AES-CCM), layout formats.
+        .target(name: "AdvertisementCodec", dependencies: ["BinaryCoding", "GattLayout"]),
 
         // MARK: C libraries and their single Swift wrappers
         .systemLibrary(
@@ -90,7 +92,7 @@ let package = Package(
         // know BlueZ, and the BlueZ client does not know the core.
         .target(name: "BlueZPort", dependencies: ["BlueZ", "BridgeCore", "DBus", "Reactor"]),
         // The device profiles, a folder each (GoPro/, Rokid/, Layout/), registered in DeviceProfiles.all.
-        .target(name: "DeviceProfiles", dependencies: ["BridgeCore", "BridgeConfig", "BridgeStore", "BinaryCoding", "CapsCodec", "GoProCodec", "GattLayout",
+        .target(name: "DeviceProfiles", dependencies: ["AdvertisementCodec", "BridgeCore", "BridgeConfig", "BridgeStore", "BinaryCoding", "CapsCodec", "GoProCodec", "GattLayout",
                                                        .product(name: "Logging", package: "swift-log")]),
         .target(
             name: "BridgeRuntime",
@@ -113,7 +115,7 @@ let package = Package(
         .target(
             name: "DeviceSimulators",
             // EmulatedBlueZ (what `gatt2mqtt simulate` runs): the private bus, the connection, the loop.
-            dependencies: ["BlueZSimulator", "DBus", "Reactor", "GoProCodec", "CapsCodec", "BinaryCoding",
+            dependencies: ["AdvertisementCodec", "BlueZSimulator", "DBus", "Reactor", "GoProCodec", "CapsCodec", "BinaryCoding",
                            .product(name: "SwiftProtobuf", package: "swift-protobuf")]
         ),
         .target(name: "BridgeStore", dependencies: ["BinaryCoding", .product(name: "GRDB", package: "GRDB.swift")]),
@@ -124,7 +126,7 @@ let package = Package(
         .executableTarget(
             name: "gatt2mqtt",
             dependencies: [
-                "BinaryCoding", "CapsCodec", "GoProCodec", "GattLayout", "BridgeConfig", "BridgeCore", "BridgeRuntime", "DeviceProfiles", "BlueZ", "BlueZSimulator", "DeviceSimulators", "PeripheralServer", "DBus", "Reactor",
+                "AdvertisementCodec", "BinaryCoding", "CapsCodec", "GoProCodec", "GattLayout", "BridgeConfig", "BridgeCore", "BridgeRuntime", "DeviceProfiles", "BlueZ", "BlueZSimulator", "DeviceSimulators", "PeripheralServer", "DBus", "Reactor",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
@@ -148,6 +150,7 @@ let package = Package(
         .testTarget(name: "BinaryCodingTests", dependencies: ["BinaryCoding"]),
         .testTarget(name: "CapsCodecTests", dependencies: ["CapsCodec", "BinaryCoding", "TestSupport"], exclude: ["Vectors", "Corpus"]),
         .testTarget(name: "GoProCodecTests", dependencies: ["GoProCodec", "BinaryCoding", "TestSupport"], exclude: ["Vectors", "Corpus"]),
+        .testTarget(name: "AdvertisementCodecTests", dependencies: ["AdvertisementCodec", "BinaryCoding", "GattLayout", "TestSupport"]),
         .testTarget(name: "GattLayoutTests", dependencies: ["GattLayout", "BinaryCoding", "TestSupport"], exclude: ["Corpus"]),
         .testTarget(name: "MosquittoTests", dependencies: ["Mosquitto", "Reactor", "TestSupport"]),
         .testTarget(name: "DBusTests", dependencies: ["DBus", "Reactor", "TestSupport"]),
