@@ -11,6 +11,8 @@ import BinaryCoding
 /// BTHome v2: decoding (``decode(_:key:address:)``) and encoding (``encode(_:packetID:triggerBased:encryption:)``).
 public enum BTHome {
     public static let uuid: UInt16 = 0xFCD2
+    /// ``uuid`` as BlueZ keys service data (computed once: the lookup is on every advertisement).
+    static let serviceDataKey = AdvertisementPacket.uuid(uuid)
 
     /// A value to encode (the decoder gives the same as JSON: numbers, booleans, strings).
     public enum Value: Sendable, Equatable {
@@ -284,6 +286,18 @@ public enum BTHome {
         return "\(name)_\(k)"
     }
 
+    /// `x × scale`, rounded, as a `size`-byte little-endian integer; out of its range (or not a
+    /// number) throws, naming `what`.
+    static func littleEndian(_ x: Double, times scale: Double, size: Int, signed: Bool, what: String) throws(AdvertisementError) -> [UInt8] {
+        let scaled = (x * scale).rounded()
+        let bits = 8 * size
+        let low: Double = signed ? -Double(sign: .plus, exponent: bits - 1, significand: 1) : 0
+        let high: Double = (signed ? Double(sign: .plus, exponent: bits - 1, significand: 1) : Double(sign: .plus, exponent: bits, significand: 1)) - 1
+        guard scaled.isFinite, scaled >= low, scaled <= high else { throw .malformed("\(what): \(x) is out of its range") }
+        let raw = UInt64(bitPattern: Int64(scaled))  // checked: scaled is finite and within ±2^32 (guard above)
+        return (0..<size).map { UInt8(truncatingIfNeeded: raw >> (8 * UInt64($0))) }
+    }
+
     @inline(__always) static func integer(_ bytes: ArraySlice<UInt8>, at i: Int, size: Int, signed: Bool) -> Int64 {
         var raw: UInt64 = 0
         for k in 0..<size { raw |= UInt64(bytes[i + k]) << (8 * UInt64(k)) }
@@ -322,13 +336,7 @@ public enum BTHome {
         let what = String(format2: "BTHome object 0x%02X (\(object.name))", id)
         switch (object.kind, value) {
         case (.number(let size, let signed, let multiply, let divide), .number(let x)):
-            let scaled = (x * divide / Double(multiply)).rounded()
-            let bits = 8 * size
-            let low: Double = signed ? -Double(sign: .plus, exponent: bits - 1, significand: 1) : 0
-            let high: Double = (signed ? Double(sign: .plus, exponent: bits - 1, significand: 1) : Double(sign: .plus, exponent: bits, significand: 1)) - 1
-            guard scaled.isFinite, scaled >= low, scaled <= high else { throw .malformed("\(what): \(x) is out of its range") }
-            let raw = UInt64(bitPattern: Int64(scaled))
-            for k in 0..<size { body.append(UInt8(truncatingIfNeeded: raw >> (8 * UInt64(k)))) }
+            body += try littleEndian(x, times: divide / Double(multiply), size: size, signed: signed, what: what)
         case (.binary, .bool(let on)):
             body.append(on ? 1 : 0)
         case (.packetID, .number(let x)):
@@ -373,9 +381,9 @@ public struct BTHomeFormat: AdvertisementFormat {
     public init() {}
     public var name: String { "bthome" }
     public var takesKey: Bool { true }
-    public func matches(_ packet: AdvertisementPacket) -> Bool { packet.serviceData(BTHome.uuid) != nil }
+    public func matches(_ packet: AdvertisementPacket) -> Bool { packet.serviceData[BTHome.serviceDataKey] != nil }
     public func decode(_ packet: AdvertisementPacket, key: [UInt8]?) throws(AdvertisementError) -> Reading? {
-        guard let data = packet.serviceData(BTHome.uuid) else { return nil }
+        guard let data = packet.serviceData[BTHome.serviceDataKey] else { return nil }
         return try BTHome.decode(data, key: key, address: packet.address)
     }
 }

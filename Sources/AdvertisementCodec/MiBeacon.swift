@@ -12,6 +12,8 @@ import BinaryCoding
 /// Xiaomi MiBeacon: decoding (``decode(_:key:address:)``) and encoding (``encode(productID:frameCounter:address:includeMAC:objects:encryption:)``).
 public enum MiBeacon {
     public static let uuid: UInt16 = 0xFE95
+    /// ``uuid`` as BlueZ keys service data (computed once: the lookup is on every advertisement).
+    static let serviceDataKey = AdvertisementPacket.uuid(uuid)
 
     /// One object: its id and value bytes. The static constructors build the common ones.
     public struct Object: Sendable, Equatable {
@@ -23,15 +25,21 @@ public enum MiBeacon {
         }
 
         private static func le(_ v: Int, _ size: Int) -> [UInt8] { (0..<size).map { UInt8(truncatingIfNeeded: v >> (8 * $0)) } }
-        private static func tenths(_ x: Double) -> Int { Int((x * 10).rounded()) }
+        private static func tenths(_ x: Double, signed: Bool, _ what: String) throws(AdvertisementError) -> [UInt8] {
+            try BTHome.littleEndian(x, times: 10, size: 2, signed: signed, what: "MiBeacon \(what)")
+        }
 
         /// 0x1004, °C in tenths (sint16).
-        public static func temperature(_ celsius: Double) -> Object { Object(id: 0x1004, bytes: le(tenths(celsius), 2)) }
+        public static func temperature(_ celsius: Double) throws(AdvertisementError) -> Object {
+            Object(id: 0x1004, bytes: try tenths(celsius, signed: true, "temperature"))
+        }
         /// 0x1006, % in tenths (uint16).
-        public static func humidity(_ percent: Double) -> Object { Object(id: 0x1006, bytes: le(tenths(percent), 2)) }
+        public static func humidity(_ percent: Double) throws(AdvertisementError) -> Object {
+            Object(id: 0x1006, bytes: try tenths(percent, signed: false, "humidity"))
+        }
         /// 0x100D, both in tenths.
-        public static func temperatureAndHumidity(_ celsius: Double, _ percent: Double) -> Object {
-            Object(id: 0x100D, bytes: le(tenths(celsius), 2) + le(tenths(percent), 2))
+        public static func temperatureAndHumidity(_ celsius: Double, _ percent: Double) throws(AdvertisementError) -> Object {
+            Object(id: 0x100D, bytes: try tenths(celsius, signed: true, "temperature") + tenths(percent, signed: false, "humidity"))
         }
         /// 0x100A, % (uint8).
         public static func battery(_ percent: UInt8) -> Object { Object(id: 0x100A, bytes: [percent]) }
@@ -42,7 +50,9 @@ public enum MiBeacon {
         /// 0x1009, µS/cm (uint16).
         public static func conductivity(_ value: UInt16) -> Object { Object(id: 0x1009, bytes: le(Int(value), 2)) }
         /// 0x1010, mg/m³ in hundredths (uint16).
-        public static func formaldehyde(_ value: Double) -> Object { Object(id: 0x1010, bytes: le(Int((value * 100).rounded()), 2)) }
+        public static func formaldehyde(_ value: Double) throws(AdvertisementError) -> Object {
+            Object(id: 0x1010, bytes: try BTHome.littleEndian(value, times: 100, size: 2, signed: false, what: "MiBeacon formaldehyde"))
+        }
     }
 
     /// The key and extended counter of an encrypted (v5) frame.
@@ -221,9 +231,9 @@ public struct MiBeaconFormat: AdvertisementFormat {
     public init() {}
     public var name: String { "xiaomi" }
     public var takesKey: Bool { true }
-    public func matches(_ packet: AdvertisementPacket) -> Bool { packet.serviceData(MiBeacon.uuid) != nil }
+    public func matches(_ packet: AdvertisementPacket) -> Bool { packet.serviceData[MiBeacon.serviceDataKey] != nil }
     public func decode(_ packet: AdvertisementPacket, key: [UInt8]?) throws(AdvertisementError) -> Reading? {
-        guard let data = packet.serviceData(MiBeacon.uuid) else { return nil }
+        guard let data = packet.serviceData[MiBeacon.serviceDataKey] else { return nil }
         return try MiBeacon.decode(data, key: key, address: packet.address)
     }
 }

@@ -91,6 +91,8 @@ private func hex(_ s: String) -> [UInt8] { try! Hex.decode(s.replacing(" ", with
         #expect(frame == hex("58585b0550f4830238c1a495ef58763c26000097e2abb5"))  // the published frame
         let plain = try MiBeacon.encode(frameCounter: 1, address: address, includeMAC: false, objects: [.temperatureAndHumidity(-3.5, 41.2), .battery(88)])
         #expect(try MiBeacon.decode(plain, key: nil, address: address).values == ["temperature": -3.5, "humidity": 41.2, "battery": 88])
+        #expect(throws: AdvertisementError.malformed("MiBeacon temperature: 3300.0 is out of its range")) { try MiBeacon.Object.temperature(3300) }
+        #expect(throws: AdvertisementError.malformed("MiBeacon humidity: nan is out of its range")) { try MiBeacon.Object.humidity(.nan) }
         let format = try #require(AdvertisementFormats.builtin(named: "xiaomi"))
         #expect(format.takesKey)
         let packet = AdvertisementPacket(address: address, serviceData: [AdvertisementPacket.uuid(0xFE95): plain])

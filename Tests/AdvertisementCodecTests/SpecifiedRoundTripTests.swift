@@ -85,7 +85,7 @@ import TestSupport
             let key = randomKey(&rng)
             let address = randomAddress(&rng)
             let encrypted = round % 2 == 0
-            let objects: [MiBeacon.Object] = round % 3 == 0
+            let objects: [MiBeacon.Object] = try round % 3 == 0
                 ? [.temperatureAndHumidity(temperature, humidity), .battery(battery)]
                 : [.temperature(temperature), .humidity(humidity), .battery(battery)]
             let frame = try MiBeacon.encode(
