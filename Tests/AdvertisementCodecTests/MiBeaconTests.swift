@@ -78,6 +78,12 @@ private func hex(_ s: String) -> [UInt8] { try! Hex.decode(s.replacing(" ", with
         #expect(throws: AdvertisementError.authenticationFailed) {
             try MiBeacon.decode(hex("40505b0501 041002c400"), key: [UInt8](repeating: 1, count: 16), address: address)
         }
+        // A capability byte with bit 5 set is followed by an I/O capability byte.
+        #expect(try MiBeacon.decode(hex("60505b0507 2801 0a100164"), key: nil, address: address).values == ["battery": 100])
+        #expect(try MiBeacon.decode(hex("60505b0507 08 0a100164"), key: nil, address: address).values == ["battery": 100])
+        #expect(throws: AdvertisementError.malformed("the MiBeacon frame ends before its I/O capability byte")) {
+            try MiBeacon.decode(hex("60505b0507 28"), key: nil, address: address)
+        }
         // A frame without objects only announces the device.
         #expect(try MiBeacon.decode(hex("10505b0501 010000 38c1a4"), key: nil, address: address).values.isEmpty)
     }
