@@ -9,8 +9,8 @@
 
 /// AES with a 128-bit key: the expanded key and the forward cipher of one block.
 public struct AES128: Sendable {
-    /// The 11 round keys, 16 bytes each (FIPS-197 §5.2).
-    private let roundKeys: [SIMD16<UInt8>]
+    /// The 44 words of the expanded key, 4 per round (FIPS-197 §5.2), big-endian columns.
+    private let roundKeys: [UInt32]
 
     /// `key` must be 16 bytes.
     public init(key: [UInt8]) throws(AdvertisementError) {
@@ -29,37 +29,46 @@ public struct AES128: Sendable {
             }
             words[i] = words[i - 4] ^ t
         }
-        var keys: [SIMD16<UInt8>] = []
-        keys.reserveCapacity(11)
-        for round in 0..<11 {
-            var k = SIMD16<UInt8>()
-            for c in 0..<4 {
-                let w = words[4 * round + c]
-                k[4 * c] = UInt8(truncatingIfNeeded: w >> 24)
-                k[4 * c + 1] = UInt8(truncatingIfNeeded: w >> 16)
-                k[4 * c + 2] = UInt8(truncatingIfNeeded: w >> 8)
-                k[4 * c + 3] = UInt8(truncatingIfNeeded: w)
-            }
-            keys.append(k)
-        }
-        roundKeys = keys
+        roundKeys = words
     }
 
-    /// The cipher of one block (FIPS-197 §5.1). Byte `i` of the block is row `i % 4`, column `i / 4`.
-    public func encrypt(_ block: SIMD16<UInt8>) -> SIMD16<UInt8> {
-        var s = block ^ roundKeys[0]
-        for round in 1..<10 {
-            s = Self.mixColumns(Self.shiftRows(Self.subBytes(s))) ^ roundKeys[round]
+    /// The cipher of one block: four big-endian columns (bytes 0-3 are column 0, row 0 first).
+    /// SubBytes, ShiftRows and MixColumns of a round as four table lookups per column (the
+    /// tables are the S-box times the MixColumns matrix, FIPS-197 §5.1).
+    func encrypt(_ block: Block) -> Block {
+        Self.tables.withUnsafeBufferPointer { te in
+            roundKeys.withUnsafeBufferPointer { rk in
+                Self.sbox.withUnsafeBufferPointer { box in
+                    @inline(__always) func t(_ a: UInt32, _ b: UInt32, _ c: UInt32, _ d: UInt32) -> UInt32 {
+                        te[Int(a >> 24)] ^ te[256 + Int((b >> 16) & 0xFF)] ^ te[512 + Int((c >> 8) & 0xFF)] ^ te[768 + Int(d & 0xFF)]
+                    }
+                    @inline(__always) func last(_ a: UInt32, _ b: UInt32, _ c: UInt32, _ d: UInt32) -> UInt32 {
+                        UInt32(box[Int(a >> 24)]) << 24 | UInt32(box[Int((b >> 16) & 0xFF)]) << 16
+                            | UInt32(box[Int((c >> 8) & 0xFF)]) << 8 | UInt32(box[Int(d & 0xFF)])
+                    }
+                    var s0 = block.w0 ^ rk[0], s1 = block.w1 ^ rk[1], s2 = block.w2 ^ rk[2], s3 = block.w3 ^ rk[3]
+                    for round in 1..<10 {
+                        let k = 4 * round
+                        let t0 = t(s0, s1, s2, s3) ^ rk[k]
+                        let t1 = t(s1, s2, s3, s0) ^ rk[k + 1]
+                        let t2 = t(s2, s3, s0, s1) ^ rk[k + 2]
+                        let t3 = t(s3, s0, s1, s2) ^ rk[k + 3]
+                        s0 = t0; s1 = t1; s2 = t2; s3 = t3
+                    }
+                    return Block(
+                        w0: last(s0, s1, s2, s3) ^ rk[40], w1: last(s1, s2, s3, s0) ^ rk[41],
+                        w2: last(s2, s3, s0, s1) ^ rk[42], w3: last(s3, s0, s1, s2) ^ rk[43])
+                }
+            }
         }
-        return Self.shiftRows(Self.subBytes(s)) ^ roundKeys[10]
     }
 
     /// The cipher of a 16-byte block given as bytes.
     public func encrypt(_ block: [UInt8]) -> [UInt8] {
         precondition(block.count == 16, "an AES block is 16 bytes")
-        var v = SIMD16<UInt8>()
-        for i in 0..<16 { v[i] = block[i] }
-        let out = encrypt(v)
+        var b = Block()
+        for i in 0..<16 { b[i] = block[i] }
+        let out = encrypt(b)
         return (0..<16).map { out[$0] }
     }
 
@@ -70,31 +79,20 @@ public struct AES128: Sendable {
             | UInt32(sbox[Int((w >> 8) & 0xFF)]) << 8 | UInt32(sbox[Int(w & 0xFF)])
     }
 
-    @inline(__always) private static func subBytes(_ s: SIMD16<UInt8>) -> SIMD16<UInt8> {
-        var r = SIMD16<UInt8>()
-        sbox.withUnsafeBufferPointer { box in
-            for i in 0..<16 { r[i] = box[Int(s[i])] }
+    /// Four tables of 256 words: entry x of the first is the column (2·S(x), S(x), S(x), 3·S(x)),
+    /// the others the same rotated by one, two and three bytes.
+    private static let tables: [UInt32] = {
+        var t = [UInt32](repeating: 0, count: 1024)
+        for x in 0..<256 {
+            let s = sbox[x]
+            let w = UInt32(xtime(s)) << 24 | UInt32(s) << 16 | UInt32(s) << 8 | UInt32(xtime(s) ^ s)
+            t[x] = w
+            t[256 + x] = w >> 8 | w << 24
+            t[512 + x] = w >> 16 | w << 16
+            t[768 + x] = w >> 24 | w << 8
         }
-        return r
-    }
-
-    @inline(__always) private static func shiftRows(_ s: SIMD16<UInt8>) -> SIMD16<UInt8> {
-        // Row r moves r columns to the left: new[c][r] = old[(c + r) % 4][r].
-        SIMD16<UInt8>(s[0], s[5], s[10], s[15], s[4], s[9], s[14], s[3], s[8], s[13], s[2], s[7], s[12], s[1], s[6], s[11])
-    }
-
-    @inline(__always) private static func mixColumns(_ s: SIMD16<UInt8>) -> SIMD16<UInt8> {
-        var r = SIMD16<UInt8>()
-        for c in 0..<4 {
-            let a0 = s[4 * c], a1 = s[4 * c + 1], a2 = s[4 * c + 2], a3 = s[4 * c + 3]
-            let all = a0 ^ a1 ^ a2 ^ a3
-            r[4 * c] = a0 ^ all ^ xtime(a0 ^ a1)
-            r[4 * c + 1] = a1 ^ all ^ xtime(a1 ^ a2)
-            r[4 * c + 2] = a2 ^ all ^ xtime(a2 ^ a3)
-            r[4 * c + 3] = a3 ^ all ^ xtime(a3 ^ a0)
-        }
-        return r
-    }
+        return t
+    }()
 
     /// FIPS-197 Figure 7.
     static let sbox: [UInt8] = [
@@ -115,6 +113,41 @@ public struct AES128: Sendable {
         0xe1, 0xf8, 0x98, 0x11, 0x69, 0xd9, 0x8e, 0x94, 0x9b, 0x1e, 0x87, 0xe9, 0xce, 0x55, 0x28, 0xdf,
         0x8c, 0xa1, 0x89, 0x0d, 0xbf, 0xe6, 0x42, 0x68, 0x41, 0x99, 0x2d, 0x0f, 0xb0, 0x54, 0xbb, 0x16,
     ]
+}
+
+/// One 16-byte block as four big-endian words (no heap storage).
+struct Block: Sendable {
+    var w0: UInt32 = 0, w1: UInt32 = 0, w2: UInt32 = 0, w3: UInt32 = 0
+
+    /// Byte `i` (0…15) in the order of the block's bytes.
+    subscript(i: Int) -> UInt8 {
+        get {
+            let w = i < 8 ? (i < 4 ? w0 : w1) : (i < 12 ? w2 : w3)
+            return UInt8(truncatingIfNeeded: w >> (24 - 8 * UInt32(i & 3)))
+        }
+        set {
+            let shift = 24 - 8 * UInt32(i & 3)
+            let mask = ~(UInt32(0xFF) << shift)
+            let v = UInt32(newValue) << shift
+            switch i >> 2 {
+            case 0: w0 = w0 & mask | v
+            case 1: w1 = w1 & mask | v
+            case 2: w2 = w2 & mask | v
+            default: w3 = w3 & mask | v
+            }
+        }
+    }
+
+    /// XORs `byte` into byte `i`.
+    @inline(__always) mutating func xor(_ i: Int, _ byte: UInt8) {
+        let v = UInt32(byte) << (24 - 8 * UInt32(i & 3))
+        switch i >> 2 {
+        case 0: w0 ^= v
+        case 1: w1 ^= v
+        case 2: w2 ^= v
+        default: w3 ^= v
+        }
+    }
 }
 
 /// AES-CCM (counter with CBC-MAC, NIST SP 800-38C / RFC 3610) over ``AES128``.
@@ -156,8 +189,8 @@ public enum AESCCM {
     }
 
     /// Block `A_i` or `B_0`: flags, nonce, then `value` big-endian in the remaining bytes.
-    private static func block(flags: UInt8, nonce: [UInt8], value: Int) -> SIMD16<UInt8> {
-        var b = SIMD16<UInt8>()
+    private static func block(flags: UInt8, nonce: [UInt8], value: Int) -> Block {
+        var b = Block()
         b[0] = flags
         for i in 0..<nonce.count { b[1 + i] = nonce[i] }
         var v = value
@@ -171,15 +204,15 @@ public enum AESCCM {
     }
 
     /// XORs `bytes[from..<from+16]` (zero padded) into `x`.
-    @inline(__always) private static func absorb(_ x: inout SIMD16<UInt8>, _ bytes: [UInt8], from: Int) {
+    @inline(__always) private static func absorb(_ x: inout Block, _ bytes: [UInt8], from: Int) {
         let n = min(16, bytes.count - from)
-        for i in 0..<n { x[i] ^= bytes[from + i] }
+        for i in 0..<n { x.xor(i, bytes[from + i]) }
     }
 
     /// The CBC-MAC `T` (SP 800-38C §6.1), unencrypted: its first `tagLength` bytes are the tag.
     private static func cbcMAC(
         _ message: [UInt8], key: AES128, nonce: [UInt8], associatedData: [UInt8], tagLength: Int
-    ) -> SIMD16<UInt8> {
+    ) -> Block {
         let l = 15 - nonce.count
         let flags = UInt8((associatedData.isEmpty ? 0 : 0x40) | ((tagLength - 2) / 2) << 3 | (l - 1))
         var x = key.encrypt(block(flags: flags, nonce: nonce, value: message.count))
@@ -210,7 +243,7 @@ public enum AESCCM {
     }
 
     /// The counter-mode transform of `input` with `A_1, A_2…`, and `S_0 = E(A_0)` for the tag.
-    private static func ctr(_ input: [UInt8], key: AES128, nonce: [UInt8]) -> (output: [UInt8], s0: SIMD16<UInt8>) {
+    private static func ctr(_ input: [UInt8], key: AES128, nonce: [UInt8]) -> (output: [UInt8], s0: Block) {
         let flags = UInt8(15 - nonce.count - 1)
         let s0 = key.encrypt(block(flags: flags, nonce: nonce, value: 0))
         var output = input

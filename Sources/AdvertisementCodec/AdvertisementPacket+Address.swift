@@ -7,16 +7,29 @@ extension AdvertisementPacket {
 
     /// The six bytes of an `AA:BB:CC:DD:EE:FF` address.
     public static func addressBytes(_ address: String) throws(AdvertisementError) -> [UInt8] {
-        let parts = address.split(separator: ":", omittingEmptySubsequences: false)
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(6)
-        for part in parts {
-            guard part.utf8.count == 2, let byte = UInt8(part, radix: 16) else { break }
-            bytes.append(byte)
+        // Read from the UTF-8 view directly: this runs for every encrypted advertisement.
+        var bytes = [UInt8](repeating: 0, count: 6)
+        var ok = address.utf8.count == 17
+        if ok {
+            var k = 0
+            for (i, c) in address.utf8.enumerated() {
+                if i % 3 == 2 {
+                    if c != UInt8(ascii: ":") { ok = false; break }
+                    continue
+                }
+                let digit: UInt8
+                switch c {
+                case UInt8(ascii: "0")...UInt8(ascii: "9"): digit = c - UInt8(ascii: "0")
+                case UInt8(ascii: "a")...UInt8(ascii: "f"): digit = c - UInt8(ascii: "a") + 10
+                case UInt8(ascii: "A")...UInt8(ascii: "F"): digit = c - UInt8(ascii: "A") + 10
+                default: ok = false; digit = 0
+                }
+                if !ok { break }
+                bytes[k / 2] = bytes[k / 2] << 4 | digit
+                k += 1
+            }
         }
-        guard parts.count == 6, bytes.count == 6 else {
-            throw .malformed("the address \"\(address.prefix(40))\" is not six hex bytes separated by colons")
-        }
+        guard ok else { throw .malformed("the address \"\(address.prefix(40))\" is not six hex bytes separated by colons") }
         return bytes
     }
 }

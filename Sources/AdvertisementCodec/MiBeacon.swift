@@ -80,17 +80,14 @@ public enum MiBeacon {
         guard version >= 2 else { throw .unsupported("MiBeacon version \(version) (2 and later only)") }
         let frameCounter = data[4]
         var i = 5
-        let macReversed: [UInt8]
+        // The sender's address, reversed as the frame carries it (the nonce's first 6 bytes).
+        let macReversed: [UInt8] = try AdvertisementPacket.addressBytes(address).reversed()
         if control & 0x0010 != 0 {
             guard data.count >= i + 6 else { throw .malformed("the MiBeacon frame says it carries the MAC and ends before it") }
-            macReversed = Array(data[i..<(i + 6)])
-            i += 6
-            let sender = try AdvertisementPacket.addressBytes(address)
-            guard macReversed.reversed().elementsEqual(sender) else {
+            guard data[i..<(i + 6)].elementsEqual(macReversed) else {
                 throw .malformed("the MAC in the MiBeacon frame is not the sender's address \(address)")
             }
-        } else {
-            macReversed = try AdvertisementPacket.addressBytes(address).reversed()
+            i += 6
         }
         if control & 0x0020 != 0 {
             guard data.count > i else { throw .malformed("the MiBeacon frame says it carries a capability byte and ends before it") }
