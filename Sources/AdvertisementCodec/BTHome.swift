@@ -199,6 +199,7 @@ public enum BTHome {
     /// of a receiver older than the sensor; with none before it, it throws `unsupported`.
     static func readObjects(_ bytes: ArraySlice<UInt8>) throws(AdvertisementError) -> Reading {
         var values = JSONObject()
+        values.reserveCapacity(bytes.count / 2)  // objects are 2 bytes and more: no regrowth
         var packetID: UInt32?
         var i = bytes.startIndex
         let end = bytes.endIndex

@@ -125,6 +125,7 @@ public enum MiBeacon {
     /// an object's header) are ignored, as Home Assistant's parser does.
     static func objects(_ bytes: ArraySlice<UInt8>) throws(AdvertisementError) -> JSONObject {
         var values = JSONObject()
+        values.reserveCapacity(bytes.count / 4 + 1)  // objects are 4 bytes and more (0x100D: two values)
         var i = bytes.startIndex
         while bytes.endIndex - i >= 3 {
             let id = UInt16(bytes[i]) | UInt16(bytes[i + 1]) << 8
