@@ -7,14 +7,14 @@ extension AdvertisementPacket {
 
     /// The six bytes of an `AA:BB:CC:DD:EE:FF` address.
     public static func addressBytes(_ address: String) throws(AdvertisementError) -> [UInt8] {
-        // Read from the UTF-8 view directly: this runs for every encrypted advertisement.
+        // Read from the UTF-8 bytes in place: this runs for every encrypted advertisement.
         var bytes = [UInt8](repeating: 0, count: 6)
-        var ok = address.utf8.count == 17
-        if ok {
-            var k = 0
-            for (i, c) in address.utf8.enumerated() {
+        func parse(_ text: UnsafeBufferPointer<UInt8>) -> Bool {
+            guard text.count == 17 else { return false }
+            for i in 0..<17 {
+                let c = text[i]
                 if i % 3 == 2 {
-                    if c != UInt8(ascii: ":") { ok = false; break }
+                    if c != UInt8(ascii: ":") { return false }
                     continue
                 }
                 let digit: UInt8
@@ -22,13 +22,13 @@ extension AdvertisementPacket {
                 case UInt8(ascii: "0")...UInt8(ascii: "9"): digit = c - UInt8(ascii: "0")
                 case UInt8(ascii: "a")...UInt8(ascii: "f"): digit = c - UInt8(ascii: "a") + 10
                 case UInt8(ascii: "A")...UInt8(ascii: "F"): digit = c - UInt8(ascii: "A") + 10
-                default: ok = false; digit = 0
+                default: return false
                 }
-                if !ok { break }
-                bytes[k / 2] = bytes[k / 2] << 4 | digit
-                k += 1
+                bytes[i / 3] = bytes[i / 3] << 4 | digit
             }
+            return true
         }
+        let ok = address.utf8.withContiguousStorageIfAvailable(parse) ?? Array(address.utf8).withUnsafeBufferPointer(parse)
         guard ok else { throw .malformed("the address \"\(address.prefix(40))\" is not six hex bytes separated by colons") }
         return bytes
     }
