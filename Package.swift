@@ -18,6 +18,7 @@ let package = Package(
         .library(name: "CapsCodec", targets: ["CapsCodec"]),
         .library(name: "GoProCodec", targets: ["GoProCodec"]),
         .library(name: "GattLayout", targets: ["GattLayout"]),
+        .library(name: "AdvertisementCodec", targets: ["AdvertisementCodec"]),
         .library(name: "Mosquitto", targets: ["Mosquitto"]),
         // The event loop an MQTTClient runs on (Benchmarks/).
         .library(name: "Reactor", targets: ["Reactor"]),

@@ -21,6 +21,7 @@ let package = Package(
                 .product(name: "CapsCodec", package: "gatt2mqtt"),
                 .product(name: "GoProCodec", package: "gatt2mqtt"),
                 .product(name: "GattLayout", package: "gatt2mqtt"),
+                .product(name: "AdvertisementCodec", package: "gatt2mqtt"),
             ],
             path: "Sources/CodecBench"
         ),

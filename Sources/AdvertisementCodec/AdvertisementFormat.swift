@@ -49,12 +49,16 @@ public struct Reading: Sendable, Equatable {
     public var counter: UInt32?
     /// The advertisement was encrypted (and its MIC checked with the key).
     public var encrypted: Bool
+    /// The device says it advertises only when something happens (BTHome's trigger-based flag:
+    /// a button), not at a regular interval, so silence does not mean it is gone.
+    public var triggerBased: Bool
 
-    public init(values: JSONObject, packetID: UInt32? = nil, counter: UInt32? = nil, encrypted: Bool = false) {
+    public init(values: JSONObject, packetID: UInt32? = nil, counter: UInt32? = nil, encrypted: Bool = false, triggerBased: Bool = false) {
         self.values = values
         self.packetID = packetID
         self.counter = counter
         self.encrypted = encrypted
+        self.triggerBased = triggerBased
     }
 }
 

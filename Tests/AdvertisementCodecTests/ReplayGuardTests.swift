@@ -19,3 +19,14 @@ import Testing
         #expect(p.serviceData(0xFCD2) == nil)
     }
 }
+
+@Suite struct AddressBytesTests {
+    @Test func sixHexBytesSeparatedByColons() throws {
+        #expect(try AdvertisementPacket.addressBytes("A4:c1:38:0F:ff:01") == [0xA4, 0xC1, 0x38, 0x0F, 0xFF, 0x01])
+        for bad in ["", "A4:C1:38:0F:FF", "A4:C1:38:0F:FF:01:02", "A4-C1-38-0F-FF-01", "A4:C1:38:0F:FF:0G", "A4:C1:38:0F:FF:1", "A4:C1:38:0F:FF:é1"] {
+            #expect(throws: AdvertisementError.malformed("the address \"\(bad)\" is not six hex bytes separated by colons")) {
+                try AdvertisementPacket.addressBytes(bad)
+            }
+        }
+    }
+}
