@@ -209,13 +209,34 @@ extension GattLayout.Numeric {
     }
 
     /// raw × scale + offset; a scale that is 1/k for a whole k divides by k, so 7 × 0.1 gives 0.7.
+    /// When the raw value is whole and scale and offset are decimals of at most 12 places, the
+    /// sum is done in whole numbers and divided once by the power of ten, so the result is the
+    /// double nearest the exact decimal (1377 × 0.001 + 1.6 gives 2.977, not 2.9770000000000003).
     func scaled(_ raw: Double) -> Double {
+        if let exact = decimalScaled(raw) { return exact }
         var v = raw
         if let scale {
             let inverse = 1 / scale
             v = inverse.rounded() == inverse && abs(inverse) > 1 ? raw / inverse : raw * scale
         }
         return v + (offset ?? 0)
+    }
+
+    func decimalScaled(_ raw: Double) -> Double? {
+        let limit = 9007199254740992.0  // 2^53: every whole double below it is exact
+        guard raw.rounded() == raw, raw.magnitude < limit else { return nil }
+        let scale = self.scale ?? 1, offset = self.offset ?? 0
+        var power = 1.0
+        for _ in 0...12 {
+            let s = (scale * power).rounded(), o = (offset * power).rounded()
+            if s / power == scale, o / power == offset {
+                let product = raw * s
+                guard product.magnitude < limit, o.magnitude < limit, (product + o).magnitude < limit else { return nil }
+                return (product + o) / power
+            }
+            power *= 10
+        }
+        return nil
     }
 
     /// (value − offset) / scale, the inverse of ``scaled(_:)`` before rounding.

@@ -176,7 +176,7 @@ struct LayoutEncoder {
             guard let d = v.doubleValue else { throw .invalidValue(path: path.text, reason: "expected a number, found \(v.typeName)") }
             try bit.numeric.checkLimits(d, path: path)
             let raw = bit.numeric.unscaled(d).rounded(.toNearestOrAwayFromZero)
-            guard raw >= 0, raw <= Double(maxValue) else {
+            guard raw >= 0, raw < 18446744073709551616.0, UInt64(raw) <= maxValue else {  // checked: raw in [0, 2^64) first
                 throw .invalidValue(path: path.text, reason: "\(GattLayout.Numeric.text(d)) gives raw \(GattLayout.Numeric.text(raw)), outside 0…\(maxValue)")
             }
             return UInt64(raw)  // checked: the guard above

@@ -86,6 +86,22 @@ import Testing
         #expect(notHex == .invalidLayout(path: "fields[0].value", reason: "expected 1…512 bytes as hex text, found \"zz\""))
     }
 
+    @Test func decimalScalesGiveTheNearestDouble() throws {
+        // raw × scale + offset in whole numbers, divided once: the decimal's own double.
+        let l = try layout(#"""
+        {"fields":[{"name":"v","type":"u16","scale":"1/1000","offset":1.6},{"name":"p","type":"u16","scale":0.01,"offset":500},
+                   {"name":"a","type":"i16","scale":0.00980665},{"name":"r","type":"u16","scale":"1/1024"}]}
+        """#)
+        #expect(try l.decode(bytes("6105 feff ff7f 0004")) == json(#"{"v":2.977,"p":1155.34,"a":321.33450055,"r":1}"#))
+        #expect(try l.encode(json(#"{"v":2.977,"p":1155.34,"a":321.33450055,"r":1}"#)) == bytes("6105 feff ff7f 0004"))
+    }
+
+    @Test func aWideScaledFlagGroupRefusesAValueBeyondItsBits() throws {
+        let l = try layout(#"{"fields":[{"type":"flags","size":8,"bits":[{"name":"w","bit":0,"width":64,"scale":1}]}]}"#)
+        let e = layoutError { _ = try l.encode(json(#"{"w":1.8446744073709552e19}"#)) }
+        #expect(e?.description == "invalid value at w: 1.8446744073709552e+19 gives raw 1.8446744073709552e+19, outside 0…18446744073709551615")
+    }
+
     @Test func sentinelValuesAreChecked() throws {
         let tooBig = layoutError { _ = try layout(#"{"fields":[{"name":"a","type":"u8","invalid":256}]}"#) }
         #expect(tooBig == .invalidLayout(path: "fields[0].invalid", reason: "expected a raw value from 0 to 255, found 256"))
