@@ -101,6 +101,21 @@ public struct LayoutFormat: AdvertisementFormat, Equatable {
         self.variants = variants
     }
 
+    /// Every key a reading's values can have (for Home Assistant's entities): the variants' layout
+    /// keys without their packet id, each name once (the first variant's kind and unit), in
+    /// order. A key that some variant lacks is conditional.
+    public var keys: [GattLayout.Key] {
+        var out: [GattLayout.Key] = []
+        let perVariant = variants.map { v in v.layout.keys.filter { $0.name != v.packetID } }
+        for keys in perVariant {
+            for key in keys where !out.contains(where: { $0.name == key.name }) {
+                let everywhere = perVariant.allSatisfy { $0.contains { $0.name == key.name } }
+                out.append(GattLayout.Key(name: key.name, kind: key.kind, unit: key.unit, isConditional: key.isConditional || !everywhere))
+            }
+        }
+        return out
+    }
+
     public func matches(_ packet: AdvertisementPacket) -> Bool {
         variants.contains { $0.match.payload(packet) != nil }
     }

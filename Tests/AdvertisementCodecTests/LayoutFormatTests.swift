@@ -114,6 +114,20 @@ func same(_ values: JSONObject, _ expected: [(String, Double)]) -> Bool {
         #expect(try ruuvi.decode(packet(for: ruuvi, hexBytes("0312FC5394C37C0004FFFC040CAC364200CDCBB8334C884F")), key: nil) == nil)
     }
 
+    @Test func keysForHomeAssistant() throws {
+        let atc = try builtinLayout("atc").keys
+        #expect(atc.map(\.name) == ["temperature", "humidity", "battery", "voltage"])
+        #expect(atc.map(\.unit) == ["°C", "%", "%", "V"])
+        #expect(atc.allSatisfy { !$0.isConditional })
+        let ruuvi = try builtinLayout("ruuvi").keys
+        #expect(ruuvi.map(\.name) == ["temperature", "humidity", "pressure", "acceleration_x", "acceleration_y", "acceleration_z", "voltage", "tx_power", "movement_counter"])
+        #expect(ruuvi.allSatisfy { $0.isConditional })  // each has a "not available" value
+        let govee = try builtinLayout("govee").keys
+        #expect(govee.map(\.name) == ["temperature", "humidity", "battery", "problem"])
+        #expect(govee.map(\.isConditional) == [false, false, false, true])  // H5074 has no error bit
+        #expect(govee.last?.kind == .boolean)
+    }
+
     /// A user's format for an invented device: manufacturer 0xFFFF, a leading byte, a 10-bit
     /// moisture with a sentinel in a 16-bit word, a flag bit, a sentinel temperature.
     static let soilProbe = #"""
