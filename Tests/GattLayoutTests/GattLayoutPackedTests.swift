@@ -1,5 +1,6 @@
 import BinaryCoding
 import GattLayout
+import TestSupport
 import Testing
 
 /// The language features for packed and fixed formats (docs/layouts.md): `invalid` sentinels,
@@ -60,6 +61,10 @@ import Testing
         #expect(try l.decode(bytes("81c289 64")) == json(#"{"temperature":-11.5,"humidity":33.7,"battery":100}"#))
         #expect(try l.decode(bytes("034db2 64")) == json(#"{"temperature":21.6,"humidity":49.8,"battery":100}"#))
         #expect(try l.encode(json(#"{"temperature":-11.5,"humidity":33.7,"battery":100}"#)) == bytes("81c289 64"))
+        // Below zero with no whole degree: the temperature part is 0, never −0.
+        let small = try l.decode(bytes("800005 64"))
+        #expect(small == json(#"{"temperature":0,"humidity":0.5,"battery":100}"#))
+        if case let .double(t)? = small["temperature"] { #expect(t.sign == .plus) }
         #expect(l.keys.map(\.name) == ["temperature", "humidity", "battery"])
         #expect(l.keys.map(\.unit) == ["°C", "%", nil])
         let big = layoutError { _ = try l.encode(json(#"{"temperature":1,"humidity":100.5,"battery":1}"#)) }
@@ -100,6 +105,32 @@ import Testing
         let l = try layout(#"{"fields":[{"type":"flags","size":8,"bits":[{"name":"w","bit":0,"width":64,"scale":1}]}]}"#)
         let e = layoutError { _ = try l.encode(json(#"{"w":1.8446744073709552e19}"#)) }
         #expect(e?.description == "invalid value at w: 1.8446744073709552e+19 gives raw 1.8446744073709552e+19, outside 0…18446744073709551615")
+    }
+
+    @Test func randomBytesThroughEveryPackedFeatureRoundTrip() throws {
+        let l = try layout(#"""
+        {"fields":[{"type":"pad","value":"a5"},
+          {"type":"i24","sign":"magnitude","invalid":8388608,"parts":[
+            {"name":"t","divide":1000,"signed":true,"scale":"1/10"},{"name":"h","modulo":1000,"scale":0.1}]},
+          {"type":"flags","size":2,"endian":"big","bits":[
+            {"name":"v","bit":4,"width":12,"scale":"1/1000","offset":1.6,"invalid":4095},{"name":"b","bit":0,"width":3}]},
+          {"name":"s","type":"i16","endian":"big","sign":"magnitude","scale":0.005,"invalid":[32768,65535]},
+          {"name":"n","type":"u8","invalid":255}]}
+        """#)
+        var rng = SeededRandom(seed: 0x9ACC_ED00)
+        var omitted = 0
+        for _ in 0..<5000 {
+            var raw = (0..<9).map { _ in UInt8(truncatingIfNeeded: rng.next()) }
+            raw[0] = 0xA5
+            if rng.next() % 8 == 0 { raw[1...3] = [0, 0, 0x80] }  // the field's sentinel, now and then
+            let decoded = try l.decode(raw)
+            if decoded["t"] == nil { omitted += 1 }
+            let again = try l.decode(try l.encode(decoded))
+            #expect(again == decoded, "\(Hex.encode(raw)): \(decoded.jsonText)")
+            if again != decoded { return }
+            if case let .double(t)? = decoded["t"], t == 0 { #expect(t.sign == .plus, "\(Hex.encode(raw)): −0") }
+        }
+        #expect(omitted > 100)
     }
 
     @Test func sentinelValuesAreChecked() throws {
