@@ -148,23 +148,46 @@ struct LayoutEncoder {
             guard let value = object[part.name] else { throw .invalidValue(path: path.text, reason: "missing field '\(part.name)'") }
             guard let d = value.doubleValue else { throw .invalidValue(path: path.text, reason: "expected a number, found \(value.typeName)") }
             try part.numeric.checkLimits(d, path: path)
-            let raw = part.numeric.unscaled(d).rounded(.toNearestOrAwayFromZero)
-            if raw < 0 {
+            // The raw digits: exact from an integer when the part is not scaled (above 2^53 too).
+            let rawMagnitude: UInt64
+            let rawNegative: Bool
+            let rawText: String
+            if !part.numeric.isScaled, let i = value.int64Value {
+                (rawMagnitude, rawNegative, rawText) = (i.magnitude, i < 0, "\(i)")
+            } else if !part.numeric.isScaled, let u = value.uint64Value {
+                (rawMagnitude, rawNegative, rawText) = (u, false, "\(u)")
+            } else {
+                let raw = part.numeric.unscaled(d).rounded(.toNearestOrAwayFromZero)
+                rawText = GattLayout.Numeric.text(raw)
+                guard raw.magnitude < 9.0e18 else {
+                    throw .invalidValue(path: path.text, reason: "\(GattLayout.Numeric.text(d)) gives raw \(rawText), which does not fit the part")
+                }
+                (rawMagnitude, rawNegative) = (UInt64(raw.magnitude), raw < 0)  // checked: below 9e18
+            }
+            if rawNegative {
                 guard part.signed else { throw .invalidValue(path: path.text, reason: "\(GattLayout.Numeric.text(d)) gives a negative raw value, and the part is not signed") }
                 negative = true
             }
-            let limit = Double(part.modulo ?? UInt64.max / part.divide)
-            guard raw.magnitude < limit, raw.magnitude < 9.0e18 else {
-                throw .invalidValue(path: path.text, reason: "\(GattLayout.Numeric.text(d)) gives raw \(GattLayout.Numeric.text(raw)), which does not fit the part")
+            guard part.modulo.map({ rawMagnitude < $0 }) ?? (rawMagnitude <= UInt64.max / part.divide) else {
+                throw .invalidValue(path: path.text, reason: "\(GattLayout.Numeric.text(d)) gives raw \(rawText), which does not fit the part")
             }
-            let (digits, overflow) = UInt64(raw.magnitude).multipliedReportingOverflow(by: part.divide)  // checked: below 9e18
+            let (digits, overflow) = rawMagnitude.multipliedReportingOverflow(by: part.divide)
             let (sum, overflow2) = magnitude.addingReportingOverflow(digits)
             guard !overflow, !overflow2 else { throw .invalidValue(path: path.text, reason: "the parts do not fit the field") }
             magnitude = sum
         }
         let path = FieldPath(prefix: prefix, name: parts[0].name)
-        guard magnitude <= UInt64(Int64.max) else { throw .invalidValue(path: path.text, reason: "the parts do not fit the field") }
-        let value = negative && magnitude != 0 ? JSONValue.int(-Int64(magnitude)) : .int(Int64(magnitude))
+        let half = UInt64(1) << UInt64(format.byteCount * 8 - 1)
+        // A two's complement field's minimum has the magnitude 2^(bits-1), which only it can have:
+        // it keeps its sign even when no signed part carries it.
+        if format.isSigned, !format.signMagnitude, magnitude == half { negative = true }
+        let value: JSONValue
+        if negative && magnitude != 0 {
+            guard magnitude <= UInt64(1) << 63 else { throw .invalidValue(path: path.text, reason: "the parts do not fit the field") }
+            value = .int(magnitude == UInt64(1) << 63 ? .min : -Int64(magnitude))  // checked: below 2^63 here
+        } else {
+            value = magnitude <= UInt64(Int64.max) ? .int(Int64(magnitude)) : .uint(magnitude)
+        }
         writeUnsigned(try integerBits(format, .plain, value, path: path), byteCount: format.byteCount, endianness: format.endianness)
     }
 
@@ -307,6 +330,8 @@ struct LayoutEncoder {
         // Sign and magnitude has no -2^(bits-1): its range is symmetric.
         let minSigned = format.signMagnitude ? -maxSigned : minSignedTwos
         var rangeText: String { format.isSigned ? "\(minSigned)…\(maxSigned)" : "0…\(maxUnsigned)" }
+        // A missing element of a repeated field with `invalid` (decoded as null).
+        if value == .null, let first = numeric.invalid.first { return first }
         if case let .string(s) = value {
             guard let raw = numeric.enumeration.first(where: { $0.name == s })?.value else {
                 throw .invalidValue(

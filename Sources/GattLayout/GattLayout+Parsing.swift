@@ -313,6 +313,17 @@ struct LayoutParser {
             let numeric = try numericOptions(o, path: p, integer: nil)
             out.append(.init(name: name, divide: divide, modulo: modulo, signed: signed, numeric: numeric, unit: o["unit"]?.stringValue))
         }
+        // The parts' digit ranges [divide, divide × modulo) must not overlap, or the encoder
+        // could not add them back.
+        let sorted = out.enumerated().sorted { $0.element.divide < $1.element.divide }
+        for (lower, upper) in zip(sorted, sorted.dropFirst()) {
+            let (end, overflow) = lower.element.modulo.map { lower.element.divide.multipliedReportingOverflow(by: $0) } ?? (0, true)
+            if overflow || end > upper.element.divide {
+                throw error(
+                    "\(path)[\(upper.offset)]",
+                    "the digits of '\(upper.element.name)' overlap those of '\(lower.element.name)' (a lower part needs a modulo with divide × modulo ≤ the next part's divide)")
+            }
+        }
         return out
     }
 
@@ -511,6 +522,9 @@ struct LayoutParser {
                     else {
                         throw error("\(path)[\(i)].name", "'\(key)' is already used (only alternatives on one flag bit may share a name)")
                     }
+                    if f.hasSentinel || other.hasSentinel {
+                        throw error("\(path)[\(i)]", "alternatives of '\(key)' cannot have an 'invalid' value")
+                    }
                     paired.insert(key)
                 } else {
                     seen[key] = i
@@ -521,6 +535,12 @@ struct LayoutParser {
 }
 
 extension GattLayout.Field {
+    /// Whether the field has `invalid` values.
+    var hasSentinel: Bool {
+        if case let .integer(_, numeric) = type { return !numeric.invalid.isEmpty }
+        return false
+    }
+
     /// Whether the field takes every byte left.
     var consumesRest: Bool {
         if repetition == .rest { return true }

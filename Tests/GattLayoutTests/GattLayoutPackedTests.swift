@@ -79,6 +79,34 @@ import Testing
         #expect(twice == .invalidLayout(path: "fields[1].name", reason: "'a' is already used (only alternatives on one flag bit may share a name)"))
     }
 
+    @Test func overlappingPartsAndSentinelAlternativesAreRefused() throws {
+        let overlap = layoutError { _ = try layout(#"{"fields":[{"type":"u16","parts":[{"name":"a"},{"name":"b","divide":10}]}]}"#) }
+        #expect(overlap == .invalidLayout(
+            path: "fields[0].parts[1]",
+            reason: "the digits of 'b' overlap those of 'a' (a lower part needs a modulo with divide × modulo ≤ the next part's divide)"))
+        _ = try layout(#"{"fields":[{"type":"u16","parts":[{"name":"b","divide":100},{"name":"a","modulo":10}]}]}"#)  // digit 1 unused: fine
+        let alternatives = layoutError {
+            _ = try layout(#"{"fields":[{"type":"flags","bits":[{"name":"wide","bit":0}]},{"name":"x","type":"u8","invalid":255,"present_unless":"wide"},{"name":"x","type":"u16","present_if":"wide"}]}"#)
+        }
+        #expect(alternatives == .invalidLayout(path: "fields[2]", reason: "alternatives of 'x' cannot have an 'invalid' value"))
+    }
+
+    @Test func partsOfTheMinimumAndOfA64BitValueEncodeBack() throws {
+        // No part carries the sign: the minimum's magnitude, 2^15, can only be −32768.
+        let small = try layout(#"{"fields":[{"type":"i16","parts":[{"name":"a","modulo":10},{"name":"b","divide":10}]}]}"#)
+        let minimum = try small.decode(bytes("0080"))
+        #expect(minimum == json(#"{"a":8,"b":3276}"#))
+        #expect(try small.encode(minimum) == bytes("0080"))
+        let wide = try layout(#"{"fields":[{"type":"u64","parts":[{"name":"a","modulo":10},{"name":"b","divide":10}]}]}"#)
+        let top = try wide.decode(bytes("ffffffffffffffff"))
+        #expect(try wide.encode(top) == bytes("ffffffffffffffff"))
+        // A repeated field's missing element is its sentinel again.
+        let list = try layout(#"{"fields":[{"name":"v","type":"u8","invalid":255,"repeat":3}]}"#)
+        let decoded = try list.decode(bytes("01ff03"))
+        #expect(decoded == json(#"{"v":[1,null,3]}"#))
+        #expect(try list.encode(decoded) == bytes("01ff03"))
+    }
+
     @Test func aPadWithAValueIsAConstant() throws {
         let l = try layout(#"{"fields":[{"type":"pad","value":"0599"},{"name":"x","type":"u8"}]}"#)
         #expect(try l.decode(bytes("0599 07")) == json(#"{"x":7}"#))
