@@ -35,26 +35,65 @@ struct LayoutDecoder {
             let path = FieldPath(prefix: prefix, name: field.name)
             switch field.type {
             case let .flags(flags):
+                let start = reader.offset
                 let raw = try readUnsigned(byteCount: flags.byteCount, endianness: flags.endianness, path: path)
                 for bit in flags.bits {
                     let mask: UInt64 = bit.width >= 64 ? .max : (UInt64(1) << UInt64(bit.width)) - 1
                     let v = (raw >> UInt64(bit.bit)) & mask
                     if let p = bit.presenceIndex {
                         presence[p] = v != 0
+                    } else if bit.numeric.invalid.contains(v) {
+                        continue  // "not available": no key
                     } else if let name = bit.enumeration.first(where: { Int64(exactly: v) == $0.value })?.name {
                         out[bit.name] = .string(name)
-                    } else if bit.width == 1 && bit.enumeration.isEmpty {
+                    } else if bit.width == 1 && bit.enumeration.isEmpty && !bit.numeric.isScaled {
                         out[bit.name] = .bool(v != 0)
                     } else {
-                        out[bit.name] = Int64(exactly: v).map(JSONValue.int) ?? .uint(v)
+                        let exact = Int64(exactly: v).map(JSONValue.int) ?? .uint(v)
+                        out[bit.name] = try bit.numeric.decoded(
+                            exact: exact, Double(v), path: FieldPath(prefix: path.prefix, name: bit.name), offset: start)
                     }
                 }
             case let .pad(length):
-                do { try reader.skip(length) } catch { throw needMore(error, path) }
+                let start = reader.offset
+                let bytes = try read(length, path: path)
+                if let constant = field.constant, !bytes.elementsEqual(constant) {
+                    throw .malformed(
+                        field: path.text, offset: start,
+                        reason: "expected the bytes \(Hex.encode(constant)), found \(Hex.encode(bytes))")
+                }
             default:
                 switch field.repetition {
+                case .once where !field.parts.isEmpty:
+                    guard case let .integer(format, numeric) = field.type else { break }
+                    let start = reader.offset
+                    let raw = try readUnsigned(byteCount: format.byteCount, endianness: format.endianness, path: path)
+                    if numeric.invalid.contains(raw) { continue }
+                    let value = format.value(of: raw)
+                    let negative: Bool
+                    let magnitude: UInt64
+                    switch value {
+                    case let .int(i): negative = i < 0; magnitude = i.magnitude
+                    case let .uint(u): negative = false; magnitude = u
+                    default: negative = false; magnitude = 0
+                    }
+                    for part in field.parts {
+                        var digits = magnitude / part.divide
+                        if let m = part.modulo { digits %= m }
+                        let partPath = FieldPath(prefix: prefix, name: part.name)
+                        if part.signed && negative {
+                            // digits ≤ UInt64.max / divide; a negative value's magnitude is at most 2^63.
+                            let d = -Double(digits)
+                            out[part.name] = try part.numeric.decoded(
+                                exact: Int64(exactly: d).map(JSONValue.int), d, path: partPath, offset: start)
+                        } else {
+                            let exact = Int64(exactly: digits).map(JSONValue.int) ?? .uint(digits)
+                            out[part.name] = try part.numeric.decoded(exact: exact, Double(digits), path: partPath, offset: start)
+                        }
+                    }
                 case .once:
-                    out[field.name] = try decodeValue(field.type, path: path)
+                    let value = try decodeValue(field.type, path: path)
+                    if value != .null { out[field.name] = value }  // null: an `invalid` sentinel, no key
                 case let .count(n):
                     var items: [JSONValue] = []
                     items.reserveCapacity(n)
@@ -97,9 +136,8 @@ struct LayoutDecoder {
         switch type {
         case let .integer(format, numeric):
             let raw = try readUnsigned(byteCount: format.byteCount, endianness: format.endianness, path: path)
-            if format.isSigned {
-                let shift = UInt64(64 - format.byteCount * 8)
-                let value = Int64(bitPattern: raw << shift) >> Int64(shift)
+            if numeric.invalid.contains(raw) { return .null }
+            if format.isSigned, case let .int(value) = format.value(of: raw) {
                 if let name = numeric.enumeration.first(where: { $0.value == value })?.name { return .string(name) }
                 return try numeric.decoded(exact: .int(value), Double(value), path: path, offset: start)
             }
@@ -171,13 +209,34 @@ extension GattLayout.Numeric {
     }
 
     /// raw × scale + offset; a scale that is 1/k for a whole k divides by k, so 7 × 0.1 gives 0.7.
+    /// When the raw value is whole and scale and offset are decimals of at most 12 places, the
+    /// sum is done in whole numbers and divided once by the power of ten, so the result is the
+    /// double nearest the exact decimal (1377 × 0.001 + 1.6 gives 2.977, not 2.9770000000000003).
     func scaled(_ raw: Double) -> Double {
+        if let exact = decimalScaled(raw) { return exact }
         var v = raw
         if let scale {
             let inverse = 1 / scale
             v = inverse.rounded() == inverse && abs(inverse) > 1 ? raw / inverse : raw * scale
         }
         return v + (offset ?? 0)
+    }
+
+    func decimalScaled(_ raw: Double) -> Double? {
+        let limit = 9007199254740992.0  // 2^53: every whole double below it is exact
+        guard raw.rounded() == raw, raw.magnitude < limit else { return nil }
+        let scale = self.scale ?? 1, offset = self.offset ?? 0
+        var power = 1.0
+        for _ in 0...12 {
+            let s = (scale * power).rounded(), o = (offset * power).rounded()
+            if s / power == scale, o / power == offset {
+                let product = raw * s
+                guard product.magnitude < limit, o.magnitude < limit, (product + o).magnitude < limit else { return nil }
+                return (product + o) / power
+            }
+            power *= 10
+        }
+        return nil
     }
 
     /// (value − offset) / scale, the inverse of ``scaled(_:)`` before rounding.
@@ -191,6 +250,22 @@ extension GattLayout.Numeric {
     }
 
     static func text(_ d: Double) -> String { JSONValue.double(d).jsonText }
+}
+
+extension GattLayout.IntegerFormat {
+    /// The number that raw wire bits stand for: `.uint` for unsigned fields, `.int` for signed
+    /// ones (two's complement, or sign and magnitude).
+    func value(of raw: UInt64) -> JSONValue {
+        guard isSigned else { return raw <= UInt64(Int64.max) ? .int(Int64(raw)) : .uint(raw) }
+        let bits = UInt64(byteCount * 8)
+        if signMagnitude {
+            let sign: UInt64 = 1 << (bits - 1)
+            let magnitude = Int64(raw & (sign - 1))  // checked: below 2^63
+            return .int(raw & sign != 0 ? -magnitude : magnitude)
+        }
+        let shift = 64 - bits
+        return .int(Int64(bitPattern: raw << shift) >> Int64(shift))
+    }
 }
 
 /// Where a value sits (`name`, `name[3]`, `time_stamp.year`), spelled out only when an error is thrown.

@@ -108,7 +108,15 @@ struct LayoutEncoder {
                 }
                 writeUnsigned(raw, byteCount: flags.byteCount, endianness: flags.endianness)
             case let .pad(length):
-                writer.writeBytes(repeatElement(0 as UInt8, count: length))
+                if let constant = field.constant {
+                    writer.writeBytes(constant)
+                } else {
+                    writer.writeBytes(repeatElement(0 as UInt8, count: length))
+                }
+            case let .integer(format, numeric) where !field.parts.isEmpty:
+                try encodeParts(field.parts, format, numeric, object, prefix: prefix)
+            case let .integer(format, numeric) where field.repetition == .once && object[field.name] == nil && !numeric.invalid.isEmpty:
+                writeUnsigned(numeric.invalid[0], byteCount: format.byteCount, endianness: format.endianness)
             default:
                 guard let value = object[field.name] else {
                     var reason = "missing field '\(field.name)'"
@@ -122,9 +130,79 @@ struct LayoutEncoder {
         }
     }
 
+    /// A field with `parts`: the parts' digits summed back into one integer (sign and magnitude,
+    /// or two's complement, as the field's type says). A missing part is 0, or, when every part
+    /// is missing and the field has `invalid`, the field is written as its first invalid value.
+    mutating func encodeParts(
+        _ parts: [GattLayout.Part], _ format: GattLayout.IntegerFormat, _ numeric: GattLayout.Numeric,
+        _ object: JSONObject, prefix: String
+    ) throws(GattLayoutError) {
+        if !numeric.invalid.isEmpty, parts.allSatisfy({ object[$0.name] == nil }) {
+            writeUnsigned(numeric.invalid[0], byteCount: format.byteCount, endianness: format.endianness)
+            return
+        }
+        var magnitude: UInt64 = 0
+        var negative = false
+        for part in parts {
+            let path = FieldPath(prefix: prefix, name: part.name)
+            guard let value = object[part.name] else { throw .invalidValue(path: path.text, reason: "missing field '\(part.name)'") }
+            guard let d = value.doubleValue else { throw .invalidValue(path: path.text, reason: "expected a number, found \(value.typeName)") }
+            try part.numeric.checkLimits(d, path: path)
+            // The raw digits: exact from an integer when the part is not scaled (above 2^53 too).
+            let rawMagnitude: UInt64
+            let rawNegative: Bool
+            let rawText: String
+            if !part.numeric.isScaled, let i = value.int64Value {
+                (rawMagnitude, rawNegative, rawText) = (i.magnitude, i < 0, "\(i)")
+            } else if !part.numeric.isScaled, let u = value.uint64Value {
+                (rawMagnitude, rawNegative, rawText) = (u, false, "\(u)")
+            } else {
+                let raw = part.numeric.unscaled(d).rounded(.toNearestOrAwayFromZero)
+                rawText = GattLayout.Numeric.text(raw)
+                guard raw.magnitude < 9.0e18 else {
+                    throw .invalidValue(path: path.text, reason: "\(GattLayout.Numeric.text(d)) gives raw \(rawText), which does not fit the part")
+                }
+                (rawMagnitude, rawNegative) = (UInt64(raw.magnitude), raw < 0)  // checked: below 9e18
+            }
+            if rawNegative {
+                guard part.signed else { throw .invalidValue(path: path.text, reason: "\(GattLayout.Numeric.text(d)) gives a negative raw value, and the part is not signed") }
+                negative = true
+            }
+            guard part.modulo.map({ rawMagnitude < $0 }) ?? (rawMagnitude <= UInt64.max / part.divide) else {
+                throw .invalidValue(path: path.text, reason: "\(GattLayout.Numeric.text(d)) gives raw \(rawText), which does not fit the part")
+            }
+            let (digits, overflow) = rawMagnitude.multipliedReportingOverflow(by: part.divide)
+            let (sum, overflow2) = magnitude.addingReportingOverflow(digits)
+            guard !overflow, !overflow2 else { throw .invalidValue(path: path.text, reason: "the parts do not fit the field") }
+            magnitude = sum
+        }
+        let path = FieldPath(prefix: prefix, name: parts[0].name)
+        let half = UInt64(1) << UInt64(format.byteCount * 8 - 1)
+        // A two's complement field's minimum has the magnitude 2^(bits-1), which only it can have:
+        // it keeps its sign even when no signed part carries it.
+        if format.isSigned, !format.signMagnitude, magnitude == half { negative = true }
+        let value: JSONValue
+        if negative && magnitude != 0 {
+            guard magnitude <= UInt64(1) << 63 else { throw .invalidValue(path: path.text, reason: "the parts do not fit the field") }
+            value = .int(magnitude == UInt64(1) << 63 ? .min : -Int64(magnitude))  // checked: below 2^63 here
+        } else {
+            value = magnitude <= UInt64(Int64.max) ? .int(Int64(magnitude)) : .uint(magnitude)
+        }
+        writeUnsigned(try integerBits(format, .plain, value, path: path), byteCount: format.byteCount, endianness: format.endianness)
+    }
+
     func flagValue(_ bit: GattLayout.FlagBit, _ value: JSONValue?, path: FieldPath) throws(GattLayoutError) -> UInt64 {
         let maxValue: UInt64 = bit.width >= 64 ? .max : (UInt64(1) << UInt64(bit.width)) - 1
         switch value {
+        case nil where !bit.numeric.invalid.isEmpty: return bit.numeric.invalid[0]
+        case let v? where bit.numeric.isScaled || bit.numeric.minimum != nil || bit.numeric.maximum != nil:
+            guard let d = v.doubleValue else { throw .invalidValue(path: path.text, reason: "expected a number, found \(v.typeName)") }
+            try bit.numeric.checkLimits(d, path: path)
+            let raw = bit.numeric.unscaled(d).rounded(.toNearestOrAwayFromZero)
+            guard raw >= 0, raw < 18446744073709551616.0, UInt64(raw) <= maxValue else {  // checked: raw in [0, 2^64) first
+                throw .invalidValue(path: path.text, reason: "\(GattLayout.Numeric.text(d)) gives raw \(GattLayout.Numeric.text(raw)), outside 0…\(maxValue)")
+            }
+            return UInt64(raw)  // checked: the guard above
         case nil, .null?: return 0
         case let .bool(b)?:
             guard bit.width == 1 else { throw .invalidValue(path: path.text, reason: "expected a number from 0 to \(maxValue)") }
@@ -246,10 +324,14 @@ struct LayoutEncoder {
         _ format: GattLayout.IntegerFormat, _ numeric: GattLayout.Numeric, _ value: JSONValue, path: FieldPath
     ) throws(GattLayoutError) -> UInt64 {
         let bits = format.byteCount * 8
-        let minSigned: Int64 = bits == 64 ? .min : -(Int64(1) << Int64(bits - 1))
+        let minSignedTwos: Int64 = bits == 64 ? .min : -(Int64(1) << Int64(bits - 1))
         let maxSigned: Int64 = bits == 64 ? .max : (Int64(1) << Int64(bits - 1)) - 1
         let maxUnsigned: UInt64 = bits == 64 ? .max : (UInt64(1) << UInt64(bits)) - 1
+        // Sign and magnitude has no -2^(bits-1): its range is symmetric.
+        let minSigned = format.signMagnitude ? -maxSigned : minSignedTwos
         var rangeText: String { format.isSigned ? "\(minSigned)…\(maxSigned)" : "0…\(maxUnsigned)" }
+        // A missing element of a repeated field with `invalid` (decoded as null).
+        if value == .null, let first = numeric.invalid.first { return first }
         if case let .string(s) = value {
             guard let raw = numeric.enumeration.first(where: { $0.name == s })?.value else {
                 throw .invalidValue(
@@ -266,10 +348,10 @@ struct LayoutEncoder {
         if numeric.isScaled {
             let raw = numeric.unscaled(d).rounded(.toNearestOrAwayFromZero)
             if format.isSigned {
-                guard raw >= Double(minSigned), raw < -Double(minSigned), Int64(raw) <= maxSigned else {  // checked: raw in [-2^63, 2^63) first
+                guard raw >= Double(minSigned), raw < 9223372036854775808.0, Int64(raw) <= maxSigned else {  // checked: raw in [-2^63, 2^63) first
                     throw .invalidValue(path: path.text, reason: "\(numeric.unscaledText(d)) gives raw \(GattLayout.Numeric.text(raw)), outside \(rangeText)")
                 }
-                return UInt64(bitPattern: Int64(raw))  // checked: the guard above
+                return format.bits(of: Int64(raw))  // checked: the guard above
             }
             guard raw >= 0, raw < 18446744073709551616.0, UInt64(raw) <= maxUnsigned else {  // checked: raw in [0, 2^64) first
                 throw .invalidValue(path: path.text, reason: "\(numeric.unscaledText(d)) gives raw \(GattLayout.Numeric.text(raw)), outside \(rangeText)")
@@ -283,7 +365,7 @@ struct LayoutEncoder {
             guard i >= minSigned, i <= maxSigned else {
                 throw .invalidValue(path: path.text, reason: "\(i) is outside \(rangeText)")
             }
-            return UInt64(bitPattern: i)
+            return format.bits(of: i)
         }
         guard let u = value.uint64Value, u <= maxUnsigned else {
             throw .invalidValue(path: path.text, reason: "expected an integer in \(rangeText), found \(value.jsonText)")
@@ -326,11 +408,20 @@ extension GattLayout {
                 switch f.type {
                 case let .flags(flags): return flags.bits.contains { $0.presenceIndex == nil && $0.name == key }
                 case .pad: return false
-                default: return f.name == key
+                default: return f.parts.isEmpty ? f.name == key : f.parts.contains { $0.name == key }
                 }
             }
             if !known { throw .invalidValue(path: prefix + key, reason: "unknown field '\(key)'") }
         }
+    }
+}
+
+extension GattLayout.IntegerFormat {
+    /// The wire bits of a signed value already checked to be in range.
+    func bits(of i: Int64) -> UInt64 {
+        let mask: UInt64 = byteCount == 8 ? .max : (UInt64(1) << UInt64(byteCount * 8)) - 1
+        guard signMagnitude, i < 0 else { return UInt64(bitPattern: i) & (signMagnitude ? mask : .max) }
+        return (UInt64(1) << UInt64(byteCount * 8 - 1)) | i.magnitude
     }
 }
 

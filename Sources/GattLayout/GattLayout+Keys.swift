@@ -28,7 +28,8 @@ extension GattLayout {
         /// The field's `unit`, if the layout gives one.
         public let unit: String?
         /// Whether the key can be absent: the field has a presence condition (`present_if`,
-        /// `present_unless`; a pair of alternatives counts as always present).
+        /// `present_unless`; a pair of alternatives counts as always present) or an `invalid`
+        /// sentinel.
         public let isConditional: Bool
 
         public init(name: String, kind: Kind, unit: String?, isConditional: Bool) {
@@ -41,7 +42,8 @@ extension GattLayout {
 
     /// Every key a decoded value can have, in the order the decoder writes them; alternatives
     /// (two fields of one name, e.g. the heart rate as u8 or u16) are one key, with the unit of
-    /// the first. Presence bits and `pad` fields are no keys.
+    /// the first. Presence bits and `pad` fields are no keys; a field with `parts` gives one key
+    /// per part.
     public var keys: [Key] {
         var out: [Key] = []
         for (i, field) in fields.enumerated() {
@@ -49,16 +51,23 @@ extension GattLayout {
             case let .flags(flags):
                 for bit in flags.bits where bit.presenceIndex == nil {
                     let kind: Key.Kind = !bit.enumeration.isEmpty ? .choice(names: bit.enumeration.map(\.name))
-                        : bit.width == 1 ? .boolean : .number
-                    out.append(Key(name: bit.name, kind: kind, unit: nil, isConditional: false))
+                        : bit.width == 1 && !bit.numeric.isScaled ? .boolean : .number
+                    out.append(Key(name: bit.name, kind: kind, unit: bit.unit, isConditional: !bit.numeric.invalid.isEmpty))
                 }
             case .pad:
                 continue
+            case let .integer(_, numeric) where !field.parts.isEmpty:
+                for part in field.parts {
+                    out.append(Key(name: part.name, kind: .number, unit: part.unit,
+                                   isConditional: field.condition != nil || !numeric.invalid.isEmpty))
+                }
             default:
                 if let alternative = alternatives[i], !alternative.isFirst { continue }
                 let kind: Key.Kind = field.repetition == .once ? Self.kind(of: field.type) : .list
+                var sentinel = false
+                if case let .integer(_, numeric) = field.type, field.repetition == .once { sentinel = !numeric.invalid.isEmpty }
                 out.append(Key(name: field.name, kind: kind, unit: field.unit,
-                               isConditional: field.condition != nil && alternatives[i] == nil))
+                               isConditional: (field.condition != nil && alternatives[i] == nil) || sentinel))
             }
         }
         return out

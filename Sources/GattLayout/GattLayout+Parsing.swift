@@ -33,6 +33,14 @@ extension GattLayout {
     }
 }
 
+extension GattLayout {
+    /// A UUID written as the layouts write `uuid:` (`"181A"`, `"0x181A"`, 8 hex digits or the
+    /// 128-bit form; a number is refused), in lowercase 128-bit form; errors name `path`.
+    public static func uuid(_ value: JSONValue, path: String) throws(GattLayoutError) -> String {
+        try LayoutParser().uuid(value, path: path)
+    }
+}
+
 /// The state of one layout parse: flag bits declared so far and the ones conditions refer to.
 struct LayoutParser {
     var referencedBits: Set<String> = []
@@ -46,6 +54,7 @@ struct LayoutParser {
     static let fieldKeys: Set<String> = [
         "name", "type", "endian", "scale", "offset", "min", "max", "enum", "length", "repeat",
         "present_if", "present_unless", "unit", "description", "bits", "size", "fields",
+        "invalid", "sign", "parts", "value",
     ]
 
     func error(_ path: String, _ reason: String) -> GattLayoutError { .invalidLayout(path: path, reason: reason) }
@@ -138,11 +147,15 @@ struct LayoutParser {
             guard !name.isEmpty else { throw error(join(path, "name"), "a name must not be empty") }
         } else if typeName == "flags" || typeName == "pad" {
             name = typeName
+        } else if o["parts"] != nil {
+            name = "parts"
         } else {
             throw error(path, "missing key 'name'")
         }
         if let u = o["unit"] { _ = try string(u, path: join(path, "unit")) }
         if let d = o["description"] { _ = try string(d, path: join(path, "description")) }
+        var parts: [GattLayout.Part] = []
+        var constant: [UInt8]? = nil
 
         // Which keys each type accepts besides the common ones.
         let common: Set<String> = ["name", "type", "repeat", "present_if", "present_unless", "unit", "description"]
@@ -170,10 +183,27 @@ struct LayoutParser {
             }
             type = typeName == "utf8" ? .utf8(length: length) : .bytes(length: length)
         case "pad":
-            allowed = ["name", "type", "length", "present_if", "present_unless", "description"]
+            allowed = ["name", "type", "length", "value", "present_if", "present_unless", "description"]
             try checkKeys(o, allowed: allowed, path: path, type: typeName)
-            guard let l = o["length"] else { throw error(path, "a pad field needs 'length'") }
-            type = .pad(length: try integer(l, path: join(path, "length"), range: 1...GattLayout.maxAttributeLength))
+            if let v = o["value"] {
+                let text = try string(v, path: join(path, "value"))
+                guard let bytes = try? Hex.decode(text), !bytes.isEmpty, bytes.count <= GattLayout.maxAttributeLength else {
+                    throw error(join(path, "value"), "expected 1…512 bytes as hex text, found \(v.jsonText)")
+                }
+                constant = bytes
+            }
+            let length: Int
+            if let l = o["length"] {
+                length = try integer(l, path: join(path, "length"), range: 1...GattLayout.maxAttributeLength)
+                if let constant, constant.count != length {
+                    throw error(join(path, "length"), "length \(length) differs from the \(constant.count) byte(s) of 'value'")
+                }
+            } else if let constant {
+                length = constant.count
+            } else {
+                throw error(path, "a pad field needs 'length' (or 'value')")
+            }
+            type = .pad(length: length)
         case "flags":
             allowed = ["name", "type", "size", "endian", "bits", "description"]
             try checkKeys(o, allowed: allowed, path: path, type: typeName)
@@ -197,17 +227,104 @@ struct LayoutParser {
                 )
             }
             allowed.formUnion(numeric)
-            allowed.insert("enum")
+            allowed.formUnion(["enum", "invalid", "parts"])
+            if format.signed { allowed.insert("sign") }
             try checkKeys(o, allowed: allowed, path: path, type: typeName)
-            let fmt = GattLayout.IntegerFormat(
+            var fmt = GattLayout.IntegerFormat(
                 byteCount: format.bytes, isSigned: format.signed, endianness: try endian(o, path: path))
-            type = .integer(fmt, try numericOptions(o, path: path, integer: fmt))
+            if let sign = o["sign"] {
+                switch try string(sign, path: join(path, "sign")) {
+                case "magnitude": fmt.signMagnitude = true
+                case "twos_complement": break
+                case let other:
+                    throw error(join(path, "sign"), "expected 'magnitude' or 'twos_complement', found '\(other)'")
+                }
+            }
+            var options = try numericOptions(o, path: path, integer: fmt)
+            if let v = o["invalid"] {
+                options.invalid = try invalidValues(v, path: join(path, "invalid"), bits: format.bytes * 8, signed: format.signed)
+            }
+            type = .integer(fmt, options)
+            if let p = o["parts"] {
+                for key in ["scale", "offset", "min", "max", "enum", "repeat"] where o[key] != nil {
+                    throw error(join(path, key), "key '\(key)' does not apply to a field with 'parts' (give it to each part)")
+                }
+                parts = try self.parts(p, path: join(path, "parts"))
+            }
         }
 
         let repetition = try self.repetition(o, path: path, type: type)
         let condition = try self.condition(o, path: path, topLevel: topLevel)
         let unit = o["unit"]?.stringValue
-        return Field(name: name, type: type, repetition: repetition, condition: condition, unit: unit)
+        return Field(name: name, type: type, repetition: repetition, condition: condition, unit: unit, parts: parts, constant: constant)
+    }
+
+    /// `invalid:` one raw value or a list: unsigned bits that fit the field (or, for a signed
+    /// field, a negative value, taken as its two's complement bits).
+    func invalidValues(_ v: JSONValue, path: String, bits: Int, signed: Bool) throws(GattLayoutError) -> [UInt64] {
+        let list: [JSONValue]
+        var isList = false
+        if case let .array(a) = v { list = a; isList = true } else { list = [v] }
+        guard !list.isEmpty else { throw error(path, "give at least one raw value") }
+        let mask: UInt64 = bits >= 64 ? .max : (UInt64(1) << UInt64(bits)) - 1
+        var out: [UInt64] = []
+        for (i, e) in list.enumerated() {
+            let p = isList ? "\(path)[\(i)]" : path
+            if let u = e.uint64Value, u <= mask {
+                out.append(u)
+            } else if signed, let n = e.int64Value, n < 0, bits >= 64 || n >= -(Int64(1) << Int64(bits - 1)) {
+                out.append(UInt64(bitPattern: n) & mask)
+            } else {
+                throw error(p, "expected a raw value from 0 to \(mask)\(signed ? " (or a negative value of the type)" : ""), found \(e.jsonText)")
+            }
+        }
+        return out
+    }
+
+    /// `parts:` the measurements packed into an integer's digits.
+    func parts(_ v: JSONValue, path: String) throws(GattLayoutError) -> [GattLayout.Part] {
+        guard case let .array(list) = v, !list.isEmpty else { throw error(path, "expected a list of parts (at least one)") }
+        var out: [GattLayout.Part] = []
+        for (i, e) in list.enumerated() {
+            let p = "\(path)[\(i)]"
+            let o = try object(e, path: p)
+            try checkKeys(o, allowed: ["name", "divide", "modulo", "signed", "scale", "offset", "min", "max", "unit", "description"], path: p)
+            guard let n = o["name"] else { throw error(p, "missing key 'name'") }
+            let name = try string(n, path: join(p, "name"))
+            guard !name.isEmpty else { throw error(join(p, "name"), "a name must not be empty") }
+            guard !out.contains(where: { $0.name == name }) else { throw error(join(p, "name"), "part '\(name)' is declared twice") }
+            var divide: UInt64 = 1
+            if let d = o["divide"] {
+                guard let u = d.uint64Value, u >= 1 else { throw error(join(p, "divide"), "expected a whole number ≥ 1, found \(d.jsonText)") }
+                divide = u
+            }
+            var modulo: UInt64? = nil
+            if let m = o["modulo"] {
+                guard let u = m.uint64Value, u >= 2 else { throw error(join(p, "modulo"), "expected a whole number ≥ 2, found \(m.jsonText)") }
+                modulo = u
+            }
+            var signed = false
+            if let sv = o["signed"] {
+                guard case let .bool(b) = sv else { throw error(join(p, "signed"), "expected true or false, found \(sv.jsonText)") }
+                signed = b
+            }
+            if let u = o["unit"] { _ = try string(u, path: join(p, "unit")) }
+            if let d = o["description"] { _ = try string(d, path: join(p, "description")) }
+            let numeric = try numericOptions(o, path: p, integer: nil)
+            out.append(.init(name: name, divide: divide, modulo: modulo, signed: signed, numeric: numeric, unit: o["unit"]?.stringValue))
+        }
+        // The parts' digit ranges [divide, divide × modulo) must not overlap, or the encoder
+        // could not add them back.
+        let sorted = out.enumerated().sorted { $0.element.divide < $1.element.divide }
+        for (lower, upper) in zip(sorted, sorted.dropFirst()) {
+            let (end, overflow) = lower.element.modulo.map { lower.element.divide.multipliedReportingOverflow(by: $0) } ?? (0, true)
+            if overflow || end > upper.element.divide {
+                throw error(
+                    "\(path)[\(upper.offset)]",
+                    "the digits of '\(upper.element.name)' overlap those of '\(lower.element.name)' (a lower part needs a modulo with divide × modulo ≤ the next part's divide)")
+            }
+        }
+        return out
     }
 
     func checkKeys(_ o: JSONObject, allowed: Set<String>, path: String, type: String) throws(GattLayoutError) {
@@ -311,7 +428,9 @@ struct LayoutParser {
         for (i, b) in list.enumerated() {
             let p = "\(join(path, "bits"))[\(i)]"
             let bo = try object(b, path: p)
-            try checkKeys(bo, allowed: ["name", "bit", "width", "enum", "description"], path: p)
+            try checkKeys(
+                bo, allowed: ["name", "bit", "width", "enum", "description", "scale", "offset", "min", "max", "invalid", "unit"],
+                path: p)
             guard let n = bo["name"] else { throw error(p, "missing key 'name'") }
             let name = try string(n, path: join(p, "name"))
             guard !name.isEmpty else { throw error(join(p, "name"), "a name must not be empty") }
@@ -329,16 +448,25 @@ struct LayoutParser {
                     v, path: join(p, "enum"), range: 0...(width >= 63 ? Int64.max : (Int64(1) << width) - 1))
             } ?? []
             if let d = bo["description"] { _ = try string(d, path: join(p, "description")) }
+            if let u = bo["unit"] { _ = try string(u, path: join(p, "unit")) }
+            var numeric = try numericOptions(bo, path: p, integer: nil)
+            if numeric.isScaled, !enumeration.isEmpty {
+                throw error(join(p, "enum"), "'enum' cannot be combined with scale/offset")
+            }
+            if let v = bo["invalid"] { numeric.invalid = try invalidValues(v, path: join(p, "invalid"), bits: width, signed: false) }
             var presenceIndex: Int? = nil
             if referencedBits.contains(name) {
-                guard width == 1, enumeration.isEmpty else {
+                guard width == 1, enumeration.isEmpty, numeric == .plain, bo["unit"] == nil else {
                     throw error(p, "flag bit '\(name)' controls presence, so it must be a single bit without enum")
                 }
                 presenceIndex = presenceBits.count
                 presenceBits[name] = presenceBits.count
             }
             flagBitNames.insert(name)
-            bits.append(.init(name: name, bit: bit, width: width, enumeration: enumeration, presenceIndex: presenceIndex))
+            bits.append(
+                .init(
+                    name: name, bit: bit, width: width, enumeration: enumeration, presenceIndex: presenceIndex,
+                    numeric: numeric, unit: bo["unit"]?.stringValue))
         }
         guard !bits.isEmpty else { throw error(join(path, "bits"), "a flags field needs at least one bit") }
         return .init(byteCount: size, endianness: endianness, bits: bits)
@@ -381,7 +509,7 @@ struct LayoutParser {
             switch f.type {
             case let .flags(flags): keys = flags.bits.filter { $0.presenceIndex == nil }.map(\.name)
             case .pad: keys = []
-            default: keys = [f.name]
+            default: keys = f.parts.isEmpty ? [f.name] : f.parts.map(\.name)
             }
             for key in keys {
                 if presenceBits[key] != nil {
@@ -394,6 +522,9 @@ struct LayoutParser {
                     else {
                         throw error("\(path)[\(i)].name", "'\(key)' is already used (only alternatives on one flag bit may share a name)")
                     }
+                    if f.hasSentinel || other.hasSentinel {
+                        throw error("\(path)[\(i)]", "alternatives of '\(key)' cannot have an 'invalid' value")
+                    }
                     paired.insert(key)
                 } else {
                     seen[key] = i
@@ -404,6 +535,12 @@ struct LayoutParser {
 }
 
 extension GattLayout.Field {
+    /// Whether the field has `invalid` values.
+    var hasSentinel: Bool {
+        if case let .integer(_, numeric) = type { return !numeric.invalid.isEmpty }
+        return false
+    }
+
     /// Whether the field takes every byte left.
     var consumesRest: Bool {
         if repetition == .rest { return true }

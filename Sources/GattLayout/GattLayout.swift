@@ -57,6 +57,27 @@ extension GattLayout {
         public let condition: Condition?
         /// The unit the decoded value is expressed in (the bridge gives it to Home Assistant).
         public let unit: String?
+        /// `parts:` of an integer field: the measurements packed into its digits (the field's own
+        /// name is then no key; each part is).
+        public var parts: [Part] = []
+        /// `value:` of a `pad` field: the constant bytes it must hold (checked on decode, written
+        /// on encode); nil for zeros that are not checked.
+        public var constant: [UInt8]? = nil
+    }
+
+    /// One measurement packed into an integer field's digits (`parts:`): raw = (|value| / divide)
+    /// mod modulo, negated when `signed` and the value is negative, then through scale/offset.
+    public struct Part: Sendable, Equatable {
+        public let name: String
+        /// `divide:` (≥ 1, default 1).
+        public let divide: UInt64
+        /// `modulo:` (≥ 2), or nil for every digit above `divide`.
+        public let modulo: UInt64?
+        /// `signed:` the part carries the value's sign (default false: the magnitude's digits).
+        public let signed: Bool
+        /// Scale, offset, min and max of the part (no enum).
+        public let numeric: Numeric
+        public let unit: String?
     }
 
     /// A field's wire type.
@@ -87,6 +108,9 @@ extension GattLayout {
         public let isSigned: Bool
         /// `endian:` (little by default, as GATT values are).
         public let endianness: Endianness
+        /// `sign: magnitude` (signed types only): the top bit is the sign and the other bits the
+        /// magnitude, instead of two's complement.
+        public var signMagnitude: Bool = false
     }
 
     /// Scale, offset, limits and enum names of a numeric field.
@@ -102,6 +126,9 @@ extension GattLayout {
         public var maximum: Double?
         /// Raw value → name (integer fields only), in layout order.
         public var enumeration: [(value: Int64, name: String)]
+        /// `invalid:` raw wire values (as unsigned bits) that mean "not available": the key is
+        /// left out on decode, and a missing key is written as the first of them on encode.
+        public var invalid: [UInt64] = []
 
         /// No scale, offset, limits or names.
         public static let plain = Numeric(scale: nil, offset: nil, minimum: nil, maximum: nil, enumeration: [])
@@ -110,7 +137,7 @@ extension GattLayout {
         public static func == (a: Numeric, b: Numeric) -> Bool {
             a.scale == b.scale && a.offset == b.offset && a.minimum == b.minimum && a.maximum == b.maximum
                 && a.enumeration.map(\.value) == b.enumeration.map(\.value)
-                && a.enumeration.map(\.name) == b.enumeration.map(\.name)
+                && a.enumeration.map(\.name) == b.enumeration.map(\.name) && a.invalid == b.invalid
         }
     }
 
@@ -137,9 +164,14 @@ extension GattLayout {
         /// Index into the presence table when some field's condition refers to this bit;
         /// such a bit is not a JSON key: it is read on decode and computed on encode.
         public let presenceIndex: Int?
+        /// `scale`, `offset`, `min`, `max` and `invalid` of a multi-bit value group.
+        public var numeric: Numeric = .plain
+        /// `unit:` of a value group.
+        public var unit: String? = nil
 
         public static func == (a: FlagBit, b: FlagBit) -> Bool {
             a.name == b.name && a.bit == b.bit && a.width == b.width && a.presenceIndex == b.presenceIndex
+                && a.numeric == b.numeric && a.unit == b.unit
                 && a.enumeration.map(\.value) == b.enumeration.map(\.value)
                 && a.enumeration.map(\.name) == b.enumeration.map(\.name)
         }
