@@ -1,0 +1,67 @@
+import BlueZ
+import BlueZSimulator
+import DeviceSimulators
+import Synchronization
+import TestSupport
+import Testing
+
+/// The passive advertisers of `simulate --device bthome@…` (issue 23) in the emulator, through a
+/// BlueZ client's scan: their changing data arrives while discovering, and a Connect to one
+/// fails as bluetoothd's does for a device that never sends a connectable advertisement
+/// (docs/bluez.md behaviour 13).
+@Suite(.serialized, .timeLimit(.minutes(1))) struct PassiveAdvertiserEmulatorTests {
+    static let address = "A4:C1:38:00:00:01"
+
+    /// The emulator advertising every 50 ms.
+    static var options: BlueZSimulator.Options {
+        var o = Emulator.fast
+        o.advertisingInterval = .milliseconds(50)
+        return o
+    }
+
+    @Test(arguments: [SimulatedDeviceSpec.Kind.bthome, .atc, .pvvx, .ruuvi, .govee])
+    func changingDataReachesAScan(_ kind: SimulatedDeviceSpec.Kind) async throws {
+        let advertiser = SimulatedAdvertiser(address: Self.address, payload: try #require(kind.advertiserPayload))
+        try await withEmulator(Self.options, devices: [advertiser]) { env in
+            let scan = try await env.client.scan(try env.client.adapter(), filter: DiscoveryFilter(duplicateData: true))
+            let seen = Mutex<[AdvertiserPayload.Data]>([])
+            let reader = Task {
+                for await d in scan.devices where d.address == Self.address {
+                    let data = AdvertiserPayload.Data(manufacturerData: d.manufacturerData, serviceData: d.serviceData)
+                    seen.withLock { if $0.last != data { $0.append(data) } }
+                }
+            }
+            defer { reader.cancel() }
+            let expected = { (f: SimulatedAdvertiser.Frame) in
+                let d = advertiser.payload.encode(f)
+                return AdvertiserPayload.Data(manufacturerData: d.manufacturerData,
+                                              serviceData: Dictionary(uniqueKeysWithValues: d.serviceData.map { (SimUUID.full($0.key), $0.value) }))
+            }
+            let first = expected(advertiser.frame)
+            #expect(await eventually(timeout: .seconds(5)) { seen.withLock { $0.contains(first) } })
+            // Two readings later, each frame's data reaches the scan.
+            for _ in 0..<2 {
+                let next = expected(advertiser.step())
+                #expect(next != first)
+                #expect(await eventually(timeout: .seconds(5)) { seen.withLock { $0.last == next } }, "\(kind)")
+            }
+            try await scan.stop()
+        }
+    }
+
+    @Test func connectToAnAdvertiserFailsAsForAnAbsentDevice() async throws {
+        let advertiser = SimulatedAdvertiser(address: Self.address, payload: .bthome)
+        try await withEmulator(Self.options, devices: [advertiser]) { env in
+            let device = try await discover(env, Self.address)
+            let started = ContinuousClock.now
+            for _ in 0..<2 {
+                await #expect(throws: BlueZError.connectionFailed("le-connection-abort-by-local (Connect on \(device.path))")) {
+                    try await env.client.connect(device, timeout: .seconds(5))
+                }
+            }
+            // absentConnectTimeout (300 ms here) each, not at once.
+            #expect(ContinuousClock.now - started >= .milliseconds(600))
+            #expect(env.simulator.received(Self.address).filter { $0.method == "Connect" }.count == 2)
+        }
+    }
+}
