@@ -49,6 +49,42 @@ import Testing
         }
     }
 
+    /// Behaviour 13: while the adapter creates a connection (Connect to Connected), the
+    /// discovery hears nothing; the advertiser's reports (RSSI and ServiceData each time, with
+    /// DuplicateData) resume once the link is up. Step by step (`advertise()`).
+    @Test func aConnectPausesTheReportsOfTheAdapter() async throws {
+        var options = Emulator.fast
+        options.advertisingInterval = nil
+        options.rssiJitter = 0
+        options.connectDelay = .milliseconds(400)
+        let advertiser = SimulatedAdvertiser(address: Self.address, payload: .bthome)
+        try await withEmulator(options, devices: [advertiser, GenericDevice.batteryHeartRate()]) { env in
+            let c = try await env.bus.connect(loop: env.loop)
+            defer { c.close() }
+            let signals = try await DeviceSignals(c)
+            let path = env.simulator.devicePath(Self.address)
+            try await AdvertisingEmulatorTests.startDiscovery(c, filter: ["Transport": .string("le"), "DuplicateData": .boolean(true)])
+            // The BTHome packet ids reported, in order.
+            let packets = { signals.advertisements(path).compactMap { $0.changed["ServiceData"]?.propertiesValue?.values.first?.bytesValue?[2] } }
+            #expect(env.simulator.advertise())
+            #expect(await eventually { packets() == [0] })
+            // Same data again: reported again, ServiceData included (DuplicateData).
+            #expect(env.simulator.advertise())
+            #expect(await eventually { packets() == [0, 0] })
+            #expect(await eventually { env.client.device(hrAddress) != nil })
+            let heart = try #require(env.client.device(hrAddress))
+            let connecting = Task { try await env.client.connect(heart, timeout: .seconds(5)) }
+            #expect(await eventually { env.simulator.received(hrAddress).contains { $0.method == "Connect" } })
+            advertiser.step()
+            #expect(env.simulator.advertise())  // packet 1, while the connection is created: not heard
+            try await connecting.value
+            advertiser.step()
+            #expect(env.simulator.advertise())  // packet 2, the link is up: heard
+            #expect(await eventually { packets().last == 2 })
+            #expect(packets() == [0, 0, 2])
+        }
+    }
+
     @Test func connectToAnAdvertiserFailsAsForAnAbsentDevice() async throws {
         let advertiser = SimulatedAdvertiser(address: Self.address, payload: .bthome)
         try await withEmulator(Self.options, devices: [advertiser]) { env in
