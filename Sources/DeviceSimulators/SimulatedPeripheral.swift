@@ -189,11 +189,18 @@ public enum SimulatedPeripheral: Sendable {
             return nil
         }
         guard !sensors.isEmpty else { return }
+        await repeating(every: every, clock: clock) {
+            for sensor in sensors { sensor.step() }
+        }
+    }
+
+    /// Runs `body` once per `every` on `clock`, until the task is cancelled.
+    static func repeating(every: Duration, clock: any Clock<Duration>, _ body: () -> Void) async {
         let time = SimulatorTime(clock)
         while !Task.isCancelled {
             try? await time.sleep(for: every)
             guard !Task.isCancelled else { return }
-            for sensor in sensors { sensor.step() }
+            body()
         }
     }
 
@@ -208,10 +215,7 @@ public enum SimulatedPeripheral: Sendable {
             return nil
         }
         guard !advertisers.isEmpty else { return }
-        let time = SimulatorTime(clock)
-        while !Task.isCancelled {
-            try? await time.sleep(for: every)
-            guard !Task.isCancelled else { return }
+        await repeating(every: every, clock: clock) {
             for advertiser in advertisers {
                 advertiser.step()
                 changed(advertiser)
