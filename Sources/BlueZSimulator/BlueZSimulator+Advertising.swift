@@ -54,7 +54,8 @@ extension BlueZSimulator {
     /// ignored; a new one is exported (InterfacesAdded); an exported one gets one
     /// `PropertiesChanged(Device1)` with `RSSI` (every advertisement when some client set a
     /// filter, else when it moved ``rssiDeltaThreshold``), `ManufacturerData` and `ServiceData`
-    /// when they changed (every time with `DuplicateData`). This is one round now, for tests that
+    /// when they changed (every time with `DuplicateData`). Nothing is reported on an adapter
+    /// while it creates a connection (behaviour 13). This is one round now, for tests that
     /// set ``Options/advertisingInterval`` nil and advertise step by step; returns false when no
     /// adapter discovers.
     @discardableResult
@@ -79,6 +80,12 @@ extension BlueZSimulator {
         let updates = state.withLock { s -> [Update]? in
             let a = s.adapters[adapter]!
             guard a.discovering, a.powered, generation == nil || generation == a.advertiser else { return nil }
+            // The kernel stops LE scanning while it creates a connection on this adapter and
+            // bluetoothd starts it again once the link is up (behaviour 13): nothing is heard.
+            let creating = s.devices.contains { k, d in
+                k.adapter == adapter && d.connecting != nil && !d.connected && s.peripherals[k.address]?.link == adapter
+            }
+            if creating { return [] }
             let filtered = a.sessions.values.contains(where: \.isSet)
             let duplicates = a.sessions.values.contains(where: \.duplicateData)
             var updates: [Update] = []

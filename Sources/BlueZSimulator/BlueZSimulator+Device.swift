@@ -107,7 +107,8 @@ extension BlueZSimulator {
             d.cancelConnect = false
             d.removalGeneration += 1
             s.devices[key] = d
-            guard s.hears(key), !p.faults.silent else { return .absent(id) }
+            // A non-connectable advertiser never answers the kernel's connection attempt.
+            guard s.hears(key), !p.faults.silent, p.device.connectable else { return .absent(id) }
             s.peripherals[key.address]!.link = key.adapter
             return .link(id)
         }

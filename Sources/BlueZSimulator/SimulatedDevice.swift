@@ -99,6 +99,13 @@ public protocol SimulatedDevice: AnyObject, Sendable {
     func handleRead(_ characteristic: String, current: [UInt8]) throws(SimulatedATTError) -> [UInt8]
     /// Called with the link when services are resolved and with `nil` when the link goes down.
     func linkChanged(_ link: SimulatedLink?)
+    /// Whether it accepts connections (false: an advertiser, ADV_NONCONN_IND; a Connect to it
+    /// times out as for an absent device, docs/bluez.md behaviour 13). Default true.
+    var connectable: Bool { get }
+}
+
+extension SimulatedDevice {
+    public var connectable: Bool { true }
 }
 
 /// A write a ``GenericDevice`` received.

@@ -111,6 +111,9 @@ public final class EmulatedBlueZ {
             if let period = options.timings.thermoInterval {
                 tasks.append(Task(executorPreference: loop) { await SimulatedPeripheral.readings(peripherals, every: period) })
             }
+            if let period = options.timings.advertiseInterval {
+                tasks.append(Task(executorPreference: loop) { await SimulatedPeripheral.advertising(peripherals, every: period) })
+            }
             return EmulatedBlueZ(bus: bus, loop: loop, connection: c, simulator: sim, tasks: tasks)
         } catch {
             simulator?.stop()

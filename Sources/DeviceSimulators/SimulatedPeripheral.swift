@@ -12,6 +12,29 @@ public struct SimulatedDeviceSpec: Sendable, Equatable, CustomStringConvertible 
         case hr
         /// ``SimulatedThermometer``: temperature, humidity and battery.
         case thermo
+        /// ``SimulatedAdvertiser``s (passive, never connected), by format:
+        /// ``AdvertiserPayload/bthome`` (BTHome v2, unencrypted).
+        case bthome
+        /// ``AdvertiserPayload/atc`` (ATC1441's 13 bytes on 0x181A).
+        case atc
+        /// ``AdvertiserPayload/pvvx`` (PVVX's 15 bytes on 0x181A).
+        case pvvx
+        /// ``AdvertiserPayload/ruuvi`` (RuuviTag data format 5).
+        case ruuvi
+        /// ``AdvertiserPayload/govee`` (Govee H5075).
+        case govee
+
+        /// The payload of an advertiser kind, nil for a connectable device.
+        public var advertiserPayload: AdvertiserPayload? {
+            switch self {
+            case .gopro, .rokid, .hr, .thermo: nil
+            case .bthome: .bthome
+            case .atc: .atc
+            case .pvvx: .pvvx
+            case .ruuvi: .ruuvi
+            case .govee: .govee
+            }
+        }
     }
 
     public var kind: Kind
@@ -52,11 +75,15 @@ public struct SimulatedDeviceTimings: Sendable, Equatable {
     /// How often a thermometer takes a reading and notifies what changed
     /// (``SimulatedPeripheral/readings(_:every:)``).
     public var thermoInterval: Duration?
+    /// How often an advertiser takes a new reading and bumps its frame counter
+    /// (``SimulatedPeripheral/advertising(_:every:clock:changed:)``).
+    public var advertiseInterval: Duration?
 
     public init(goproSleepAfter: Duration? = .seconds(10), goproBatteryDrain: Duration? = .seconds(30),
                 rokidBatteryInterval: Duration? = .seconds(30), heartRateInterval: Duration? = .seconds(1),
-                thermoInterval: Duration? = .seconds(5))
+                thermoInterval: Duration? = .seconds(5), advertiseInterval: Duration? = .seconds(2))
     {
+        self.advertiseInterval = advertiseInterval
         self.goproSleepAfter = goproSleepAfter
         self.goproBatteryDrain = goproBatteryDrain
         self.rokidBatteryInterval = rokidBatteryInterval
@@ -73,6 +100,7 @@ public enum SimulatedPeripheral: Sendable {
     case rokid(SimulatedRokid)
     case heartRate(GenericDevice)
     case thermometer(SimulatedThermometer)
+    case advertiser(SimulatedDeviceSpec.Kind, SimulatedAdvertiser)
 
     /// Makes the device; its timer tasks (GoPro sleep and battery drain, Rokid battery) run on
     /// `executor` (nil: the global pool) and measure `timings` on `clock`. `rokidAuth`: how Rokid
@@ -90,6 +118,8 @@ public enum SimulatedPeripheral: Sendable {
             self = .heartRate(GenericDevice.batteryHeartRate(address: spec.address))
         case .thermo:
             self = .thermometer(SimulatedThermometer(address: spec.address))
+        case .bthome, .atc, .pvvx, .ruuvi, .govee:
+            self = .advertiser(spec.kind, SimulatedAdvertiser(address: spec.address, payload: spec.kind.advertiserPayload!))
         }
     }
 
@@ -99,6 +129,7 @@ public enum SimulatedPeripheral: Sendable {
         case .rokid: .rokid
         case .heartRate: .hr
         case .thermometer: .thermo
+        case let .advertiser(kind, _): kind
         }
     }
 
@@ -109,6 +140,7 @@ public enum SimulatedPeripheral: Sendable {
         case let .rokid(glasses): glasses
         case let .heartRate(sensor): sensor
         case let .thermometer(sensor): sensor
+        case let .advertiser(_, sensor): sensor
         }
     }
 
@@ -157,11 +189,37 @@ public enum SimulatedPeripheral: Sendable {
             return nil
         }
         guard !sensors.isEmpty else { return }
+        await repeating(every: every, clock: clock) {
+            for sensor in sensors { sensor.step() }
+        }
+    }
+
+    /// Runs `body` once per `every` on `clock`, until the task is cancelled.
+    static func repeating(every: Duration, clock: any Clock<Duration>, _ body: () -> Void) async {
         let time = SimulatorTime(clock)
         while !Task.isCancelled {
             try? await time.sleep(for: every)
             guard !Task.isCancelled else { return }
-            for sensor in sensors { sensor.step() }
+            body()
+        }
+    }
+
+    /// Steps every advertiser among `peripherals` (``SimulatedAdvertiser/step()``: new readings,
+    /// the next frame counter) once per `every` on `clock`, calling `changed` with each stepped
+    /// one (a radio front-end puts its new advertisement on the air), until the task is cancelled.
+    public static func advertising(_ peripherals: [SimulatedPeripheral], every: Duration,
+                                   clock: any Clock<Duration> = ContinuousClock(),
+                                   changed: @Sendable (SimulatedAdvertiser) -> Void = { _ in }) async {
+        let advertisers = peripherals.compactMap { p -> SimulatedAdvertiser? in
+            if case let .advertiser(_, sensor) = p { return sensor }
+            return nil
+        }
+        guard !advertisers.isEmpty else { return }
+        await repeating(every: every, clock: clock) {
+            for advertiser in advertisers {
+                advertiser.step()
+                changed(advertiser)
+            }
         }
     }
 }

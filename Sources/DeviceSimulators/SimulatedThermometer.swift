@@ -54,9 +54,7 @@ public final class SimulatedThermometer: SimulatedDevice {
     struct State {
         var link: SimulatedLink?
         var readings: Readings
-        var steps = 0
-        var warming = true
-        var drying = false
+        var drift = ReadingsDrift()
     }
 
     public let address: String
@@ -94,17 +92,8 @@ public final class SimulatedThermometer: SimulatedDevice {
     public func step() -> Readings {
         let (before, after, link) = state.withLock { s -> (Readings, Readings, SimulatedLink?) in
             let before = s.readings
-            var r = s.readings
-            if s.warming, r.centiCelsius >= 2400 { s.warming = false }
-            if !s.warming, r.centiCelsius <= 1900 { s.warming = true }
-            r.centiCelsius += s.warming ? 5 : -5
-            if !s.drying, r.centiPercent >= 5500 { s.drying = true }
-            if s.drying, r.centiPercent <= 4000 { s.drying = false }
-            r.centiPercent = s.drying ? r.centiPercent - 25 : r.centiPercent + 25
-            s.steps += 1
-            if s.steps % 100 == 0, r.battery > 5 { r.battery -= 1 }
-            s.readings = r
-            return (before, r, s.link)
+            s.readings = s.drift.next(before)
+            return (before, s.readings, s.link)
         }
         if let link {
             if after.centiCelsius != before.centiCelsius { link.notify("2A6E", after.temperatureValue) }
@@ -130,4 +119,27 @@ public final class SimulatedThermometer: SimulatedDevice {
     }
 
     public func linkChanged(_ link: SimulatedLink?) { state.withLock { $0.link = link } }
+}
+
+/// The slow back-and-forth drift of a simulated sensor's readings (the thermometer's and the
+/// advertisers'): each ``next(_:)`` moves the temperature by 0.05 °C between 19.00 and 24.00 °C
+/// and the humidity by 0.25 % between 40.00 and 55.00 %, and every 100th call drops the battery
+/// 1 % (down to 5 %).
+struct ReadingsDrift: Sendable {
+    var steps = 0
+    var warming = true
+    var drying = false
+
+    mutating func next(_ readings: SimulatedThermometer.Readings) -> SimulatedThermometer.Readings {
+        var r = readings
+        if warming, r.centiCelsius >= 2400 { warming = false }
+        if !warming, r.centiCelsius <= 1900 { warming = true }
+        r.centiCelsius += warming ? 5 : -5
+        if !drying, r.centiPercent >= 5500 { drying = true }
+        if drying, r.centiPercent <= 4000 { drying = false }
+        r.centiPercent = drying ? r.centiPercent - 25 : r.centiPercent + 25
+        steps += 1
+        if steps % 100 == 0, r.battery > 5 { r.battery -= 1 }
+        return r
+    }
 }

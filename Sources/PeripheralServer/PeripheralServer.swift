@@ -318,6 +318,16 @@ public final class PeripheralServer: Sendable {
         return sent
     }
 
+    /// A model's advertisement changed (an advertiser stepped, ``SimulatedPeripheral/advertising(_:every:clock:changed:)``):
+    /// the front-end gets `{"op":"advertise","address","advertisement":{…}}` to put on the air;
+    /// false when no front-end is connected or the address is not served.
+    @discardableResult
+    public func advertisementChanged(_ address: String) -> Bool {
+        guard let entry = byAddress[address.uppercased()] else { return false }
+        return emit(.object(["op": "advertise", "address": .string(entry.device.address),
+                             "advertisement": PeripheralDescription.advertisement(entry.device.advertisement)]))
+    }
+
     /// A model wants its link dropped (a GoPro falling asleep): the front-end is asked to
     /// disconnect; the link goes down when it reports it.
     func requestDisconnect(_ address: String) {

@@ -9,6 +9,9 @@ struct DeviceTimingOptions: ParsableArguments {
     @Option(help: "A simulated thermometer takes a reading every this many seconds and notifies what changed while subscribed: temperature ±0.05 °C, humidity ±0.25 % (0: never).")
     var thermoInterval: Double = 5
 
+    @Option(help: "A simulated advertiser (bthome, atc, pvvx, ruuvi, govee) takes a reading every this many seconds: new values in its advertisement and its frame counter (packet id) up by one (0: never).")
+    var advertiseInterval: Double = 2
+
     @Option(help: "A simulated GoPro sleeps (drops the link) after this many seconds without keep-alive or other writes (0: never).")
     var goproSleepAfter: Double = 10
 
@@ -26,7 +29,8 @@ struct DeviceTimingOptions: ParsableArguments {
                                    goproBatteryDrain: try SimulateCommand.period("gopro-battery-drain", goproBatteryDrain),
                                    rokidBatteryInterval: try SimulateCommand.period("rokid-battery-interval", rokidBatteryInterval),
                                    heartRateInterval: try SimulateCommand.period("heart-rate-interval", heartRateInterval),
-                                   thermoInterval: try SimulateCommand.period("thermo-interval", thermoInterval))
+                                   thermoInterval: try SimulateCommand.period("thermo-interval", thermoInterval),
+                                   advertiseInterval: try SimulateCommand.period("advertise-interval", advertiseInterval))
         }
     }
 }

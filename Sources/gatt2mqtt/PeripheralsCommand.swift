@@ -10,13 +10,13 @@ import Reactor
 struct PeripheralsCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "peripherals",
-        abstract: "Serve simulated devices (GoPro, Rokid glasses, heart-rate sensor, thermometer) to a radio front-end over a Unix socket."
+        abstract: "Serve simulated devices (GoPro, Rokid glasses, heart-rate sensor, thermometer, passive advertisers) to a radio front-end over a Unix socket."
     )
 
     @Option(help: "The Unix socket to listen on (a stale socket there is replaced).")
     var socket: String
 
-    @Option(name: .customLong("device"), help: "A simulated device KIND@ADDRESS, KIND = gopro, rokid, hr or thermo (repeatable; default hr@C0:FF:EE:00:00:01).")
+    @Option(name: .customLong("device"), help: "A simulated device KIND@ADDRESS, KIND = gopro, rokid, hr, thermo, bthome, atc, pvvx, ruuvi or govee (repeatable; default hr@C0:FF:EE:00:00:01).")
     var devices: [String] = []
 
     @OptionGroup var deviceTimings: DeviceTimingOptions
@@ -65,9 +65,15 @@ struct PeripheralsCommand: AsyncParsableCommand {
             guard let thermo else { return }
             await SimulatedPeripheral.readings(peripherals, every: thermo)
         }
+        let advertise = timings.advertiseInterval
+        let advertising = Task(executorPreference: loop) {
+            guard let advertise else { return }
+            await SimulatedPeripheral.advertising(peripherals, every: advertise) { server.advertisementChanged($0.address) }
+        }
         await signals.wait(after: try SimulateCommand.runTime(seconds))
         beats.cancel()
         readings.cancel()
+        advertising.cancel()
         await server.stop()
     }
 }

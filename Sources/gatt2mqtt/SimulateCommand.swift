@@ -5,20 +5,21 @@ import DeviceSimulators
 import Foundation
 
 /// `gatt2mqtt simulate`: a private dbus-daemon with the emulated BlueZ and a battery + heart-rate
-/// device (or the `--device` ones: GoPro, Rokid glasses, heart-rate sensor, thermometer), for demos and end-to-end tests (docs/bluez.md). Prints the bus address as
+/// device (or the `--device` ones: GoPro, Rokid glasses, heart-rate sensor, thermometer, passive
+/// advertisers), for demos and end-to-end tests (docs/bluez.md). Prints the bus address as
 /// `DBUS_SYSTEM_BUS_ADDRESS=…` and runs until SIGINT/SIGTERM (from its start: a signal during the
 /// start-up stops it too) or `--seconds`. Parses and checks the options; `EmulatedBlueZ`
 /// (DeviceSimulators) does the work and stops the daemon by its pid.
 struct SimulateCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "simulate",
-        abstract: "Run an emulated BlueZ on a private D-Bus with simulated devices (GoPro, Rokid glasses, heart-rate sensor, thermometer)."
+        abstract: "Run an emulated BlueZ on a private D-Bus with simulated devices (GoPro, Rokid glasses, heart-rate sensor, thermometer, passive advertisers)."
     )
 
     @Option(help: "Address of the heart-rate sensor when no --device is given.")
     var address: String = "C0:FF:EE:00:00:01"
 
-    @Option(name: .customLong("device"), help: "A simulated device KIND@ADDRESS, KIND = gopro, rokid, hr (heart-rate sensor) or thermo (temperature, humidity, battery) (repeatable), e.g. gopro@C0:FF:EE:00:00:01.")
+    @Option(name: .customLong("device"), help: "A simulated device KIND@ADDRESS, KIND = gopro, rokid, hr (heart-rate sensor), thermo (temperature, humidity, battery) or a passive advertiser that never accepts a connection: bthome (BTHome v2), atc (ATC1441), pvvx (PVVX custom), ruuvi (RuuviTag format 5), govee (H5075) (repeatable), e.g. gopro@C0:FF:EE:00:00:01.")
     var devices: [String] = []
 
     @OptionGroup var deviceTimings: DeviceTimingOptions
@@ -68,7 +69,8 @@ struct SimulateCommand: AsyncParsableCommand {
         guard !devices.isEmpty else { return [SimulatedDeviceSpec(kind: .hr, address: address)] }
         return try devices.map { d in
             guard let spec = SimulatedDeviceSpec(parsing: d) else {
-                throw CLIError("--device \(d): expected gopro@ADDRESS, rokid@ADDRESS, hr@ADDRESS or thermo@ADDRESS")
+                let kinds = SimulatedDeviceSpec.Kind.allCases.map(\.rawValue).joined(separator: ", ")
+                throw CLIError("--device \(d): expected KIND@ADDRESS with KIND one of \(kinds), e.g. thermo@C0:FF:EE:00:00:04")
             }
             return spec
         }

@@ -54,7 +54,8 @@ import Glibc
         let server = try spawn(CLI.executable.path, ["peripherals", "--socket", socket, "--seconds", "110",
                                                      "--device", "gopro@C0:FF:EE:00:00:01", "--device", "rokid@C0:FF:EE:00:00:02",
                                                      "--device", "hr@C0:FF:EE:00:00:03", "--device", "thermo@C0:FF:EE:00:00:04",
-                                                     "--thermo-interval", "0.5"], log: serverLog)
+                                                     "--device", "bthome@A4:C1:38:00:00:05",
+                                                     "--thermo-interval", "0.5", "--advertise-interval", "0.5"], log: serverLog)
         var serverPID = server
         defer { if serverPID != 0 { killAndReap(serverPID, SIGKILL) } }
         // Waits until the server listens (its socket file exists) or exits, 10 s at most.
@@ -81,7 +82,9 @@ import Glibc
         let lines = log.split(separator: "\n").filter { $0.hasPrefix("selftest: ") }
         #expect(lines.count >= 20, "\(log)")
         #expect(lines.allSatisfy { $0.hasPrefix("selftest: ok") }, "\(log)")
-        for device in ["gopro C0:FF:EE:00:00:01", "rokid C0:FF:EE:00:00:02", "hr C0:FF:EE:00:00:03", "thermo C0:FF:EE:00:00:04"] {
+        for device in ["gopro C0:FF:EE:00:00:01", "rokid C0:FF:EE:00:00:02", "hr C0:FF:EE:00:00:03", "thermo C0:FF:EE:00:00:04",
+                       "bthome A4:C1:38:00:00:05 advertises non-connectable", "bthome A4:C1:38:00:00:05 advertisement changes",
+                       "bthome A4:C1:38:00:00:05 a connection attempt fails"] {
             #expect(lines.contains { $0.contains(device) }, "no check of \(device)")
         }
 

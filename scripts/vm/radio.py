@@ -33,7 +33,7 @@ import sys
 from bumble import att, hci
 from bumble.controller import Controller
 from bumble.core import PhysicalTransport
-from bumble.device import Device, DeviceConfiguration, Peer
+from bumble.device import AdvertisingType, Device, DeviceConfiguration, Peer
 from bumble.gatt import (
     GATT_CLIENT_CHARACTERISTIC_CONFIGURATION_DESCRIPTOR,
     Characteristic,
@@ -97,12 +97,13 @@ def ad_structure(ad_type, data):
     return bytes([len(data) + 1, ad_type]) + data
 
 
-def advertising_payloads(ad):
+def advertising_payloads(ad, data_first=False):
     """(advertising data, scan response) for a model's advertisement: flags first, then the
     UUID lists, manufacturer data, the name and service data, each in the advertisement when it
     fits in 31 bytes, else in the scan response; a name that fits nowhere is shortened. (A GoPro
     so puts flags, FEA6 and its manufacturer data in the advertisement and its name and FEA6
-    service data in the scan response, as a camera does: gopro.md §10.)"""
+    service data in the scan response, as a camera does: gopro.md §10.) `data_first` (a passive
+    sensor's): service data before the name, so the readings are in the advertisement itself."""
     items = []
     short = [u for u in ad.get("uuids", []) if short_uuid(u)]
     long = [u for u in ad.get("uuids", []) if not short_uuid(u)]
@@ -113,11 +114,12 @@ def advertising_payloads(ad):
     for company, value in ad.get("manufacturer_data", {}).items():
         items.append(ad_structure(AD_MANUFACTURER, int(company).to_bytes(2, "little") + bytes.fromhex(value)))
     name = ad.get("name")
-    if name:
-        items.append(ad_structure(AD_NAME, name.encode()))
+    name_at = len(items)
     for uuid, value in ad.get("service_data", {}).items():
         kind = AD_SERVICE_DATA_16 if short_uuid(uuid) else AD_SERVICE_DATA_128
         items.append(ad_structure(kind, uuid_bytes(uuid) + bytes.fromhex(value)))
+    if name:
+        items.insert(len(items) if data_first else name_at, ad_structure(AD_NAME, name.encode()))
     adv, rsp = ad_structure(AD_FLAGS, FLAGS), b""
     for item in items:
         if len(adv) + len(item) <= AD_LIMIT:
@@ -177,6 +179,35 @@ class RadioController(Controller):
 
     rssi = None
     enhanced_connection_complete = False
+    # False for a passive sensor's controller (a model with "connectable": false): it advertises
+    # ADV_SCAN_IND, and a central's LE Create Connection to it waits until cancelled.
+    connectable = True
+
+    def on_advertising_pdu(self, pdu):
+        advertiser = self.link.find_le_controller(pdu.advertiser_address)
+        if getattr(advertiser, "connectable", True):
+            return super().on_advertising_pdu(pdu)
+        # A non-connectable advertisement is reported but never answered with a connection
+        # (Bumble 0.0.236 connects a pending LE Create Connection on any advertisement).
+        pending, self.pending_le_connection = self.pending_le_connection, None
+        try:
+            super().on_advertising_pdu(pdu)
+        finally:
+            if self.pending_le_connection is None:
+                self.pending_le_connection = pending
+
+    def on_hci_le_create_connection_cancel_command(self, command):
+        """Core spec Vol 4 Part E 7.8.13: a pending connection is cancelled and reported with LE
+        (Enhanced) Connection Complete, status Unknown Connection Identifier (Bumble 0.0.236
+        answers success and keeps it pending, so the next Create Connection was disallowed)."""
+        pending, self.pending_le_connection = self.pending_le_connection, None
+        result = super().on_hci_le_create_connection_cancel_command(command)
+        if pending is not None:
+            asyncio.get_running_loop().call_soon(self.send_hci_packet, hci.HCI_LE_Connection_Complete_Event(
+                status=hci.HCI_ErrorCode.UNKNOWN_CONNECTION_IDENTIFIER_ERROR, connection_handle=0, role=hci.Role.CENTRAL,
+                peer_address_type=getattr(pending, "peer_address_type", 0), peer_address=pending.peer_address, connection_interval=0,
+                peripheral_latency=0, supervision_timeout=0, central_clock_accuracy=0))
+        return result
 
     def send_hci_packet(self, packet):
         if isinstance(packet, (hci.HCI_LE_Extended_Advertising_Report_Event, hci.HCI_LE_Advertising_Report_Event)):
@@ -214,6 +245,12 @@ class RadioController(Controller):
             scan_response = report.event_type == hci.HCI_LE_Advertising_Report_Event.EventType.SCAN_RSP
         if scan_response:
             changes["data"] = scan_response_data(advertiser, report.address)
+        if not getattr(advertiser, "connectable", True):  # ADV_SCAN_IND and its scan response
+            if isinstance(report, hci.HCI_LE_Extended_Advertising_Report_Event.Report):
+                kind = hci.HCI_LE_Extended_Advertising_Report_Event.EventType
+                changes["event_type"] = kind.SCANNABLE_ADVERTISING | (kind.SCAN_RESPONSE if scan_response else 0)
+            elif not scan_response:
+                changes["event_type"] = hci.HCI_LE_Advertising_Report_Event.EventType.ADV_SCAN_IND
         return dataclasses.replace(report, **changes)
 
 
@@ -253,6 +290,7 @@ class ModelClient:
         self.pending = {}
         self.on_notify = None
         self.on_disconnect = None
+        self.on_advertise = None
         self.closed = asyncio.get_running_loop().create_future()
 
     async def connect(self, path):
@@ -312,6 +350,8 @@ class ModelClient:
             self.on_notify(message["address"], message["uuid"], bytes.fromhex(message["value"]))
         elif op == "disconnect" and self.on_disconnect:
             self.on_disconnect(message["address"])
+        elif op == "advertise" and self.on_advertise:
+            self.on_advertise(message["address"], message["advertisement"])
         elif op == "error":
             log.warning("model server: %s", message.get("message"))
         elif op == "result" and ident is None and "value" in message:
@@ -375,6 +415,9 @@ class Peripheral:
         self.written = {}
         self.controller = RadioController(f"{self.kind}-{self.address}", link=link, public_address=self.address)
         self.controller.rssi = int(model["advertisement"].get("rssi", -60))
+        self.connectable = model.get("connectable", True) is not False
+        self.controller.connectable = self.connectable
+        self.advertisements = 0  # advertisement updates from the model (a passive sensor's readings)
         config = DeviceConfiguration()
         config.name = model["advertisement"].get("name") or self.kind
         # A static random address of our own; the device advertises and pairs with its public one.
@@ -391,7 +434,7 @@ class Peripheral:
         self.characteristics = {}  # model uuid → Bumble Characteristic
         self.uuid_of = {}  # Bumble Characteristic handle → model uuid (filled after power on)
         self.device.add_services([self.service(s) for s in model["services"]])
-        self.adv_data, self.scan_response = advertising_payloads(model["advertisement"])
+        self.adv_data, self.scan_response = advertising_payloads(model["advertisement"], data_first=not self.connectable)
         self.device.on("connection", self.on_connection)
         self.device.gatt_server.on("characteristic_subscription", self.on_subscription)
         server = self.device.gatt_server
@@ -474,6 +517,9 @@ class Peripheral:
         if self.away or self.connection is not None or self.advertising:
             return
         await self.device.start_advertising(
+            advertising_type=(
+                AdvertisingType.UNDIRECTED_CONNECTABLE_SCANNABLE if self.connectable else AdvertisingType.UNDIRECTED_SCANNABLE
+            ),
             own_address_type=hci.OwnAddressType.PUBLIC,
             advertising_data=self.adv_data,
             scan_response_data=self.scan_response,
@@ -482,6 +528,16 @@ class Peripheral:
         )
         self.advertising = True
         log.info("%s %s advertising", self.kind, self.address)
+
+    async def readvertise(self, advertisement):
+        """The model's advertisement changed (a passive sensor's new reading): the new data goes
+        on the air at once (the advertising set is made again with it)."""
+        self.model["advertisement"] = advertisement
+        self.adv_data, self.scan_response = advertising_payloads(advertisement, data_first=not self.connectable)
+        self.advertisements += 1
+        if self.advertising:
+            self.advertising = False
+            await self.advertise()
 
     async def stop_advertising(self):
         if self.advertising:
@@ -581,6 +637,8 @@ class Peripheral:
             "peer": c.peer_address.to_string(False) if c else None,
             "encrypted": bool(c and c.is_encrypted),
             "advertising": self.advertising,
+            "connectable": self.connectable,
+            "advertisements": self.advertisements,
             "away": self.away,
             "connections": self.connections,
             "pairings": self.pairings,
@@ -612,6 +670,7 @@ class Radio:
             raise OSError(f"cannot connect to the model server (gatt2mqtt peripherals) at {self.args.models}: {error.strerror}")
         self.models.on_notify = self.model_notified
         self.models.on_disconnect = self.model_disconnects
+        self.models.on_advertise = self.model_advertises
         reader = asyncio.ensure_future(self.models.run())
         hello = await asyncio.wait_for(self.models.request("hello"), 10)
         for index, model in enumerate(hello["devices"], start=1):
@@ -663,6 +722,11 @@ class Radio:
         p = self.peripherals.get(address)
         if p:
             p.notify(uuid, value)
+
+    def model_advertises(self, address, advertisement):
+        p = self.peripherals.get(address)
+        if p:
+            asyncio.ensure_future(p.readvertise(advertisement))
 
     def model_disconnects(self, address):
         p = self.peripherals.get(address)
@@ -850,7 +914,8 @@ async def selftest(radio):
 
     for address, p in radio.peripherals.items():
         try:
-            await {"gopro": gopro_checks, "hr": hr_checks, "rokid": rokid_checks, "thermo": thermo_checks}[p.kind](central, p, checks)
+            checker = {"gopro": gopro_checks, "hr": hr_checks, "rokid": rokid_checks, "thermo": thermo_checks}.get(p.kind)
+            await (checker or advertiser_checks)(central, p, checks)
         except Exception as error:
             checks.check(False, f"{p.kind} {address}: {type(error).__name__}: {error}")
             log.exception("selftest %s", address)
@@ -895,6 +960,35 @@ def expected_ad_ok(model, adv):
         if uuid_bytes(uuid) + bytes.fromhex(value) not in data.get(kind, []):
             return False
     return True
+
+
+async def advertiser_checks(central, p, checks):
+    """A passive sensor (a model with "connectable": false): its advertisements are not
+    connectable, carry the model's changing data (two different payloads within 8 s: the
+    model steps every --advertise-interval), and a connection attempt gets nothing."""
+    payloads, kinds = set(), set()
+
+    def on_advertisement(adv):
+        if adv.address.to_string(False) != p.address:
+            return
+        kinds.add(adv.is_connectable)
+        payloads.add(tuple(sorted((int(t), bytes(v)) for t, v in adv.data.ad_structures if int(t) in (AD_MANUFACTURER, AD_SERVICE_DATA_16))))
+
+    central.on("advertisement", on_advertisement)
+    await central.start_scanning(active=True, own_address_type=hci.OwnAddressType.PUBLIC)
+    for _ in range(80):
+        if len(payloads) >= 2:
+            break
+        await asyncio.sleep(0.1)
+    await central.stop_scanning()
+    central.remove_listener("advertisement", on_advertisement)
+    checks.check(kinds == {False}, f"{p.kind} {p.address} advertises non-connectable (connectable seen: {sorted(kinds)})")
+    checks.check(len(payloads) >= 2, f"{p.kind} {p.address} advertisement changes ({len(payloads)} payloads seen in 8 s)")
+    try:
+        await central.connect(hci.Address(p.address, hci.Address.PUBLIC_DEVICE_ADDRESS), own_address_type=hci.OwnAddressType.PUBLIC, timeout=2)
+        checks.check(False, f"{p.kind} {p.address} a connection attempt fails (it connected)")
+    except Exception as error:
+        checks.check(p.connection is None, f"{p.kind} {p.address} a connection attempt fails ({type(error).__name__})")
 
 
 async def connect(central, p):

@@ -28,6 +28,8 @@ final class RealStack {
     let devices: [String]
     /// More arguments for `radio.py` (e.g. `--legacy-connection-complete`).
     let radioOptions: [String]
+    /// More arguments for `gatt2mqtt peripherals` (e.g. `--advertise-interval 1`).
+    let modelOptions: [String]
     /// How many central adapters bluetoothd has on the peripherals' radio (hci0, hci1, …).
     private(set) var centrals = 1
     private(set) var models: pid_t = 0
@@ -57,10 +59,13 @@ final class RealStack {
     ///   - devices: `KIND@ADDRESS` as for `gatt2mqtt peripherals --device`.
     ///   - radioOptions: more arguments for `scripts/vm/radio.py`.
     ///   - centrals: how many central adapters (hci0, hci1, …) bluetoothd gets on the radio.
-    init(_ name: String = #function, devices: [String], radioOptions: [String] = [], centrals: Int = 1) throws {
+    ///   - modelOptions: more arguments for `gatt2mqtt peripherals`.
+    init(_ name: String = #function, devices: [String], radioOptions: [String] = [], centrals: Int = 1,
+         modelOptions: [String] = []) throws {
         self.name = name.prefix { $0 != "(" }.description
         self.devices = devices
         self.radioOptions = radioOptions
+        self.modelOptions = modelOptions
         // Each stack starts with no bonds: bluetoothd keeps them in /var/lib/bluetooth, the radio
         // in memory, so a bond left by an earlier test would meet a peripheral that forgot it.
         // Only inside scripts/vm-bluez's VM (whose /var/lib is a tmpfs overlay), never on a host.
@@ -96,7 +101,7 @@ final class RealStack {
     /// for the kernel's hci0 (and hci1, …).
     func startRadio(centrals: Int = 1) throws {
         self.centrals = centrals
-        models = try spawn(CLI.executable.path, ["peripherals", "--socket", modelsSocket] + devices.flatMap { ["--device", $0] },
+        models = try spawn(CLI.executable.path, ["peripherals", "--socket", modelsSocket] + devices.flatMap { ["--device", $0] } + modelOptions,
                            log: directory.path + "/models.log")
         try waitFor("the device models' socket", timeout: .seconds(30)) { FileManager.default.fileExists(atPath: modelsSocket) }
         radio = try spawn("/usr/bin/env", ["python3", Self.projectPath("scripts/vm/radio.py"), "--models", modelsSocket,
