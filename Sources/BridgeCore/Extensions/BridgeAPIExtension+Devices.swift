@@ -18,7 +18,7 @@ extension BridgeAPIExtension {
         guard let id = body["id"]?.stringValue, !id.isEmpty else { throw RequestError("id: required (the device's topic name)") }
         try checkNewID(id)
         var json: JSONObject = ["id": .string(id)]
-        for key in ["name", "address", "name_pattern", "characteristics"] { if let v = body[key] { json[key] = v } }
+        for key in ["name", "address", "name_pattern", "characteristics", "format", "bindkey", "bindkey_file", "min_interval"] { if let v = body[key] { json[key] = v } }
         if let a = body["address"]?.stringValue { json["address"] = .string(a.uppercased()) }
         guard json["address"] != nil || json["name_pattern"] != nil else { throw RequestError("address or name_pattern: required") }
         // The profile: given (a profile or a template), else the last scan's guess.
@@ -41,6 +41,7 @@ extension BridgeAPIExtension {
         }
         json["profile"] = .string(guess.profile.rawValue)
         if json["characteristics"] == nil, !guess.characteristics.isEmpty { json["characteristics"] = .array(guess.characteristics) }
+        for (key, value) in guess.fields where json[key] == nil { json[key] = value }
         if json["name"] == nil, let n = sighting?.name { json["name"] = .string(n) }
         var device: DeviceConfig
         do {
@@ -63,7 +64,7 @@ extension BridgeAPIExtension {
         bridge.registry.withLock { $0[device.id] = Registered(config: device, source: .mqtt, session: session) }
         bridge.registerInStore(device)
         spawnSink.yield(.session(session))
-        switch await session.waitForLink(timeout: timeout) {
+        switch session.isPassive ? .up : await session.waitForLink(timeout: timeout) {  // a passive device has no link
         case .up:
             break
         case let outcome:
@@ -80,7 +81,7 @@ extension BridgeAPIExtension {
         bridge.publishDevices()
         bridge.publishInfo()
         event("device_added", ["device": .string(device.id), "profile": .string(guess.name)])
-        return ["device": device.json, "source": "mqtt", "profile": .string(guess.name)]
+        return ["device": device.publicJSON, "source": "mqtt", "profile": .string(guess.name)]
     }
 
     /// A new id must be usable as a topic level and be free.
@@ -160,7 +161,7 @@ extension BridgeAPIExtension {
             try? store.saveRuntimeDevice(id: changed.id, config: changed.json.jsonText)
             try await replace(r, with: changed)
         }
-        return ["device": changed.json]
+        return ["device": changed.publicJSON]
     }
 
     /// Replaces a device's session with one for its new configuration: the link is closed and
