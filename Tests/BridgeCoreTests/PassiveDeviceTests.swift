@@ -205,6 +205,38 @@ import Testing
             _ = try await again.mqtt.wait(for: topic)  // from the stored state, before any advertisement
         }
     }
+
+    /// `device/add` with `profile: advertisement` adds a passive device at once (no link to wait
+    /// for), persisted like other runtime devices; its advertisements then reach its state.
+    @Test func deviceAddTakesAPassiveDeviceAtOnce() async throws {
+        let h = try Harness()
+        try await h.running {
+            let answer = try await BridgeRequestTests.request(h.bridge, h.mqtt, "device/add",
+                #"{"id":"cellar","address":"A4:C1:38:00:00:02","profile":"advertisement","format":"tenths","bindkey":"00112233445566778899aabbccddeeff","timeout":0.001}"#)
+            #expect(answer["status"] == "ok")
+            #expect(answer["data"]?["device"]?["bindkey"] == .string(Configuration.redacted))
+            let stored = try h.store.runtimeDevices()
+            #expect(stored.map(\.id) == ["cellar"] && stored[0].config.contains("00112233445566778899aabbccddeeff"))
+            try await h.advertise(Self.ad([1, 50], address: "A4:C1:38:00:00:02"))
+            let state = try await h.mqtt.wait(for: "gatt2mqtt/cellar")
+            #expect(Self.temperature(state[0]) == 5)
+        }
+    }
+
+    /// The discovery for passive devices is started again when it ends.
+    @Test func theDiscoveryIsRestartedWhenItEnds() async throws {
+        let h = try Harness()
+        try await h.running {
+            try await h.advertise(Self.ad([1, 10]))
+            _ = try await h.states(1)
+            for c in h.central.scans.withLock({ $0 }) { c.finish() }
+            // Within PassiveDevices.restartAfter (1 s on the bridge's clock) a new discovery runs.
+            #expect(await eventually { h.clock.advance(by: .milliseconds(100)); return h.central.scans.withLock { $0.count } >= 2 })
+            h.central.scans.withLock { $0.removeFirst() }
+            try await h.advertise(Self.ad([2, 20]))
+            #expect(try await h.states(2)[1]["temperature"]?.doubleValue == 2)
+        }
+    }
 }
 
 extension PassiveDeviceTests.Harness {

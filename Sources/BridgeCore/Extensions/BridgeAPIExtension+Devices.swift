@@ -12,13 +12,14 @@ extension BridgeAPIExtension {
     // MARK: device/add
 
     func addDevice(_ body: JSONObject) async throws(RequestError) -> JSONValue {
-        for key in body.keys where !["id", "name", "address", "name_pattern", "profile", "options", "characteristics", "timeout"].contains(key) {
-            throw RequestError("unknown key '\(key)' (expected id, address or name_pattern, profile, name, options, characteristics, timeout)")
+        let passiveKeys = ["format", "bindkey", "bindkey_file", "min_interval"]  // a passive device's (docs/configuration.md)
+        for key in body.keys where !(["id", "name", "address", "name_pattern", "profile", "options", "characteristics", "timeout"] + passiveKeys).contains(key) {
+            throw RequestError("unknown key '\(key)' (expected id, address or name_pattern, profile, name, options, characteristics, timeout, or a passive device's format, bindkey, bindkey_file, min_interval)")
         }
         guard let id = body["id"]?.stringValue, !id.isEmpty else { throw RequestError("id: required (the device's topic name)") }
         try checkNewID(id)
         var json: JSONObject = ["id": .string(id)]
-        for key in ["name", "address", "name_pattern", "characteristics", "format", "bindkey", "bindkey_file", "min_interval"] { if let v = body[key] { json[key] = v } }
+        for key in ["name", "address", "name_pattern", "characteristics"] + passiveKeys { if let v = body[key] { json[key] = v } }
         if let a = body["address"]?.stringValue { json["address"] = .string(a.uppercased()) }
         guard json["address"] != nil || json["name_pattern"] != nil else { throw RequestError("address or name_pattern: required") }
         // The profile: given (a profile or a template), else the last scan's guess.
