@@ -70,15 +70,22 @@ import Testing
     struct Harness {
         let mqtt = FakeMQTT()
         let central = ScriptedScanner()
-        let clock = ManualClock()
+        let clock: ManualClock?
         let bridge: Bridge
 
         let store: BridgeStore
 
         init(address: String = PassiveDeviceTests.address, minInterval: Duration = .zero, discovery: Bool = false,
-             store: BridgeStore? = nil) throws {
+             store: BridgeStore? = nil, clusterNode: String? = nil, clock: ManualClock? = ManualClock()) throws {
             var config = Configuration()
             config.homeAssistant.enabled = discovery
+            if let clusterNode {
+                config.nodeID = clusterNode
+                config.cluster.enabled = true
+                config.cluster.claimSettle = .milliseconds(50)
+                config.cluster.seenInterval = .milliseconds(50)
+                config.cluster.lostAfter = .seconds(5)
+            }
             var d = DeviceConfig(id: "porch", profile: .advertisement)
             d.address = address
             d.format = "tenths"
@@ -87,7 +94,8 @@ import Testing
             config.devices = [d]
             self.store = try store ?? BridgeStore.inMemory()
             bridge = try Bridge(configuration: config, store: self.store, mqtt: mqtt, central: central,
-                                profiles: ProfileCatalog([TestPassiveProfile()]), tick: .milliseconds(10), clock: clock.bridgeClock)
+                                profiles: ProfileCatalog([TestPassiveProfile()]), tick: .milliseconds(10), clock: clock?.bridgeClock)
+            self.clock = clock
         }
 
         var session: DeviceSession { bridge.session("porch")! }
@@ -147,11 +155,11 @@ import Testing
             try await h.advertise(Self.ad([1, 100]))
             _ = try await h.states(1)
             _ = try await h.mqtt.wait(for: "gatt2mqtt/porch/availability") { $0.contains { $0.text.contains("online") } }
-            h.clock.advance(by: .seconds(899))
+            h.clock!.advance(by: .seconds(899))
             h.session.tick()
             await h.session.settled()
             #expect(!h.mqtt.messages("gatt2mqtt/porch/availability").contains { $0.text.contains("offline") })
-            h.clock.advance(by: .seconds(1))
+            h.clock!.advance(by: .seconds(1))
             h.session.tick()
             await h.session.settled()
             #expect(h.mqtt.messages("gatt2mqtt/porch/availability").last?.text.contains("offline") == true)
@@ -170,7 +178,7 @@ import Testing
             try await h.advertise(Self.ad([3, 120]))
             await h.session.settled()
             #expect(h.mqtt.messages("gatt2mqtt/porch").count == 1)
-            h.clock.advance(by: .seconds(60))
+            h.clock!.advance(by: .seconds(60))
             h.session.tick()
             let states = try await h.states(2)
             #expect(states[1]["temperature"]?.doubleValue == 12)
@@ -231,10 +239,45 @@ import Testing
             _ = try await h.states(1)
             for c in h.central.scans.withLock({ $0 }) { c.finish() }
             // Within PassiveDevices.restartAfter (1 s on the bridge's clock) a new discovery runs.
-            #expect(await eventually { h.clock.advance(by: .milliseconds(100)); return h.central.scans.withLock { $0.count } >= 2 })
+            #expect(await eventually { h.clock!.advance(by: .milliseconds(100)); return h.central.scans.withLock { $0.count } >= 2 })
             h.central.scans.withLock { $0.removeFirst() }
             try await h.advertise(Self.ad([2, 20]))
             #expect(try await h.states(2)[1]["temperature"]?.doubleValue == 2)
+        }
+    }
+
+    /// Several bridges (docs/scale-out.md): every node hears the sensor, only the owner by the
+    /// cluster's claims publishes; when the owner dies (its Will), this node claims the sensor
+    /// and publishes from then on. The other node is played by the test through the retained
+    /// cluster topics.
+    @Test func inAClusterOnlyTheOwnerPublishes() async throws {
+        let h = try Harness(clusterNode: "b", clock: nil)
+        func inject(_ topic: String, _ json: String) {
+            h.bridge.handle(InboundMessage(topic: "gatt2mqtt/bridge/" + topic, payload: Array(json.utf8), retain: true))
+        }
+        inject("nodes/a/state", #"{"state":"online","node":"a"}"#)
+        inject("owners/porch", #"{"node":"a","epoch":1}"#)
+        inject("nodes/a/seen", #"{"node":"a","devices":{"A4:C1:38:00:00:01":{"rssi":-40,"age_ms":0,"connected":false}}}"#)
+        try await h.running {
+            // This node hears it (its report says so) but does not publish: a owns it.
+            let heard = await eventually {
+                _ = h.central.advertise(Self.ad([1, 100]))
+                return h.mqtt.messages("gatt2mqtt/bridge/nodes/b/seen").contains { $0.text.contains(Self.address) }
+            }
+            try #require(heard)
+            _ = h.central.advertise(Self.ad([2, 110]))
+            await h.session.settled()
+            #expect(h.mqtt.messages("gatt2mqtt/porch").isEmpty)
+            #expect(h.mqtt.messages("gatt2mqtt/porch/availability").isEmpty)
+            // a dies: b claims the sensor and publishes its next reading.
+            inject("nodes/a/state", #"{"state":"offline","node":"a"}"#)
+            _ = try await h.mqtt.wait(for: "gatt2mqtt/bridge/owners/porch") { $0.contains { $0.text.contains(#""node":"b""#) } }
+            let published = await eventually {
+                _ = h.central.advertise(Self.ad([3, 120]))
+                return !h.mqtt.messages("gatt2mqtt/porch").isEmpty
+            }
+            #expect(published)
+            #expect(h.mqtt.messages("gatt2mqtt/porch").allSatisfy { Self.temperature($0) == 12 })
         }
     }
 }
