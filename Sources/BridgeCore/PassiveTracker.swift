@@ -67,7 +67,8 @@ public struct PassiveTracker: Sendable, Equatable {
     /// A changed state held back by `min_interval` (only the newest is kept).
     public private(set) var pending: JSONObject?
     public private(set) var lastPacketID: UInt32?
-    /// The last accepted counter (kept in the store so a restart does not reopen the window).
+    /// The last accepted counter (in memory only for now: the bridge does not store it yet, so a
+    /// restart reopens the window until the next accepted advertisement; `init` takes a stored one).
     public private(set) var lastCounter: UInt32?
     /// When the last good advertisement came; nil: none yet (not online).
     public private(set) var lastGood: ContinuousClock.Instant?
