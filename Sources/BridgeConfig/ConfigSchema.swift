@@ -77,6 +77,8 @@ public enum ConfigSchema {
             return ["type": ["string", "object"]]
         case .refused:
             return ["not": [:]]
+        case let .objectMap(rule):
+            return ["type": "object", "propertyNames": ["pattern": .string(rule.pattern)], "additionalProperties": ["type": "object"]]
         }
     }
 

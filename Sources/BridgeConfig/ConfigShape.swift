@@ -32,9 +32,16 @@ public struct StringRule: Sendable {
     /// A device's `id`.
     public static let deviceID = StringRule(pattern: "^[A-Za-z0-9_-]+$",
                                             message: "may only contain letters, digits, '_' and '-' (use name for a friendly name)")
-    /// A Bluetooth address (upper or lower case; kept in upper case).
-    public static let address = StringRule(pattern: "^[0-9A-Fa-f]{2}(:[0-9A-Fa-f]{2}){5}$",
-                                           message: "is not a Bluetooth address like C0:FF:EE:00:00:01")
+    /// A Bluetooth address (upper or lower case; kept in upper case), or, for a passive device
+    /// whose address rotates, one to five leading octets then `:*` (`A4:C1:38:*`; the loader
+    /// refuses a pattern for a device that connects).
+    public static let address = StringRule(pattern: "^([0-9A-Fa-f]{2}(:[0-9A-Fa-f]{2}){5}|[0-9A-Fa-f]{2}(:[0-9A-Fa-f]{2}){0,4}:\\*)$",
+                                           message: "is not a Bluetooth address like C0:FF:EE:00:00:01 (or, for a passive device, a prefix pattern like A4:C1:38:*)")
+    /// An `advertisement_formats` name: as a profile name.
+    public static let formatName = StringRule(pattern: "^[a-z][a-z0-9_]*$",
+                                              message: "is not a format name (a lowercase letter, then lowercase letters, digits and _)")
+    /// A `bindkey`: 16 bytes as 32 hex digits.
+    public static let bindkey = StringRule(pattern: "^[0-9A-Fa-f]{32}$", message: "is not a bindkey (32 hex digits)")
     /// An adapter's name as BlueZ gives it.
     public static let adapter = StringRule(pattern: "^hci[0-9]+$", message: "is not an adapter name like hci0")
     /// A characteristic UUID: 16-bit (`2A37`, `0x2A37`), 32-bit, 128-bit, or `GP-XXXX`.
@@ -79,6 +86,9 @@ public indirect enum ConfigShape: Sendable {
     case layout
     /// A key the loader knows only to refuse it, with why (the section's `help` of the key).
     case refused
+    /// A mapping of names (held to the rule) to free-form objects, whose inner shape another part
+    /// checks (`advertisement_formats`: the layout parser, through the advertisement profile).
+    case objectMap(StringRule)
 
     /// The names of an enumeration's cases.
     static func choice<E: RawRepresentable & CaseIterable>(of _: E.Type) -> ConfigShape where E.RawValue == String {

@@ -31,6 +31,11 @@ extension Configuration {
                         "drain_timeout": .string(formatDuration(cluster.drainTimeout))]
         o["limits"] = ["max_payload": .int(Int64(limits.maxPayload)), "max_commands": .int(Int64(limits.maxCommands)),
                        "max_queued": .int(Int64(limits.maxQueued)), "redelivery_cache": .int(Int64(limits.redeliveryCache))]
+        if !advertisementFormats.isEmpty {
+            var f = JSONObject()
+            for name in advertisementFormats.keys.sorted() { f[name] = advertisementFormats[name] }
+            o["advertisement_formats"] = .object(f)
+        }
         o["devices"] = .array(devices.map(\.json))
         return Self.redactingSecrets(.object(o))
     }

@@ -37,19 +37,47 @@ extension Configuration {
             if let v = try top.string("node_id") { nodeID = v }
             if let n = top.take("cluster") { try cluster.load(n, path: "cluster") }
             if let n = top.take("limits") { try limits.load(n, path: "limits") }
+            if let n = top.take("advertisement_formats") { try loadAdvertisementFormats(n) }
             if let n = top.take("devices") {
                 guard case let .sequence(items) = n.kind else {
                     throw ConfigError(path: "devices", line: n.line, message: "expected a list of devices")
                 }
                 for (i, item) in items.enumerated() {
                     devices.append(try DeviceConfig(item, path: "devices[\(i)]", profiles: profiles))
-                    if case let .mapping(m) = item.kind, let a = m.first(where: { $0.key == "adapter" }) { adapterLines[i] = a.value.line }
+                    if case let .mapping(m) = item.kind {
+                        if let a = m.first(where: { $0.key == "adapter" }) { adapterLines[i] = a.value.line }
+                        if let f = m.first(where: { $0.key == "format" }) { lines["devices[\(i)].format"] = f.value.line }
+                    }
                 }
             }
             try top.finish()
         }
         try applyEnvironment(environment)
         try validate(adapterLines: adapterLines)
+        for p in profiles ?? [] {
+            do { try p.validate(configuration: self) } catch {
+                throw ConfigError(path: error.path, line: error.line ?? lines[error.path], message: error.message)
+            }
+        }
+    }
+
+    /// `advertisement_formats`: NAME → a free-form object (its inner shape is the advertisement
+    /// profile's to check, ``ProfileRules/validate(configuration:)``).
+    mutating func loadAdvertisementFormats(_ node: ConfigNode) throws(ConfigError) {
+        guard case let .mapping(members) = node.kind else {
+            throw ConfigError(path: "advertisement_formats", line: node.line, message: "expected a mapping of format names to format definitions")
+        }
+        for m in members {
+            let path = "advertisement_formats.\(m.key)"
+            guard StringRule.formatName.matches(m.key) else {
+                throw ConfigError(path: path, line: m.keyLine, message: "'\(m.key)' \(StringRule.formatName.message)")
+            }
+            guard case .mapping = m.value.kind else {
+                throw ConfigError(path: path, line: m.value.line, message: "expected a format definition (a mapping: docs/advertisements.md)")
+            }
+            advertisementFormats[m.key] = m.value.jsonValue()
+            lines[path] = m.keyLine
+        }
     }
 
     /// Cross-field checks: unique device ids and addresses, topic-safe ids, each device's
@@ -75,6 +103,10 @@ extension Configuration {
             }
             if let a = d.address, !addresses.insert(a).inserted {
                 throw ConfigError(path: "devices[\(i)].address", line: nil, message: "duplicate address \(a)")
+            }
+            if cluster.enabled, d.addressIsPattern {
+                throw ConfigError(path: "devices[\(i)].address", line: nil,
+                                  message: "an address pattern cannot be claimed by several bridges (claims are by address): give the address, or turn cluster off")
             }
             if d.id == "bridge" {
                 throw ConfigError(path: "devices[\(i)].id", line: nil, message: "'bridge' is reserved for the bridge's own topics")
@@ -646,8 +678,14 @@ extension DeviceConfig {
             try o.finish()
         }
         if let v = try r.duration("command_timeout") { commandTimeout = v }
-        if let v = try r.duration("availability_timeout") { availabilityTimeout = v }
+        if let v = try r.duration("availability_timeout") { availabilityTimeout = v } else if isPassive {
+            availabilityTimeout = Self.passiveAvailabilityTimeout
+        }
+        try loadPassive(&r, node: node)
         if let n = r.take("characteristics") {
+            if isPassive {
+                throw ConfigError(path: r.child("characteristics"), line: n.line, message: "a passive device (profile: advertisement) has no characteristics: it is never connected")
+            }
             guard case let .sequence(items) = n.kind else {
                 throw ConfigError(path: r.child("characteristics"), line: n.line, message: "expected a list")
             }
@@ -661,6 +699,50 @@ extension DeviceConfig {
         for (i, c) in characteristics.enumerated() where !topics.insert(c.topic).inserted {
             throw ConfigError(path: "\(path).characteristics[\(i)].topic", line: nil, message: "duplicate topic '\(c.topic)'")
         }
+    }
+}
+
+extension DeviceConfig {
+    /// The keys of a passive device (`format`, `bindkey` or `bindkey_file`, `min_interval`), refused
+    /// on any other; an address pattern only for a passive device, which needs an address.
+    mutating func loadPassive(_ r: inout MappingReader, node: ConfigNode) throws(ConfigError) {
+        for key in ["format", "bindkey", "bindkey_file", "min_interval"] where !isPassive && r.has(key) {
+            throw ConfigError(path: r.child(key), line: r.keyLine(of: key), message: "only for profile: advertisement (a passive device)")
+        }
+        if addressIsPattern, !isPassive {
+            throw ConfigError(path: r.child("address"), line: node.line,
+                              message: "'\(address ?? "")': an address pattern is only for a passive device (profile: advertisement); a device that connects needs its address")
+        }
+        guard isPassive else { return }
+        if address == nil {
+            throw ConfigError(path: r.child("address"), line: node.line, message: "required for a passive device (an address or a pattern like A4:C1:38:*)")
+        }
+        guard let format = try r.string("format") else {
+            throw ConfigError(path: r.child("format"), line: node.line, message: "required for profile: advertisement (bthome, xiaomi, atc, ruuvi, govee or a name of advertisement_formats)")
+        }
+        self.format = format
+        if let key = try r.string("bindkey") { bindkey = try? Hex.decode(key) }  // 32 hex digits: the rule held
+        let fileLine = r.line(of: "bindkey_file")
+        if let file = try r.string("bindkey_file") {
+            bindkeyFile = file
+            bindkey = try Self.readBindkey(file, path: r.child("bindkey_file"), line: fileLine)
+        }
+        if let v = try r.duration("min_interval") { minInterval = v }
+    }
+
+    /// The key in `file`: 32 hex digits, surrounding white space (a trailing newline) allowed.
+    static func readBindkey(_ file: String, path: String, line: Int?) throws(ConfigError) -> [UInt8] {
+        guard let data = FileManager.default.contents(atPath: file) else {
+            throw ConfigError(path: path, line: line, message: "cannot read \(file)")
+        }
+        guard data.count <= 256, let text = String(data: data, encoding: .utf8) else {
+            throw ConfigError(path: path, line: line, message: "\(file) does not hold a bindkey (32 hex digits)")
+        }
+        let key = text.trimmingCharacters(in: .whitespacesAndNewlines)
+        guard StringRule.bindkey.matches(key), let bytes = try? Hex.decode(key) else {
+            throw ConfigError(path: path, line: line, message: "\(file) does not hold a bindkey (32 hex digits)")
+        }
+        return bytes
     }
 }
 

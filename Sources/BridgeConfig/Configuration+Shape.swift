@@ -18,6 +18,8 @@ extension Configuration {
                       "This bridge's name among several on one broker (docs/scale-out.md); default the host name."),
             ConfigKey("cluster", .section(ClusterSettings.shape), "Several bridges on one broker sharing the devices (docs/scale-out.md); off by default."),
             ConfigKey("limits", .section(LimitSettings.shape), "Bounds on what arrives over MQTT."),
+            ConfigKey("advertisement_formats", .objectMap(.formatName),
+                      "The user's advertisement formats: NAME → a layout format definition (docs/advertisements.md), checked by the advertisement profile; a name may not be a built-in format's."),
             ConfigKey("devices", .list(.section(DeviceConfig.shape(profiles: profiles)), minItems: 0, unique: false),
                       "The devices. Ids and addresses are unique, `bridge` is reserved, and a device's adapter is one of bluetooth.adapters (checked by the bridge)."),
         ])
@@ -144,16 +146,24 @@ extension DeviceConfig {
         return ConfigSection("A device.", keys: [
             ConfigKey("id", .string(.deviceID), required: true, "Topic-safe id, unique; bridge is reserved."),
             ConfigKey("name", .string(nil), "Friendly name (may contain / for grouping)."),
-            ConfigKey("address", .string(.address), "AA:BB:CC:DD:EE:FF (this or name_pattern)."),
+            ConfigKey("address", .string(.address), "AA:BB:CC:DD:EE:FF (this or name_pattern); a passive device's may be a prefix pattern, A4:C1:38:*."),
             ConfigKey("name_pattern", .string(nil), "A regular expression on the advertised name (this or address)."),
             ConfigKey("adapter", .string(.adapter), "Always connect through this adapter, one of bluetooth.adapters."),
             ConfigKey("profile", profile, required: true, "The kind of device."),
             ConfigKey("offline", .section(offlineShape), "What happens to a command while the device is away."),
             ConfigKey("command_timeout", .duration(positive: false), "How long a written command may wait for the answer; default 5s."),
-            ConfigKey("availability_timeout", .duration(positive: false), "No good exchange for this long while connected makes the device offline; default 120s."),
+            ConfigKey("availability_timeout", .duration(positive: false),
+                      "No good exchange for this long while connected makes the device offline; default 120s. A passive device: no good advertisement for this long; default 900s."),
             ConfigKey("characteristics", .list(.section(CharacteristicMapping.shape), minItems: 0, unique: false),
-                      "Characteristic mappings (custom devices, and extra ones); a custom device needs at least one, and topics are unique (checked by the bridge)."),
-        ], rules: [.anyOf(["address", "name_pattern"], message: "needs an address or a name_pattern")])
+                      "Characteristic mappings (custom devices, and extra ones); a custom device needs at least one, and topics are unique (checked by the bridge); none on a passive device."),
+            ConfigKey("format", .string(.formatName),
+                      "profile: advertisement only, required there: a built-in format (bthome, xiaomi, atc, ruuvi, govee…) or a name of advertisement_formats."),
+            ConfigKey("bindkey", .string(.bindkey), "profile: advertisement only: the key of an encrypted format, 32 hex digits (a secret: redacted in bridge/info); not with bindkey_file."),
+            ConfigKey("bindkey_file", .string(StringRule(pattern: "^.+$", message: "expected the path of a file holding the bindkey")),
+                      "profile: advertisement only: a file holding the key as 32 hex digits (a trailing newline is fine), read at load."),
+            ConfigKey("min_interval", .duration(positive: false), "profile: advertisement only: publish the state at most this often; default 0 (on every change)."),
+        ], rules: [.anyOf(["address", "name_pattern"], message: "needs an address or a name_pattern"),
+                   .notBoth("bindkey", "bindkey_file", message: "bindkey and bindkey_file both given: keep one")])
     }
 }
 

@@ -21,6 +21,13 @@ public struct Configuration: Sendable, Equatable {
     public var cluster = ClusterSettings()
     /// `limits`: bounds on what arrives over MQTT (docs/configuration.md).
     public var limits = LimitSettings()
+    /// `advertisement_formats`: the user's advertisement formats by name, each a format
+    /// definition (JSON) that the advertisement profile's parser checks (docs/configuration.md,
+    /// "Passive devices").
+    public var advertisementFormats: [String: JSONValue] = [:]
+    /// The line of each key path checked with the whole file after loading (a device's `format`,
+    /// an `advertisement_formats` entry), for the profiles' errors (``ProfileRules/validate(configuration:)``).
+    public var lines: [String: Int] = [:]
 
     public init() {}
 }
@@ -273,6 +280,9 @@ public struct ProfileID: RawRepresentable, Hashable, Sendable, Comparable, Expre
     public static let rokid: ProfileID = "rokid"
     /// A GATT device described by characteristic mappings (layouts, Caps, raw).
     public static let custom: ProfileID = "custom"
+    /// A passive device: never connected, read from its advertisements (docs/configuration.md,
+    /// "Passive devices").
+    public static let advertisement: ProfileID = "advertisement"
 }
 
 /// What the configuration needs of a registered profile: its id, and the checks of a `devices[]`
@@ -281,10 +291,14 @@ public protocol ProfileRules: Sendable {
     var id: ProfileID { get }
     /// Throws when `device` is not a usable device of this profile; `path` is the entry's key path.
     func validate(_ device: DeviceConfig, path: String) throws(ConfigError)
+    /// Throws when the whole file does not hold for this profile (checked after loading, with
+    /// the file's other sections: the advertisement profile's formats and its devices' `format`).
+    func validate(configuration: Configuration) throws(ConfigError)
 }
 
 extension ProfileRules {
     public func validate(_ device: DeviceConfig, path: String) throws(ConfigError) {}
+    public func validate(configuration: Configuration) throws(ConfigError) {}
 }
 
 /// What happens to a command for a device that is away.
@@ -311,9 +325,35 @@ public struct DeviceConfig: Sendable, Equatable {
     public var offlinePolicy = OfflinePolicy.queue
     public var offlineDeadline: Duration = .seconds(60)
     public var commandTimeout: Duration = .seconds(5)
-    /// No good exchange for this long (while connected) makes the device `offline`.
+    /// No good exchange for this long (while connected) makes the device `offline`; for a passive
+    /// device, no good advertisement for this long (default ``passiveAvailabilityTimeout``).
     public var availabilityTimeout: Duration = .seconds(120)
     public var characteristics: [CharacteristicMapping] = []
+    /// A passive device's `format`: a built-in format's name or one of `advertisement_formats`.
+    public var format: String?
+    /// A passive device's key (16 bytes), from `bindkey` or read from `bindkey_file` at load.
+    public var bindkey: [UInt8]?
+    /// Where `bindkey` was read from (kept so the file, not the key, is what `json` gives).
+    public var bindkeyFile: String?
+    /// A passive device publishes its state at most this often (0: on every change).
+    public var minInterval: Duration = .zero
+
+    /// Home Assistant's own default for passive Bluetooth devices (15 minutes without an
+    /// advertisement: unavailable).
+    public static let passiveAvailabilityTimeout: Duration = .seconds(900)
+
+    /// Never connected: read from advertisements (`profile: advertisement`).
+    public var isPassive: Bool { profile == .advertisement }
+
+    /// The address is a prefix pattern (`A4:C1:38:*`) rather than one address.
+    public var addressIsPattern: Bool { address?.hasSuffix("*") ?? false }
+
+    /// Whether a sighting's `address` is this device's: equal, or starting with the pattern's prefix.
+    public func matchesAddress(_ other: String) -> Bool {
+        guard let address else { return false }
+        let a = other.uppercased()
+        return addressIsPattern ? a.hasPrefix(String(address.dropLast())) : a == address
+    }
 
     public init(id: String, profile: ProfileID) {
         self.id = id

@@ -37,8 +37,16 @@ extension DeviceConfig {
         o["command_timeout"] = .string(formatDuration(commandTimeout))
         o["availability_timeout"] = .string(formatDuration(availabilityTimeout))
         if !characteristics.isEmpty { o["characteristics"] = .array(characteristics.map(\.json)) }
+        if let format { o["format"] = .string(format) }
+        // The key itself only when it came inline (the store keeps runtime devices this way);
+        // what is published goes through `Configuration.redactingSecrets` (``publicJSON``).
+        if let bindkeyFile { o["bindkey_file"] = .string(bindkeyFile) } else if let bindkey { o["bindkey"] = .string(Hex.encode(bindkey)) }
+        if isPassive { o["min_interval"] = .string(formatDuration(minInterval)) }
         return .object(o)
     }
+
+    /// ``json`` with secrets (a `bindkey`) redacted: what responses and `bridge/info` show.
+    public var publicJSON: JSONValue { Configuration.redactingSecrets(json) }
 
     /// The keys of a device that `bridge/request/device/options` may change, and how: each is
     /// the file's key (`offline` takes `policy` and `deadline`); `poll` takes `{topic: duration}`

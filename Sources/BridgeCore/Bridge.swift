@@ -231,6 +231,12 @@ public final class Bridge: Sendable {
     func makeSession(_ device: DeviceConfig, state: JSONObject?) throws -> DeviceSession {
         let configuration = self.configuration
         // Several adapters: the device's pin follows its configuration (a device added or changed at runtime).
+        if let decoder = try profiles.makeDecoder(for: device, formats: configuration.advertisementFormats) {
+            // A passive device: no link; its advertisements come from the bridge's discovery (Bridge+Passive).
+            return DeviceSession(config: device, driver: PassiveDevices.NoDriver(), central: central, output: output, initialState: state ?? [:],
+                                 reconnect: (configuration.mqtt.reconnectMin, configuration.mqtt.reconnectMax),
+                                 owned: output.node == nil, decoder: decoder)
+        }
         if let adapters = central as? AdapterSet, let address = device.address { adapters.pin(address, to: device.adapter) }
         return DeviceSession(config: device, driver: try profiles.makeDriver(for: device), central: central, output: output, initialState: state ?? [:],
                              reconnect: (configuration.mqtt.reconnectMin, configuration.mqtt.reconnectMax),
@@ -278,6 +284,7 @@ public final class Bridge: Sendable {
             for r in registry.withLock({ Array($0.values) }) {
                 group.addTask { await r.session.run() }
             }
+            group.addTask { await self.listenForPassiveDevices() }
             group.addTask {
                 // One ticker for every session (one timer wake-up per tick, not one per device).
                 while !Task.isCancelled {

@@ -24,6 +24,10 @@ public protocol DeviceProfile: ProfileRules {
     /// The device's own Home Assistant entities (the bridge adds every device's RSSI and last
     /// seen), from its configuration only, so the config topics are stable.
     func homeAssistantEntities(for device: DeviceConfig, topics: Topics) -> [HomeAssistantDiscovery.Entity]
+    /// The same, for a profile whose entities follow what the device sent (a passive BTHome
+    /// sensor's fields are known once it advertised them): `state` is its last known state (the
+    /// store's, so a restart publishes them at once). The default is the configuration's only.
+    func homeAssistantEntities(for device: DeviceConfig, topics: Topics, state: JSONObject) -> [HomeAssistantDiscovery.Entity]
     /// The Home Assistant device's maker and model; `hardware` is what the state learnt of the
     /// device (a GoPro's Get Hardware Info).
     func homeAssistantModel(for device: DeviceConfig, hardware: JSONObject) -> HomeAssistantDiscovery.Model
@@ -31,6 +35,10 @@ public protocol DeviceProfile: ProfileRules {
     /// setting, a layout device's reads and writes), in the shape of `Bridge.controls(for:)`;
     /// `named`: the objects those entities already offer.
     func controls(for device: DeviceConfig, topics: Topics, besides named: Set<String>) -> [JSONValue]
+    /// A passive device's decoder (its format with its key; `formats`: the configuration's
+    /// `advertisement_formats`); nil for a profile whose devices connect. Throws a
+    /// configuration error when the device's format is not one there is.
+    func makeDecoder(for device: DeviceConfig, formats: [String: JSONValue]) throws -> (any PassiveDecoder)?
 }
 
 extension DeviceProfile {
@@ -38,7 +46,11 @@ extension DeviceProfile {
     public var templateNames: [String] { [] }
     public func template(named name: String, withBattery: Bool) -> ProfileGuess? { nil }
     public func homeAssistantEntities(for device: DeviceConfig, topics: Topics) -> [HomeAssistantDiscovery.Entity] { [] }
+    public func homeAssistantEntities(for device: DeviceConfig, topics: Topics, state: JSONObject) -> [HomeAssistantDiscovery.Entity] {
+        homeAssistantEntities(for: device, topics: topics)
+    }
     public func controls(for device: DeviceConfig, topics: Topics, besides named: Set<String>) -> [JSONValue] { [] }
+    public func makeDecoder(for device: DeviceConfig, formats: [String: JSONValue]) throws -> (any PassiveDecoder)? { nil }
 }
 
 /// What a profile's driver may take from the bridge when it is built.
@@ -93,6 +105,12 @@ public struct ProfileCatalog: Sendable {
         }
         try profile.validate(device, path: "devices[\(device.id)]")
         return try profile.makeDriver(for: device, context: context)
+    }
+
+    /// A passive device's decoder, by its profile (nil: the device connects); `formats`: the
+    /// configuration's `advertisement_formats`.
+    public func makeDecoder(for device: DeviceConfig, formats: [String: JSONValue]) throws -> (any PassiveDecoder)? {
+        try self[device.profile]?.makeDecoder(for: device, formats: formats)
     }
 
     /// The profiles and templates `device/add` accepts by name: the profiles' ids, then their templates.

@@ -46,6 +46,7 @@ extension DeviceSession {
     /// repeated), the link closes and the availability goes offline before this returns, so the
     /// next owner's `online` comes after it.
     func ownership(_ on: Bool, failingQueuedWith error: CommandError?) async {
+        passive?.tracker.lostSight()  // a passive device is online again at its first advertisement here
         guard !on else { return link.gained() }
         linkDriver.signal.set(owned: false)
         let l = link.lost()

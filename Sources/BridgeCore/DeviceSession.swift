@@ -21,6 +21,8 @@ actor DeviceSession {
         case notification(GATTNotification)
         /// A sighting of the device (a scan's advertisement) at this RSSI.
         case observed(rssi: Int)
+        /// A passive device's advertisement waits in ``heardSlot`` (``heard(_:)``).
+        case advertised
         case tick
         /// The writes (and the read) of the GATT operation `sequence` finished.
         case written(sequence: UInt64, Result<[UInt8]?, BLEError>)
@@ -61,14 +63,24 @@ actor DeviceSession {
     var stopped: [CheckedContinuation<Void, Never>] = []
     /// The RSSI of the last sighting (``observed(rssi:)``), published or not.
     var lastRSSI: Int?
+    /// A passive device's decoder and publish decisions (DeviceSession+Passive.swift); nil for a
+    /// device that connects.
+    var passive: Passive?
+    /// A passive device's newest advertisement not taken yet: one per device at most, the newest
+    /// wins (``heard(_:)``).
+    nonisolated let heardSlot = Mutex<Advertisement?>(nil)
+    /// Never connected: read from advertisements (``passive``).
+    nonisolated let isPassive: Bool
 
     init(config: DeviceConfig, driver: any DeviceDriver, central: any BLECentral, output: SessionOutput,
          initialState: JSONObject, reconnect: (min: Duration, max: Duration),
-         connectAttempt: Duration = Bridge.defaultConnectAttempt, owned: Bool = true) {
+         connectAttempt: Duration = Bridge.defaultConnectAttempt, owned: Bool = true, decoder: (any PassiveDecoder)? = nil) {
         self.config = config
         self.driver = driver
         self.output = output
         self.state = DeviceState(initialState)
+        passive = decoder.map { Passive(decoder: $0, config: config, state: initialState) }
+        isPassive = decoder != nil
         link = LinkStateMachine(owned: owned)
         schedule = LinkSchedule(now: output.clock.now())
         metrics = output.metrics.device(config.id)
@@ -137,8 +149,10 @@ actor DeviceSession {
     /// Ticks come from the bridge's one ticker (``tick()``), not from a timer per session.
     func run() async {
         await withDiscardingTaskGroup { group in
-            group.addTask { await self.linkDriver.maintainLink() }
-            group.addTask { await self.linkDriver.runWrites() }
+            if passive == nil {  // a passive device is never connected
+                group.addTask { await self.linkDriver.maintainLink() }
+                group.addTask { await self.linkDriver.runWrites() }
+            }
             for await event in events {
                 if case let .stop(error, done) = event {
                     stopped.append(done)
@@ -202,7 +216,8 @@ actor DeviceSession {
         case .deferredRowsDue: storeDeferredRows()
         case let .notification(n): process(driver.receive(n), from: n)
         case let .observed(rssi): if link.isOwned { updateRSSI(rssi) }
-        case .tick: checkTimers()
+        case .advertised: advertised()
+        case .tick: if passive != nil { passiveTimers() } else { checkTimers() }
         case let .written(sequence, result): written(sequence, result)
         }
         dispatch()
@@ -229,7 +244,7 @@ actor DeviceSession {
     /// Republishes retained topics (after the broker came back).
     func republish() {
         guard link.isOwned else { return }
-        publishAvailability(link.available)
+        publishAvailability(passive.map(\.tracker.online) ?? link.available)
         if !state.isEmpty { publishState() }
     }
 

@@ -194,7 +194,7 @@ public struct HomeAssistantDiscovery: Sendable {
     /// The config messages of one device, its `device` block from `state`.
     public func messages(for d: DeviceConfig, state: JSONObject = [:]) -> [OutboundMessage] {
         let device = deviceBlock(d, state: state)
-        return entities(for: d).map { e in
+        return entities(for: d, state: state).map { e in
             message(e, node: nodeID(d), uniqueBase: uniqueBase(d), entityBase: d.id, device: device, deviceAvailability: topics.availability(d.id))
         }
     }
@@ -202,8 +202,8 @@ public struct HomeAssistantDiscovery: Sendable {
     /// Empty retained payloads that withdraw the entities published before (`previous`, the config
     /// topics the store recorded) that the current configuration no longer has: a removed device,
     /// or one mapping of a device that stays.
-    public func removals(previous: Set<String>, current: [DeviceConfig]) -> [OutboundMessage] {
-        let kept = Set(messages(for: current).map(\.topic))
+    public func removals(previous: Set<String>, current: [DeviceConfig], states: [String: JSONObject] = [:]) -> [OutboundMessage] {
+        let kept = Set(messages(for: current, states: states).map(\.topic))
         return previous.subtracting(kept).sorted().map { OutboundMessage(topic: $0, payload: [], qos: 1, retain: true) }
     }
 
@@ -223,12 +223,12 @@ public struct HomeAssistantDiscovery: Sendable {
     /// when the address is configured (so renaming the device id keeps HA's entities), else
     /// `<base>_<device id>`.
     func uniqueBase(_ d: DeviceConfig) -> String {
-        if let a = d.address { return "\(idBase)_" + a.replacingOccurrences(of: ":", with: "").lowercased() }
+        if let a = d.address, !d.addressIsPattern { return "\(idBase)_" + a.replacingOccurrences(of: ":", with: "").lowercased() }
         return "\(idBase)_\(d.id)"
     }
 
-    func entities(for d: DeviceConfig) -> [Entity] {
-        (profiles[d.profile]?.homeAssistantEntities(for: d, topics: topics) ?? []) + diagnosticEntities()
+    func entities(for d: DeviceConfig, state: JSONObject = [:]) -> [Entity] {
+        (profiles[d.profile]?.homeAssistantEntities(for: d, topics: topics, state: state) ?? []) + diagnosticEntities()
     }
 
     /// Every device's sighting: the RSSI and when it was last seen (both kept in the state by

@@ -11,11 +11,15 @@ public struct ProfileGuess: Sendable, Equatable {
     public var profile: ProfileID
     /// For templates: the mappings, in the shape of a `characteristics[]` entry.
     public var characteristics: [JSONValue]
+    /// Other keys of the device entry the guess brings, where the request does not give them (a
+    /// passive device's `format`).
+    public var fields: JSONObject
 
-    public init(name: String, profile: ProfileID, characteristics: [JSONValue]) {
+    public init(name: String, profile: ProfileID, characteristics: [JSONValue], fields: JSONObject = [:]) {
         self.name = name
         self.profile = profile
         self.characteristics = characteristics
+        self.fields = fields
     }
 
     /// The advertisement's services, short where they are on the Bluetooth base (`180D`).

@@ -9,6 +9,9 @@ public enum DeviceProfiles {
     public static let all: [any DeviceProfile] = [
         GoProProfile(),
         RokidProfile(),
+        // Before the layout profile: a passive sensor's service data (ATC's 0x181A) is a format's,
+        // not the Environmental Sensing template's.
+        AdvertisementProfile(),
         LayoutProfile(),
     ]
 

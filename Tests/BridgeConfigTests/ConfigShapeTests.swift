@@ -121,13 +121,18 @@ import Testing
                 characteristics:
                   - {uuid: 2A19, service: 180F, codec: layout, layout: "builtin:battery_level", direction: [read, notify], poll: 1m, topic: battery}
               - {id: cam, address: "C0:FF:EE:00:00:01", profile: gopro}
+              - {id: porch, address: "A4:C1:38:00:00:01", profile: advertisement, format: bthome, bindkey: 00112233445566778899aabbccddeeff, min_interval: 10s}
+            advertisement_formats:
+              mine: {match: {service_data: FFF0}}
             """
         let c = try Configuration(yaml: yaml)
         #expect(c.mqtt.tls?.verifyHostname == false && c.cluster.drainTimeout == .seconds(2) && c.devices[0].offlinePolicy == .latest)
         let keys = Self.keyCount(Configuration.shape(profiles: nil))
         // Each declared key appears in the file above (mqtt.password, refused, and the one of
         // bluetooth.adapter/adapters not given aside).
-        for key in Self.keyNames(Configuration.shape(profiles: nil)) where !["mqtt.password", "bluetooth.adapter", "devices[].address"].contains(key) {
+        // bindkey_file is read at load (PassiveConfigTests has a file), so not with bindkey here.
+        for key in Self.keyNames(Configuration.shape(profiles: nil))
+        where !["mqtt.password", "bluetooth.adapter", "devices[].address", "devices[].bindkey_file"].contains(key) {
             let last = String(key.split(separator: ".").last ?? "")
             #expect(yaml.contains("\(last):"), "\(key) is declared but not in the test's file")
         }
@@ -158,7 +163,10 @@ import Testing
         let device = try #require(schema["properties"]?["devices"]?["items"])
         #expect(device["required"] == ["id", "profile"])
         #expect(device["properties"]?["profile"]?["enum"] == ["gopro", "rokid", "custom"])
-        #expect(device["allOf"] == [["anyOf": [["required": ["address"]], ["required": ["name_pattern"]]]]])
+        #expect(device["allOf"] == [["anyOf": [["required": ["address"]], ["required": ["name_pattern"]]]],
+                                    ["not": ["required": ["bindkey", "bindkey_file"]]]])
+        #expect(schema["properties"]?["advertisement_formats"]?["additionalProperties"] == ["type": "object"])
+        #expect(schema["properties"]?["advertisement_formats"]?["propertyNames"]?["pattern"] == .string(StringRule.formatName.pattern))
         #expect(ConfigSchema.text(profiles: nil).hasSuffix("}\n"))
     }
 }

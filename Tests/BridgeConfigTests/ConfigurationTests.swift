@@ -42,7 +42,7 @@ import Testing
 
     @Test func unknownKeyNamesPathAndLine() {
         let yaml = Self.minimal.replacingOccurrences(of: "profile: rokid", with: "profile: rokid\n    colour: red")
-        #expect(throws: ConfigError(path: "devices[1].colour", line: 15, message: "unknown key (expected one of adapter, address, availability_timeout, characteristics, command_timeout, id, name, name_pattern, offline, profile)")) {
+        #expect(throws: ConfigError(path: "devices[1].colour", line: 15, message: "unknown key (expected one of adapter, address, availability_timeout, bindkey, bindkey_file, characteristics, command_timeout, format, id, min_interval, name, name_pattern, offline, profile)")) {
             try Configuration(yaml: yaml)
         }
         #expect(throws: ConfigError(path: "mqtt.colour", line: 2, message: "unknown key (expected one of api, base_topic, client_id, keepalive, password_env, password_file, protocol, qos, reconnect_max, reconnect_min, retain, tls, url, username)")) {

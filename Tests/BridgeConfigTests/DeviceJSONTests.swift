@@ -37,7 +37,7 @@ import Testing
         #expect(error(#"{"id":"x","profile":"gopro"}"#) == "device: needs an address or a name_pattern")
         #expect(error(#"{"id":"x","profile":"Toaster!","address":"C0:FF:EE:00:00:09"}"#)?.hasPrefix("device.profile: ") == true)
         #expect(error(#"{"id":"x y","profile":"gopro","address":"C0:FF:EE:00:00:09"}"#)?.hasPrefix("device.id: 'x y' may only contain") == true)
-        #expect(error(#"{"id":"x","profile":"gopro","address":"nope"}"#) == "device.address: 'nope' is not a Bluetooth address like C0:FF:EE:00:00:01")
+        #expect(error(#"{"id":"x","profile":"gopro","address":"nope"}"#) == "device.address: 'nope' is not a Bluetooth address like C0:FF:EE:00:00:01 (or, for a passive device, a prefix pattern like A4:C1:38:*)")
         #expect(error(#"{"id":"x","profile":"gopro","address":"C0:FF:EE:00:00:09","colour":"red"}"#)?.hasPrefix("device.colour: unknown key") == true)
         #expect(error(#"[1]"#) == "device: expected an object")
     }

@@ -12,13 +12,14 @@ extension BridgeAPIExtension {
     // MARK: device/add
 
     func addDevice(_ body: JSONObject) async throws(RequestError) -> JSONValue {
-        for key in body.keys where !["id", "name", "address", "name_pattern", "profile", "options", "characteristics", "timeout"].contains(key) {
-            throw RequestError("unknown key '\(key)' (expected id, address or name_pattern, profile, name, options, characteristics, timeout)")
+        let passiveKeys = ["format", "bindkey", "bindkey_file", "min_interval"]  // a passive device's (docs/configuration.md)
+        for key in body.keys where !(["id", "name", "address", "name_pattern", "profile", "options", "characteristics", "timeout"] + passiveKeys).contains(key) {
+            throw RequestError("unknown key '\(key)' (expected id, address or name_pattern, profile, name, options, characteristics, timeout, or a passive device's format, bindkey, bindkey_file, min_interval)")
         }
         guard let id = body["id"]?.stringValue, !id.isEmpty else { throw RequestError("id: required (the device's topic name)") }
         try checkNewID(id)
         var json: JSONObject = ["id": .string(id)]
-        for key in ["name", "address", "name_pattern", "characteristics"] { if let v = body[key] { json[key] = v } }
+        for key in ["name", "address", "name_pattern", "characteristics"] + passiveKeys { if let v = body[key] { json[key] = v } }
         if let a = body["address"]?.stringValue { json["address"] = .string(a.uppercased()) }
         guard json["address"] != nil || json["name_pattern"] != nil else { throw RequestError("address or name_pattern: required") }
         // The profile: given (a profile or a template), else the last scan's guess.
@@ -41,6 +42,7 @@ extension BridgeAPIExtension {
         }
         json["profile"] = .string(guess.profile.rawValue)
         if json["characteristics"] == nil, !guess.characteristics.isEmpty { json["characteristics"] = .array(guess.characteristics) }
+        for (key, value) in guess.fields where json[key] == nil { json[key] = value }
         if json["name"] == nil, let n = sighting?.name { json["name"] = .string(n) }
         var device: DeviceConfig
         do {
@@ -63,7 +65,7 @@ extension BridgeAPIExtension {
         bridge.registry.withLock { $0[device.id] = Registered(config: device, source: .mqtt, session: session) }
         bridge.registerInStore(device)
         spawnSink.yield(.session(session))
-        switch await session.waitForLink(timeout: timeout) {
+        switch session.isPassive ? .up : await session.waitForLink(timeout: timeout) {  // a passive device has no link
         case .up:
             break
         case let outcome:
@@ -80,7 +82,7 @@ extension BridgeAPIExtension {
         bridge.publishDevices()
         bridge.publishInfo()
         event("device_added", ["device": .string(device.id), "profile": .string(guess.name)])
-        return ["device": device.json, "source": "mqtt", "profile": .string(guess.name)]
+        return ["device": device.publicJSON, "source": "mqtt", "profile": .string(guess.name)]
     }
 
     /// A new id must be usable as a topic level and be free.
@@ -160,7 +162,7 @@ extension BridgeAPIExtension {
             try? store.saveRuntimeDevice(id: changed.id, config: changed.json.jsonText)
             try await replace(r, with: changed)
         }
-        return ["device": changed.json]
+        return ["device": changed.publicJSON]
     }
 
     /// Replaces a device's session with one for its new configuration: the link is closed and

@@ -50,8 +50,9 @@ final class DiscoveryExtension: BridgeExtension {
             d.address = r.address
             return d
         }.flatMap { discovery.messages(for: [$0]).map(\.topic) })
-        for m in discovery.removals(previous: previous, current: current) { bridge.mqtt.send(m) }
-        try? store.replaceDiscoveryTopics(Set(discovery.messages(for: current).map(\.topic)))
+        let states = (try? store.states()) ?? [:]
+        for m in discovery.removals(previous: previous, current: current, states: states) { bridge.mqtt.send(m) }
+        try? store.replaceDiscoveryTopics(Set(discovery.messages(for: current, states: states).map(\.topic)))
     }
 
     func announce() { publishAll() }
@@ -81,7 +82,7 @@ final class DiscoveryExtension: BridgeExtension {
     }
 
     func deviceRetired(_ device: DeviceConfig) {
-        for m in discovery.messages(for: [device]) where !m.topic.contains("/\(discovery.bridgeIdentifier)/") {
+        for m in discovery.messages(for: [device], states: (try? bridge.store.states()) ?? [:]) where !m.topic.contains("/\(discovery.bridgeIdentifier)/") {
             bridge.mqtt.send(OutboundMessage(topic: m.topic, payload: [], qos: 1, retain: true))
         }
         recordTopics()
@@ -97,6 +98,6 @@ final class DiscoveryExtension: BridgeExtension {
 
     /// The topics of every device's config messages, recorded for the withdrawal at the next start.
     func recordTopics() {
-        try? bridge.store.replaceDiscoveryTopics(Set(discovery.messages(for: bridge.deviceConfigs).map(\.topic)))
+        try? bridge.store.replaceDiscoveryTopics(Set(discovery.messages(for: bridge.deviceConfigs, states: (try? bridge.store.states()) ?? [:]).map(\.topic)))
     }
 }

@@ -1,0 +1,145 @@
+import BinaryCoding
+
+// A passive device (`profile: advertisement`, docs/configuration.md "Passive devices") is never
+// connected: its readings come from its advertisements. The profile decodes them (its
+// ``PassiveDecoder``, over the device's format and key); ``PassiveTracker`` decides, on the
+// bridge's clock, what the bridge does with each reading: drop a repeat, refuse a replay, publish
+// on change at most every `min_interval` (the newest held reading wins), and go offline after
+// the device's silence. Pure: no I/O, the time is given.
+
+/// What a passive device's format read from one advertisement.
+public struct PassiveReading: Sendable, Equatable {
+    /// Measurement name → value (docs/advertisements.md).
+    public var values: JSONObject
+    /// The same id as the last accepted reading: a repeat, dropped.
+    public var packetID: UInt32?
+    /// An encrypted format's counter: must grow (a replay is refused).
+    public var counter: UInt32?
+
+    public init(values: JSONObject, packetID: UInt32? = nil, counter: UInt32? = nil) {
+        self.values = values
+        self.packetID = packetID
+        self.counter = counter
+    }
+}
+
+/// Why an advertisement of a passive device was not read (its format's error, as text).
+public struct PassiveDecodeError: Error, Sendable, Equatable, CustomStringConvertible {
+    public var message: String
+    public init(_ message: String) { self.message = message }
+    public var description: String { message }
+}
+
+/// A passive device's decoder: its format with its key (``DeviceProfile/makeDecoder(for:)``).
+public protocol PassiveDecoder: Sendable {
+    /// The reading; nil when the advertisement is not of the device's format (ignored). Throws
+    /// when it is but cannot be read (counted and reported, never fatal).
+    func decode(_ advertisement: Advertisement) throws(PassiveDecodeError) -> PassiveReading?
+}
+
+/// The publish decisions of one passive device (see the file's comment).
+public struct PassiveTracker: Sendable, Equatable {
+    /// What one reading came to.
+    public enum Outcome: Sendable, Equatable {
+        /// Publish this state now.
+        case publish(JSONObject)
+        /// Changed, but within `min_interval` of the last publish: held (``tick(at:)`` publishes it).
+        case held
+        /// The same values as published: nothing to do.
+        case unchanged
+        /// The same packet id as the last accepted reading.
+        case repeated
+        /// A counter not above the last accepted one: a replayed advertisement, refused.
+        case replayed(counter: UInt32)
+    }
+
+    /// What the passing of time came to.
+    public enum Due: Sendable, Equatable {
+        case publish(JSONObject)
+        /// No good advertisement for the device's silence: `offline`.
+        case offline
+    }
+
+    public let minInterval: Duration
+    public let silence: Duration
+    /// The last state published (or restored from the store).
+    public private(set) var state: JSONObject
+    /// A changed state held back by `min_interval` (only the newest is kept).
+    public private(set) var pending: JSONObject?
+    public private(set) var lastPacketID: UInt32?
+    /// The last accepted counter (in memory only for now: the bridge does not store it yet, so a
+    /// restart reopens the window until the next accepted advertisement; `init` takes a stored one).
+    public private(set) var lastCounter: UInt32?
+    /// When the last good advertisement came; nil: none yet (not online).
+    public private(set) var lastGood: ContinuousClock.Instant?
+    public private(set) var online = false
+    var lastPublish: ContinuousClock.Instant?
+
+    public init(minInterval: Duration, silence: Duration, state: JSONObject = [:], lastCounter: UInt32? = nil) {
+        self.minInterval = minInterval
+        self.silence = silence
+        self.state = state
+        self.lastCounter = lastCounter
+    }
+
+    /// A good reading at `now`. The caller marks the device online when ``online`` turns true.
+    public mutating func accept(_ reading: PassiveReading, at now: ContinuousClock.Instant) -> Outcome {
+        if let counter = reading.counter {
+            if let last = lastCounter, counter <= last { return .replayed(counter: counter) }
+        }
+        if let id = reading.packetID, id == lastPacketID {
+            lastGood = now
+            online = true
+            return .repeated
+        }
+        if let counter = reading.counter { lastCounter = counter }
+        lastPacketID = reading.packetID
+        lastGood = now
+        online = true
+        var merged = state
+        merged.merge(reading.values)
+        guard merged != state else {
+            pending = nil
+            return .unchanged
+        }
+        if let last = lastPublish, now - last < minInterval {
+            pending = merged
+            return .held
+        }
+        return publish(merged, at: now)
+    }
+
+    /// What is due at `now`: a held state whose interval has passed, or offline after the silence.
+    public mutating func tick(at now: ContinuousClock.Instant) -> [Due] {
+        var due: [Due] = []
+        if let p = pending, let last = lastPublish, now - last >= minInterval, case let .publish(s) = publish(p, at: now) {
+            due.append(.publish(s))
+        }
+        if online, let good = lastGood, now - good >= silence {
+            online = false
+            due.append(.offline)
+        }
+        return due
+    }
+
+    /// This node stopped running the device (several bridges): the next good advertisement it
+    /// takes makes it `online` again (published by the node that runs it then).
+    public mutating func lostSight() {
+        online = false
+        pending = nil
+    }
+
+    /// When ``tick(at:)`` has something to do next (nil: nothing until another reading).
+    public var nextDue: ContinuousClock.Instant? {
+        let held = pending != nil ? lastPublish.map { $0 + minInterval } : nil
+        let quiet = online ? lastGood.map { $0 + silence } : nil
+        return [held, quiet].compactMap { $0 }.min()
+    }
+
+    private mutating func publish(_ s: JSONObject, at now: ContinuousClock.Instant) -> Outcome {
+        state = s
+        pending = nil
+        lastPublish = now
+        return .publish(s)
+    }
+}
