@@ -191,7 +191,7 @@ let package = Package(
         ),
         .testTarget(
             name: "DeviceSimulatorsTests",
-            dependencies: ["DeviceSimulators", "BlueZSimulator", "GoProCodec", "CapsCodec", "BinaryCoding", "GattLayout", "TestSupport",
+            dependencies: ["DeviceSimulators", "AdvertisementCodec", "BlueZSimulator", "GoProCodec", "CapsCodec", "BinaryCoding", "GattLayout", "TestSupport",
                            .product(name: "SwiftProtobuf", package: "swift-protobuf")]
         ),
         .testTarget(

@@ -1,7 +1,10 @@
 import BlueZSimulator
+import Glibc
 
 /// A simulated device named on the command line as `KIND@ADDRESS` (`gatt2mqtt simulate` and
-/// `gatt2mqtt peripherals` `--device`, docs/bluez.md "CLI"), e.g. `gopro@C0:FF:EE:00:00:01`.
+/// `gatt2mqtt peripherals` `--device`, docs/bluez.md "CLI"), e.g. `gopro@C0:FF:EE:00:00:01`;
+/// an encrypted advertiser takes its key after `#`: `bthome-encrypted@A4:C1:38:00:00:02#231d…`
+/// (32 hex digits; without it, the kind's demo key).
 public struct SimulatedDeviceSpec: Sendable, Equatable, CustomStringConvertible {
     public enum Kind: String, Sendable, CaseIterable {
         /// ``SimulatedGoPro``.
@@ -23,34 +26,68 @@ public struct SimulatedDeviceSpec: Sendable, Equatable, CustomStringConvertible 
         case ruuvi
         /// ``AdvertiserPayload/govee`` (Govee H5075).
         case govee
+        /// ``AdvertiserPayload/bthomeEncrypted(key:counterBase:)`` (BTHome v2, AES-CCM).
+        case bthomeEncrypted = "bthome-encrypted"
+        /// ``AdvertiserPayload/xiaomi(key:counterBase:)`` (MiBeacon v5, encrypted, as a LYWSD03MMC).
+        case xiaomi
 
-        /// The payload of an advertiser kind, nil for a connectable device.
-        public var advertiserPayload: AdvertiserPayload? {
+        /// The payload of an advertiser kind, nil for a connectable device; an encrypted kind
+        /// uses `key` (16 bytes; nil: its demo key) and counts from `counterBase`.
+        public func advertiserPayload(key: [UInt8]? = nil, counterBase: UInt32 = 0) -> AdvertiserPayload? {
             switch self {
             case .gopro, .rokid, .hr, .thermo: nil
-            case .bthome: .bthome
-            case .atc: .atc
-            case .pvvx: .pvvx
-            case .ruuvi: .ruuvi
-            case .govee: .govee
+            case .bthome: AdvertiserPayload.bthome
+            case .atc: AdvertiserPayload.atc
+            case .pvvx: AdvertiserPayload.pvvx
+            case .ruuvi: AdvertiserPayload.ruuvi
+            case .govee: AdvertiserPayload.govee
+            case .bthomeEncrypted: AdvertiserPayload.bthomeEncrypted(key: key ?? AdvertiserPayload.bthomeDemoKey, counterBase: counterBase)
+            case .xiaomi: AdvertiserPayload.xiaomi(key: key ?? AdvertiserPayload.xiaomiDemoKey, counterBase: counterBase)
             }
         }
+
+        /// The payload with the demo key (for an encrypted kind) and counter base 0.
+        public var advertiserPayload: AdvertiserPayload? { advertiserPayload() }
+
+        /// Whether the kind encrypts its advertisements (so it takes a key).
+        public var takesKey: Bool { self == .bthomeEncrypted || self == .xiaomi }
     }
 
     public var kind: Kind
     /// Upper case, `C0:FF:EE:00:00:01` form.
     public var address: String
+    /// An encrypted advertiser's key (16 bytes); nil: the kind's demo key.
+    public var key: [UInt8]?
 
-    public init(kind: Kind, address: String) {
+    public init(kind: Kind, address: String, key: [UInt8]? = nil) {
         self.kind = kind
         self.address = address.uppercased()
+        self.key = key
     }
 
-    /// Parses `KIND@ADDRESS`; nil when the kind is unknown or the address is not six hex pairs.
+    /// Parses `KIND@ADDRESS` or, for a kind that ``Kind/takesKey``, `KIND@ADDRESS#KEY` (32 hex
+    /// digits); nil when the kind is unknown, the address is not six hex pairs, or the key is not
+    /// 32 hex digits or is given to a kind that takes none.
     public init?(parsing text: String) {
         let parts = text.split(separator: "@", maxSplits: 1, omittingEmptySubsequences: false).map(String.init)
-        guard parts.count == 2, let kind = Kind(rawValue: parts[0]), Self.isAddress(parts[1]) else { return nil }
-        self.init(kind: kind, address: parts[1])
+        guard parts.count == 2, let kind = Kind(rawValue: parts[0]) else { return nil }
+        let rest = parts[1].split(separator: "#", maxSplits: 1, omittingEmptySubsequences: false).map(String.init)
+        guard Self.isAddress(rest[0]) else { return nil }
+        var key: [UInt8]?
+        if rest.count == 2 {
+            guard kind.takesKey, let bytes = Self.key(rest[1]) else { return nil }
+            key = bytes
+        }
+        self.init(kind: kind, address: rest[0], key: key)
+    }
+
+    /// 32 hex digits as 16 bytes; nil otherwise.
+    public static func key(_ text: String) -> [UInt8]? {
+        let digits = Array(text.utf8)
+        let hex = Set("0123456789abcdefABCDEF".utf8)  // not `isHexDigit` (fullwidth digits), nor a sign
+        guard digits.count == 32, digits.allSatisfy(hex.contains) else { return nil }
+        let bytes = stride(from: 0, to: 32, by: 2).compactMap { UInt8(String(decoding: digits[$0..<$0 + 2], as: UTF8.self), radix: 16) }
+        return bytes.count == 16 ? bytes : nil
     }
 
     /// Whether `text` is a Bluetooth address written as six hex pairs separated by `:`.
@@ -59,6 +96,7 @@ public struct SimulatedDeviceSpec: Sendable, Equatable, CustomStringConvertible 
         return parts.count == 6 && parts.allSatisfy { $0.count == 2 && $0.allSatisfy(\.isHexDigit) }
     }
 
+    /// `KIND@ADDRESS` (a given key is not repeated: it may be a secret).
     public var description: String { "\(kind.rawValue)@\(address)" }
 }
 
@@ -104,9 +142,11 @@ public enum SimulatedPeripheral: Sendable {
 
     /// Makes the device; its timer tasks (GoPro sleep and battery drain, Rokid battery) run on
     /// `executor` (nil: the global pool) and measure `timings` on `clock`. `rokidAuth`: how Rokid
-    /// glasses answer AUTH_REQ.
+    /// glasses answer AUTH_REQ. An encrypted advertiser's counter starts at `counterBase`
+    /// (default: the seconds since 1970, so it grows across runs as a real sensor's does).
     public init(_ spec: SimulatedDeviceSpec, timings: SimulatedDeviceTimings = .init(), rokidAuth: SimulatedRokid.AuthMode = .refuse,
-                executor: (any TaskExecutor)? = nil, clock: any Clock<Duration> = ContinuousClock()) {
+                executor: (any TaskExecutor)? = nil, clock: any Clock<Duration> = ContinuousClock(),
+                counterBase: UInt32 = SimulatedPeripheral.wallClockSeconds()) {
         switch spec.kind {
         case .gopro:
             self = .gopro(SimulatedGoPro(address: spec.address, sleepAfter: timings.goproSleepAfter,
@@ -118,10 +158,14 @@ public enum SimulatedPeripheral: Sendable {
             self = .heartRate(GenericDevice.batteryHeartRate(address: spec.address))
         case .thermo:
             self = .thermometer(SimulatedThermometer(address: spec.address))
-        case .bthome, .atc, .pvvx, .ruuvi, .govee:
-            self = .advertiser(spec.kind, SimulatedAdvertiser(address: spec.address, payload: spec.kind.advertiserPayload!))
+        case .bthome, .atc, .pvvx, .ruuvi, .govee, .bthomeEncrypted, .xiaomi:
+            let payload = spec.kind.advertiserPayload(key: spec.key, counterBase: counterBase)!
+            self = .advertiser(spec.kind, SimulatedAdvertiser(address: spec.address, payload: payload))
         }
     }
+
+    /// The wall clock in seconds since 1970 (UInt32 holds them until 2106).
+    public static func wallClockSeconds() -> UInt32 { UInt32(truncatingIfNeeded: time(nil)) }
 
     public var kind: SimulatedDeviceSpec.Kind {
         switch self {

@@ -16,7 +16,7 @@ struct PeripheralsCommand: AsyncParsableCommand {
     @Option(help: "The Unix socket to listen on (a stale socket there is replaced).")
     var socket: String
 
-    @Option(name: .customLong("device"), help: "A simulated device KIND@ADDRESS, KIND = gopro, rokid, hr, thermo, bthome, atc, pvvx, ruuvi or govee (repeatable; default hr@C0:FF:EE:00:00:01).")
+    @Option(name: .customLong("device"), help: "A simulated device KIND@ADDRESS, KIND = gopro, rokid, hr, thermo, bthome, bthome-encrypted, xiaomi, atc, pvvx, ruuvi or govee (repeatable; default hr@C0:FF:EE:00:00:01); an encrypted one as KIND@ADDRESS#KEY (32 hex digits; default: its demo key, as for simulate).")
     var devices: [String] = []
 
     @OptionGroup var deviceTimings: DeviceTimingOptions

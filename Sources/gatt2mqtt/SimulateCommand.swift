@@ -19,7 +19,7 @@ struct SimulateCommand: AsyncParsableCommand {
     @Option(help: "Address of the heart-rate sensor when no --device is given.")
     var address: String = "C0:FF:EE:00:00:01"
 
-    @Option(name: .customLong("device"), help: "A simulated device KIND@ADDRESS, KIND = gopro, rokid, hr (heart-rate sensor), thermo (temperature, humidity, battery) or a passive advertiser that never accepts a connection: bthome (BTHome v2), atc (ATC1441), pvvx (PVVX custom), ruuvi (RuuviTag format 5), govee (H5075) (repeatable), e.g. gopro@C0:FF:EE:00:00:01.")
+    @Option(name: .customLong("device"), help: "A simulated device KIND@ADDRESS, KIND = gopro, rokid, hr (heart-rate sensor), thermo (temperature, humidity, battery) or a passive advertiser that never accepts a connection: bthome (BTHome v2), bthome-encrypted (BTHome v2 with AES-CCM), xiaomi (MiBeacon v5, encrypted, as a LYWSD03MMC), atc (ATC1441), pvvx (PVVX custom), ruuvi (RuuviTag format 5), govee (H5075) (repeatable), e.g. gopro@C0:FF:EE:00:00:01. An encrypted one takes its key as KIND@ADDRESS#KEY (32 hex digits); without it, a demo key (docs/advertisements.md): bthome-encrypted 231d39c1d7cc1ab1aee224cd096db932, xiaomi e9ea895fac7cca6d30532432a516f3a8.")
     var devices: [String] = []
 
     @OptionGroup var deviceTimings: DeviceTimingOptions
@@ -70,7 +70,9 @@ struct SimulateCommand: AsyncParsableCommand {
         return try devices.map { d in
             guard let spec = SimulatedDeviceSpec(parsing: d) else {
                 let kinds = SimulatedDeviceSpec.Kind.allCases.map(\.rawValue).joined(separator: ", ")
-                throw CLIError("--device \(d): expected KIND@ADDRESS with KIND one of \(kinds), e.g. thermo@C0:FF:EE:00:00:04")
+                let keyed = SimulatedDeviceSpec.Kind.allCases.filter(\.takesKey).map(\.rawValue).joined(separator: ", ")
+                throw CLIError("--device \(d): expected KIND@ADDRESS with KIND one of \(kinds), e.g. thermo@C0:FF:EE:00:00:04, "
+                    + "or KIND@ADDRESS#KEY with KIND one of \(keyed) and KEY 32 hex digits")
             }
             return spec
         }

@@ -19,7 +19,7 @@ import Testing
         return o
     }
 
-    @Test(arguments: [SimulatedDeviceSpec.Kind.bthome, .atc, .pvvx, .ruuvi, .govee])
+    @Test(arguments: [SimulatedDeviceSpec.Kind.bthome, .atc, .pvvx, .ruuvi, .govee, .bthomeEncrypted, .xiaomi])
     func changingDataReachesAScan(_ kind: SimulatedDeviceSpec.Kind) async throws {
         let advertiser = SimulatedAdvertiser(address: Self.address, payload: try #require(kind.advertiserPayload))
         try await withEmulator(Self.options, devices: [advertiser]) { env in

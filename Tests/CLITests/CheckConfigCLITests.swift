@@ -8,7 +8,7 @@ import Testing
     @Test func acceptsTheShippedDemo() async throws {
         let r = try await CLI.run(["check-config", Self.configDir + "/demo.yaml"])
         #expect(r.status == 0)
-        #expect(r.stdout.contains("3 device(s)"))
+        #expect(r.stdout.contains("6 device(s)"))
     }
 
     @Test func typoIsOneLineWithPathAndLine() async throws {

@@ -86,7 +86,7 @@ import Testing
     }
 
     @Test func specKindsMakeAdvertisers() throws {
-        for kind in [SimulatedDeviceSpec.Kind.bthome, .atc, .pvvx, .ruuvi, .govee] {
+        for kind in SimulatedDeviceSpec.Kind.allCases where kind.advertiserPayload != nil {
             let spec = try #require(SimulatedDeviceSpec(parsing: "\(kind.rawValue)@\(Self.address)"))
             let p = SimulatedPeripheral(spec)
             #expect(p.kind == kind)
@@ -94,7 +94,7 @@ import Testing
             let ad = p.device.advertisement
             #expect(!ad.serviceData.isEmpty || !ad.manufacturerData.isEmpty, "\(kind)")
         }
-        #expect(SimulatedDeviceSpec(parsing: "xiaomi@\(Self.address)") == nil)
+        #expect(SimulatedDeviceSpec(parsing: "miflora@\(Self.address)") == nil)
         #expect(SimulatedPeripheral(SimulatedDeviceSpec(kind: .thermo, address: Self.address)).device.connectable)
     }
 }

@@ -102,7 +102,7 @@ import Testing
         let spec = try #require(SimulatedDeviceSpec(parsing: "thermo@c0:ff:ee:00:00:04"))
         #expect(spec == SimulatedDeviceSpec(kind: .thermo, address: "C0:FF:EE:00:00:04"))
         #expect(spec.description == "thermo@C0:FF:EE:00:00:04")
-        #expect(SimulatedDeviceSpec.Kind.allCases.map(\.rawValue) == ["gopro", "rokid", "hr", "thermo", "bthome", "atc", "pvvx", "ruuvi", "govee"])
+        #expect(SimulatedDeviceSpec.Kind.allCases.map(\.rawValue) == ["gopro", "rokid", "hr", "thermo", "bthome", "atc", "pvvx", "ruuvi", "govee", "bthome-encrypted", "xiaomi"])
         #expect(SimulatedDeviceSpec(parsing: "thermometer@C0:FF:EE:00:00:04") == nil)
         let p = SimulatedPeripheral(spec)
         #expect(p.kind == .thermo)

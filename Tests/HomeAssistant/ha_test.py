@@ -3,8 +3,8 @@
 
 Home Assistant (the pinned release, in the root scripts/ha-setup builds) runs with its MQTT
 integration (a config entry written into .storage, no UI) against a mosquitto of our own on a
-free port, with the demo's emulated GoPro, Rokid glasses and heart-rate sensor (`gatt2mqtt
-simulate`) and the bridge (`gatt2mqtt run`, config/demo.yaml). Asserted:
+free port, with the demo's emulated GoPro, Rokid glasses, heart-rate sensor and passive
+thermometers (`gatt2mqtt simulate`) and the bridge (`gatt2mqtt run`, config/demo.yaml). Asserted:
 
 a. every discovery config the bridge publishes is an entity of Home Assistant's entity registry,
    platform mqtt, its domain the config's component, with the config's unit, device class and
@@ -46,7 +46,12 @@ ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)),
 PREFIX = "homeassistant"
 BASE = "gatt2mqtt"
 DEVICES = {"camera": "C0:FF:EE:00:00:01", "glasses": "C0:FF:EE:00:00:02", "heart_rate": "C0:FF:EE:00:00:03",
-           "thermometer": "C0:FF:EE:00:00:04"}
+           "thermometer": "C0:FF:EE:00:00:04", "garden": "A4:C1:38:00:00:11", "cellar": "A4:C1:38:00:00:12",
+           "bedroom": "A4:C1:38:00:00:13"}
+# The demo's simulated devices (scripts/run): kind and address; the passive thermometers of
+# config/demo.yaml (BTHome, BTHome encrypted with the demo key, ATC) among them.
+SIMULATED = (("gopro", "camera"), ("rokid", "glasses"), ("hr", "heart_rate"), ("thermo", "thermometer"),
+             ("bthome", "garden"), ("bthome-encrypted", "cellar"), ("atc", "bedroom"))
 # config/demo.yaml, plus the demo's thermometer (which the demo leaves to be found by a scan) with
 # a raw mapping, so that every mapping kind notifies during the run: the profiles' (GoPro, Rokid
 # over Caps), layouts (heart rate) and raw (the thermometer's temperature, every 5 s).
@@ -400,9 +405,7 @@ def run(args, procs, work):
 
     # The emulator and the bridge (the demo of scripts/run).
     sim_out = open(os.path.join(A, "simulate.out"), "w")
-    sim = procs.start("emulator", [args.binary, "simulate"] + sum((["--device", f"{k}@{a}"] for k, a in
-                      (("gopro", DEVICES["camera"]), ("rokid", DEVICES["glasses"]), ("hr", DEVICES["heart_rate"]),
-                       ("thermo", DEVICES["thermometer"]))), []),
+    sim = procs.start("emulator", [args.binary, "simulate"] + sum((["--device", f"{k}@{DEVICES[d]}"] for k, d in SIMULATED), []),
                       sim_out, env={**clean_env(), "SWIFT_BACKTRACE": "enable=no"})
 
     def bus():
