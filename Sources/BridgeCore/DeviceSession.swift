@@ -235,10 +235,14 @@ actor DeviceSession {
     /// Whether no command is under way or waiting (a handover drains to this).
     func isIdle() -> Bool { queue.isIdle }
 
-    /// For the health topic: link state and queue depth.
+    /// For the health topic: link state and queue depth; a passive device (never connected) says
+    /// so, and whether it is heard (`available`: online by its advertisements).
     func health() -> JSONValue {
-        ["connected": .bool(link.isUp), "available": .bool(link.available), "queue": .int(Int64(queue.count)),
-         "in_flight": .bool(queue.inFlight != nil)]
+        if let passive {
+            return ["connected": false, "passive": true, "available": .bool(passive.tracker.online), "queue": 0, "in_flight": false]
+        }
+        return ["connected": .bool(link.isUp), "available": .bool(link.available), "queue": .int(Int64(queue.count)),
+                "in_flight": .bool(queue.inFlight != nil)]
     }
 
     /// Republishes retained topics (after the broker came back).

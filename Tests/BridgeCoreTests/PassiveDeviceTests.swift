@@ -131,6 +131,9 @@ import Testing
             #expect(!states.contains { Self.temperature($0) == 10 })
             // Never connected.
             #expect(h.central.connects.load(ordering: .relaxed) == 0)
+            // The health topic says it is passive and heard (the frontend's "heard" pill), not "no link".
+            let health = await h.session.health()
+            #expect(health["passive"] == .bool(true) && health["available"] == .bool(true) && health["connected"] == .bool(false))
         }
     }
 

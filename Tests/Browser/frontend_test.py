@@ -157,6 +157,8 @@ def main():
             browser.wait(f"{device} online", lambda d: browser.text(f'tr[data-device="{device}"] .availability') == "online", 30)
         browser.wait("the live stream", lambda d: browser.text("#live") == "live")
         browser.wait("link states", lambda d: "connected" in browser.text('tr[data-device="camera"]'))
+        # A passive sensor is never connected: "heard" once its advertisements come, not "no link".
+        browser.wait("the garden sensor heard", lambda d: "heard" in browser.text('tr[data-device="garden"]').replace("not heard", "") and "no link" not in browser.text('tr[data-device="garden"]'), 30)
         browser.shot("1-devices")
         print("browser-test: the demo devices are online")
 

@@ -189,6 +189,8 @@ function deviceInfo(id) { return model.devices.find((d) => d.id === id); }
 function link(id) {
   const d = model.health && own(model.health.devices, id);
   if (!d) return pill("?", "pending");
+  // A passive sensor is never connected: it is heard (its advertisements) or not.
+  if (d.passive) return d.available ? pill("heard", "ok") : pill("not heard", "offline");
   return d.connected ? pill("connected", "ok") : pill("no link", "offline");
 }
 function feedback(el, r, okText) {
