@@ -164,9 +164,10 @@ public final class Bridge: Sendable {
         api = configuration.mqtt.api
         redeliveries = Mutex(Redeliveries(budget: configuration.limits.redeliveryCache))
         logLevel = Mutex(control.logLevel ?? configuration.logLevel)
-        let discovery = configuration.homeAssistant.enabled
+        var discovery = configuration.homeAssistant.enabled
             ? HomeAssistantDiscovery(prefix: configuration.homeAssistant.discoveryPrefix, topics: topics, version: version,
                                      frontendURL: configuration.frontend?.address, profiles: profiles) : nil
+        discovery?.advertisementFormats = configuration.advertisementFormats
         var output = SessionOutput(topics: topics, gate: ConnectGate(),
                                    history: (configuration.database.historyMaxEvents, configuration.database.historyMaxAge),
                                    mqtt: mqtt, batch: batch, store: store, stateQoS: configuration.mqtt.qos,
