@@ -1,15 +1,18 @@
+import AdvertisementCodec
 import BinaryCoding
 import BridgeConfig
 import BridgeStore
+import CoreMetrics
 import DeviceProfiles
 import Foundation
+import MetricsTestKit
 import TestSupport
 import Testing
 @testable import BridgeCore
 
 /// Passive devices with the registered profiles (DeviceProfiles.all) over the core's fakes: a
 /// user's layout format from a YAML configuration, its Home Assistant entities before anything
-/// is heard.
+/// is heard, and an encrypted BTHome sensor's replay counter kept across a restart on one SQLite file.
 @Suite struct PassiveFormatTests {
     typealias Scanner = PassiveDeviceTests.ScriptedScanner
 
@@ -71,6 +74,65 @@ import Testing
             #expect(state["moisture"] == 45.5 && state["battery_low"] == true && state["temperature"] == 18.5 && state["conductivity"] == 350,
                     "\(state)")
             #expect(state["sequence"] == nil)
+        }
+    }
+
+    static let key: [UInt8] = (0..<16).map { UInt8($0 * 17) }
+    static let address = "A4:C1:38:00:00:51"
+
+    static func encrypted(counter: UInt32, temperature: Double) throws -> Advertisement {
+        let data = try BTHome.encode([(0x02, .number(temperature))],
+                                     encryption: .init(key: key, counter: counter, address: address))
+        return Advertisement(address: address, rssi: -60, serviceData: [AdvertisementPacket.uuid(0xFCD2): data])
+    }
+
+    static func yaml(key: [UInt8]) -> String {
+        "devices:\n  - {id: porch, address: \"\(address)\", profile: advertisement, format: bthome, bindkey: \(Hex.encode(key))}\n"
+    }
+
+    static func decodeErrors(_ m: TestMetrics) -> Int64 {
+        (try? m.expectCounter(BridgeMetrics.Name.decodeErrors, [("device", "porch")]).totalValue) ?? 0
+    }
+
+    /// The last accepted counter is stored with the state: after a restart on the same SQLite
+    /// file the advertisement accepted before is refused as a replay (counted as a decode error),
+    /// a newer one is accepted; under another key the stored counter is not this key's.
+    @Test func aReplayIsRefusedAcrossARestart() async throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("gatt2mqtt-replay-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let path = dir.appendingPathComponent("state.sqlite").path
+        let first = try Self.encrypted(counter: 1000, temperature: 21.5)
+        do {
+            let h = try Harness(yaml: Self.yaml(key: Self.key), store: try BridgeStore(path: path))
+            try await h.bridge.running {
+                try await h.advertise(first)
+                let state = try await h.mqtt.wait(for: "gatt2mqtt/porch")
+                #expect(try JSONValue(parsing: state[0].payload)["temperature"] == 21.5)
+            }
+        }
+        do {
+            let m = TestMetrics()
+            let h = try withMetricsFactory(m) { () throws in try Harness(yaml: Self.yaml(key: Self.key), store: try BridgeStore(path: path)) }
+            try await h.bridge.running {
+                try await h.advertise(first)
+                let session = try #require(h.bridge.session("porch"))
+                await session.settled()
+                #expect(Self.decodeErrors(m) == 1, "the replay is refused and counted")
+                try await h.advertise(try Self.encrypted(counter: 1001, temperature: 22))
+                let state = try await h.mqtt.wait(for: "gatt2mqtt/porch")
+                #expect(try JSONValue(parsing: state[0].payload)["temperature"] == 22)
+            }
+        }
+        // A new key (a replaced sensor) starts from its own first counter.
+        let newKey = Self.key.map { $0 ^ 0xFF }
+        do {
+            let h = try Harness(yaml: Self.yaml(key: newKey), store: try BridgeStore(path: path))
+            try await h.bridge.running {
+                let data = try BTHome.encode([(0x02, .number(5))], encryption: .init(key: newKey, counter: 1, address: Self.address))
+                try await h.advertise(Advertisement(address: Self.address, rssi: -60, serviceData: [AdvertisementPacket.uuid(0xFCD2): data]))
+                let state = try await h.mqtt.wait(for: "gatt2mqtt/porch") { $0.contains { $0.text.contains(#""temperature":5"#) } }
+                #expect(!state.isEmpty)
+            }
         }
     }
 }

@@ -149,6 +149,18 @@ struct FormatDecoder: PassiveDecoder {
     let format: any AdvertisementFormat
     let key: [UInt8]?
 
+    /// The key's check value: the first 8 bytes of AES-128 of a zero block under it (a KCV, as
+    /// banks and HSMs print: it tells keys apart and does not reveal one).
+    let keyCheck: Int64?
+
+    init(format: any AdvertisementFormat, key: [UInt8]?) {
+        self.format = format
+        self.key = key
+        keyCheck = key.flatMap { try? AES128(key: $0) }.map { aes in
+            aes.encrypt([UInt8](repeating: 0, count: 16)).prefix(8).reduce(Int64(0)) { $0 << 8 | Int64($1) }
+        }
+    }
+
     func decode(_ ad: Advertisement) throws(PassiveDecodeError) -> PassiveReading? {
         let packet = Self.packet(ad)
         guard format.matches(packet) else { return nil }
