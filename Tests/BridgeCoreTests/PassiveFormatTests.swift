@@ -33,32 +33,20 @@ import Testing
         }
     }
 
-    /// An invented soil probe (Tests/Layouts/soil-probe.yaml's format), written in the
-    /// configuration: manufacturer data of company 0xFFFF starting 0x50.
-    static let soilYAML = """
-        homeassistant: {enabled: true}
-        advertisement_formats:
-          soil_probe:
-            match: {manufacturer_id: 0xFFFF, prefix: "50"}
-            packet_id: sequence
-            layout:
-              fields:
-                - {type: pad, value: "50"}
-                - {name: sequence, type: u8}
-                - type: flags
-                  size: 2
-                  bits:
-                    - {name: moisture, bit: 0, width: 10, scale: 1/10, invalid: 0x3FF, unit: "%"}
-                    - {name: battery_low, bit: 15}
-                - {name: temperature, type: i16, scale: 0.01, invalid: 0x7FFF, unit: °C}
-                - {name: conductivity, type: u16, endian: big, unit: µS/cm}
-        devices:
-          - {id: bed, address: "C0:FF:EE:00:00:09", profile: advertisement, format: soil_probe}
-
-        """
+    /// An invented soil probe: Tests/Layouts/soil-probe.yaml (manufacturer data of company
+    /// 0xFFFF starting 0x50), written into the configuration under `advertisement_formats`.
+    static var soilYAML: String {
+        get throws {
+            let file = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+                .appendingPathComponent("Layouts/soil-probe.yaml")
+            let definition = try String(contentsOf: file, encoding: .utf8).split(separator: "\n").map { "    " + $0 }.joined(separator: "\n")
+            return "homeassistant: {enabled: true}\nadvertisement_formats:\n  soil_probe:\n" + definition
+                + "\ndevices:\n  - {id: bed, address: \"C0:FF:EE:00:00:09\", profile: advertisement, format: soil_probe}\n"
+        }
+    }
 
     @Test func aUsersLayoutFormatDecodesIntoTheState() async throws {
-        let h = try Harness(yaml: Self.soilYAML, store: try BridgeStore.inMemory())
+        let h = try Harness(yaml: try Self.soilYAML, store: try BridgeStore.inMemory())
         try await h.bridge.running {
             // Home Assistant's entities come from the format's fields, before anything is heard.
             let moisture = try await h.mqtt.wait(for: "homeassistant/sensor/gatt2mqtt_bed/moisture/config")
