@@ -65,6 +65,23 @@ import Testing
         }
     }
 
+    /// A `config/reload` that changes `advertisement_formats` says a restart is required (the
+    /// formats' Home Assistant entities are those of the start).
+    @Test func changedFormatsOnReloadNeedARestart() async throws {
+        let yaml = try Self.soilYAML
+        let changed = yaml.replacingOccurrences(of: "unit: µS/cm", with: "unit: mS/cm")
+        #expect(changed != yaml)
+        let mqtt = FakeMQTT()
+        let bridge = try Bridge(configuration: try Configuration(yaml: yaml, profiles: DeviceProfiles.all), store: try BridgeStore.inMemory(),
+                                mqtt: mqtt, central: Scanner(), profiles: DeviceProfiles.catalog(), tick: .milliseconds(10),
+                                clock: ManualClock().bridgeClock,
+                                control: BridgeControl(reloadConfiguration: { try Configuration(yaml: changed, profiles: DeviceProfiles.all) }))
+        try await bridge.running {
+            let answer = try await BridgeRequestTests.request(bridge, mqtt, "config/reload", "")
+            #expect(answer["data"]?["restart_required"] == ["advertisement_formats"], "\(answer)")
+        }
+    }
+
     static let key: [UInt8] = (0..<16).map { UInt8($0 * 17) }
     static let address = "A4:C1:38:00:00:51"
 
