@@ -1,4 +1,5 @@
 import BinaryCoding
+import GattLayout
 
 // The interface every advertisement format implements (docs/advertisements.md). Pure: no I/O,
 // no clock. The bridge's `advertisement` profile (DeviceProfiles/Advertisement) turns a
@@ -93,6 +94,15 @@ public protocol AdvertisementFormat: Sendable {
     func matches(_ packet: AdvertisementPacket) -> Bool
     /// The reading; nil when `packet` is not this format's. Throws when it is but cannot be read.
     func decode(_ packet: AdvertisementPacket, key: [UInt8]?) throws(AdvertisementError) -> Reading?
+    /// The fields this format's readings can have, with their kinds and units, when the format
+    /// declares them (a layout format: ``LayoutFormat/keys``), so Home Assistant's entities
+    /// exist before the first advertisement; empty when they are known only as they come
+    /// (BTHome and MiBeacon send a few of many objects per advertisement).
+    var declaredFields: [GattLayout.Key] { get }
+}
+
+extension AdvertisementFormat {
+    public var declaredFields: [GattLayout.Key] { [] }
 }
 
 /// Refuses a replayed encrypted advertisement: accepts a counter only when it is greater than

@@ -116,6 +116,9 @@ public struct LayoutFormat: AdvertisementFormat, Equatable {
         return out
     }
 
+    /// ``keys``: a layout declares every field it can decode.
+    public var declaredFields: [GattLayout.Key] { keys }
+
     public func matches(_ packet: AdvertisementPacket) -> Bool {
         variants.contains { $0.match.payload(packet) != nil }
     }

@@ -65,6 +65,23 @@ struct ConfigNode {
         }
     }
 
+    /// The line of every key and list item below this node, by key path (`path.key`, `path[i]`).
+    func recordLines(path: String, into lines: inout [String: Int]) {
+        switch kind {
+        case .scalar: return
+        case let .sequence(items):
+            for (i, item) in items.enumerated() {
+                lines["\(path)[\(i)]"] = item.line
+                item.recordLines(path: "\(path)[\(i)]", into: &lines)
+            }
+        case let .mapping(members):
+            for m in members {
+                lines["\(path).\(m.key)"] = m.keyLine
+                m.value.recordLines(path: "\(path).\(m.key)", into: &lines)
+            }
+        }
+    }
+
     /// The node as JSON (for layouts embedded in the configuration), by ``YAMLDocument``'s rules.
     func jsonValue() -> JSONValue {
         switch kind {

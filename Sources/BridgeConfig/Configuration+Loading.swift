@@ -77,7 +77,20 @@ extension Configuration {
             }
             advertisementFormats[m.key] = m.value.jsonValue()
             lines[path] = m.keyLine
+            m.value.recordLines(path: path, into: &lines)  // the definition's errors name their line
         }
+    }
+
+    /// The line of `path`, or of the nearest key on the way to it that has one
+    /// (`advertisement_formats.x.layout.fields[9]` → the line of `…layout.fields`).
+    public func line(near path: String) -> Int? {
+        var p = Substring(path)
+        while !p.isEmpty {
+            if let l = lines[String(p)] { return l }
+            guard let cut = p.lastIndex(where: { $0 == "." || $0 == "[" }) else { return nil }
+            p = p[..<cut]
+        }
+        return nil
     }
 
     /// Cross-field checks: unique device ids and addresses, topic-safe ids, each device's

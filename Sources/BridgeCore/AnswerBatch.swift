@@ -67,6 +67,9 @@ final class AnswerBatch: MQTTPort {
                 if case let .saveState(device, _, _) = w {
                     p.writes.removeAll { if case .saveState(device, _, _) = $0 { true } else { false } }
                 }
+                if case let .saveCounter(device, _, _) = w {
+                    p.writes.removeAll { if case .saveCounter(device, _, _) = $0 { true } else { false } }
+                }
                 p.writes.append(w)
             }
         }

@@ -164,9 +164,10 @@ public final class Bridge: Sendable {
         api = configuration.mqtt.api
         redeliveries = Mutex(Redeliveries(budget: configuration.limits.redeliveryCache))
         logLevel = Mutex(control.logLevel ?? configuration.logLevel)
-        let discovery = configuration.homeAssistant.enabled
+        var discovery = configuration.homeAssistant.enabled
             ? HomeAssistantDiscovery(prefix: configuration.homeAssistant.discoveryPrefix, topics: topics, version: version,
                                      frontendURL: configuration.frontend?.address, profiles: profiles) : nil
+        discovery?.advertisementFormats = configuration.advertisementFormats
         var output = SessionOutput(topics: topics, gate: ConnectGate(),
                                    history: (configuration.database.historyMaxEvents, configuration.database.historyMaxAge),
                                    mqtt: mqtt, batch: batch, store: store, stateQoS: configuration.mqtt.qos,
@@ -233,9 +234,11 @@ public final class Bridge: Sendable {
         // Several adapters: the device's pin follows its configuration (a device added or changed at runtime).
         if let decoder = try profiles.makeDecoder(for: device, formats: configuration.advertisementFormats) {
             // A passive device: no link; its advertisements come from the bridge's discovery (Bridge+Passive).
+            // An encrypted one resumes from its stored counter (a replay stays refused across restarts).
+            let counter = decoder.keyCheck.flatMap { try? store.passiveCounter(for: device.id, keyCheck: $0) }
             return DeviceSession(config: device, driver: PassiveDevices.NoDriver(), central: central, output: output, initialState: state ?? [:],
                                  reconnect: (configuration.mqtt.reconnectMin, configuration.mqtt.reconnectMax),
-                                 owned: output.node == nil, decoder: decoder)
+                                 owned: output.node == nil, decoder: decoder, lastCounter: counter)
         }
         if let adapters = central as? AdapterSet, let address = device.address { adapters.pin(address, to: device.adapter) }
         return DeviceSession(config: device, driver: try profiles.makeDriver(for: device), central: central, output: output, initialState: state ?? [:],

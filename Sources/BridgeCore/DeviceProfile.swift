@@ -28,6 +28,10 @@ public protocol DeviceProfile: ProfileRules {
     /// sensor's fields are known once it advertised them): `state` is its last known state (the
     /// store's, so a restart publishes them at once). The default is the configuration's only.
     func homeAssistantEntities(for device: DeviceConfig, topics: Topics, state: JSONObject) -> [HomeAssistantDiscovery.Entity]
+    /// The same, with the configuration's `advertisement_formats` (a passive device of a user's
+    /// format has an entity per field the format declares). The default ignores them.
+    func homeAssistantEntities(for device: DeviceConfig, topics: Topics, state: JSONObject,
+                               formats: [String: JSONValue]) -> [HomeAssistantDiscovery.Entity]
     /// The Home Assistant device's maker and model; `hardware` is what the state learnt of the
     /// device (a GoPro's Get Hardware Info).
     func homeAssistantModel(for device: DeviceConfig, hardware: JSONObject) -> HomeAssistantDiscovery.Model
@@ -48,6 +52,10 @@ extension DeviceProfile {
     public func homeAssistantEntities(for device: DeviceConfig, topics: Topics) -> [HomeAssistantDiscovery.Entity] { [] }
     public func homeAssistantEntities(for device: DeviceConfig, topics: Topics, state: JSONObject) -> [HomeAssistantDiscovery.Entity] {
         homeAssistantEntities(for: device, topics: topics)
+    }
+    public func homeAssistantEntities(for device: DeviceConfig, topics: Topics, state: JSONObject,
+                                      formats: [String: JSONValue]) -> [HomeAssistantDiscovery.Entity] {
+        homeAssistantEntities(for: device, topics: topics, state: state)
     }
     public func controls(for device: DeviceConfig, topics: Topics, besides named: Set<String>) -> [JSONValue] { [] }
     public func makeDecoder(for device: DeviceConfig, formats: [String: JSONValue]) throws -> (any PassiveDecoder)? { nil }

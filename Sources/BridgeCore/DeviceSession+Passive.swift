@@ -16,9 +16,9 @@ extension DeviceSession {
         /// The last decode error reported on `bridge/event` (they are counted every time).
         var lastReported: ContinuousClock.Instant?
 
-        init(decoder: any PassiveDecoder, config: DeviceConfig, state: JSONObject) {
+        init(decoder: any PassiveDecoder, config: DeviceConfig, state: JSONObject, lastCounter: UInt32?) {
             self.decoder = decoder
-            tracker = PassiveTracker(minInterval: config.minInterval, silence: config.availabilityTimeout, state: state)
+            tracker = PassiveTracker(minInterval: config.minInterval, silence: config.availabilityTimeout, state: state, lastCounter: lastCounter)
         }
     }
 
@@ -51,9 +51,13 @@ extension DeviceSession {
             return
         }
         guard let reading else { return }  // not of the device's format (another frame type)
-        let wasOnline = p.tracker.online
+        let wasOnline = p.tracker.online, counterBefore = p.tracker.lastCounter
         let outcome = p.tracker.accept(reading, at: now)
         passive = p
+        if let check = p.decoder.keyCheck, let counter = p.tracker.lastCounter, counter != counterBefore {
+            // Staged: committed with the reading's state in one transaction when it has one.
+            output.batch.stage([.saveCounter(deviceID: id, counter: counter, keyCheck: check)], timed: false)
+        }
         if !wasOnline, p.tracker.online { publishAvailability(true) }
         // The RSSI goes out with the reading's state when there is one (one publish), else on its
         // own when it moved enough (``updateRSSI(_:)``).

@@ -74,12 +74,13 @@ actor DeviceSession {
 
     init(config: DeviceConfig, driver: any DeviceDriver, central: any BLECentral, output: SessionOutput,
          initialState: JSONObject, reconnect: (min: Duration, max: Duration),
-         connectAttempt: Duration = Bridge.defaultConnectAttempt, owned: Bool = true, decoder: (any PassiveDecoder)? = nil) {
+         connectAttempt: Duration = Bridge.defaultConnectAttempt, owned: Bool = true, decoder: (any PassiveDecoder)? = nil,
+         lastCounter: UInt32? = nil) {
         self.config = config
         self.driver = driver
         self.output = output
         self.state = DeviceState(initialState)
-        passive = decoder.map { Passive(decoder: $0, config: config, state: initialState) }
+        passive = decoder.map { Passive(decoder: $0, config: config, state: initialState, lastCounter: lastCounter) }
         isPassive = decoder != nil
         link = LinkStateMachine(owned: owned)
         schedule = LinkSchedule(now: output.clock.now())

@@ -25,6 +25,9 @@ public struct HomeAssistantDiscovery: Sendable {
     /// address): the devices' `configuration_url` (the bridge's page, each device's page); nil
     /// when the frontend is off or its address is not known.
     public let frontendURL: String?
+    /// The configuration's `advertisement_formats`, for the entities of a passive device of a
+    /// user's format (``DeviceProfile/homeAssistantEntities(for:topics:state:formats:)``).
+    public var advertisementFormats: [String: JSONValue] = [:]
 
     public init(prefix: String, topics: Topics, version: String, supportURL: String? = nil, frontendURL: String? = nil,
                 profiles: ProfileCatalog) {
@@ -228,7 +231,8 @@ public struct HomeAssistantDiscovery: Sendable {
     }
 
     func entities(for d: DeviceConfig, state: JSONObject = [:]) -> [Entity] {
-        (profiles[d.profile]?.homeAssistantEntities(for: d, topics: topics, state: state) ?? []) + diagnosticEntities()
+        (profiles[d.profile]?.homeAssistantEntities(for: d, topics: topics, state: state, formats: advertisementFormats) ?? [])
+            + diagnosticEntities()
     }
 
     /// Every device's sighting: the RSSI and when it was last seen (both kept in the state by

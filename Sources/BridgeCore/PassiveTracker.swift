@@ -35,6 +35,13 @@ public protocol PassiveDecoder: Sendable {
     /// The reading; nil when the advertisement is not of the device's format (ignored). Throws
     /// when it is but cannot be read (counted and reported, never fatal).
     func decode(_ advertisement: Advertisement) throws(PassiveDecodeError) -> PassiveReading?
+    /// A check value of the device's key (nil: it has none), stored with the last accepted
+    /// counter: a counter stored under another key is not this key's (a replaced sensor).
+    var keyCheck: Int64? { get }
+}
+
+extension PassiveDecoder {
+    public var keyCheck: Int64? { nil }
 }
 
 /// The publish decisions of one passive device (see the file's comment).
@@ -67,8 +74,8 @@ public struct PassiveTracker: Sendable, Equatable {
     /// A changed state held back by `min_interval` (only the newest is kept).
     public private(set) var pending: JSONObject?
     public private(set) var lastPacketID: UInt32?
-    /// The last accepted counter (in memory only for now: the bridge does not store it yet, so a
-    /// restart reopens the window until the next accepted advertisement; `init` takes a stored one).
+    /// The last accepted counter (the session stores it with the state, BridgeStore's
+    /// `passiveCounter`, and `init` takes it back at start: a replay stays refused across restarts).
     public private(set) var lastCounter: UInt32?
     /// When the last good advertisement came; nil: none yet (not online).
     public private(set) var lastGood: ContinuousClock.Instant?

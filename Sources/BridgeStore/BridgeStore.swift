@@ -319,6 +319,16 @@ public struct BridgeStore: Sendable {
         migrator.registerMigration("v7") { db in
             try db.execute(sql: "CREATE TABLE bridgeOption (key TEXT PRIMARY KEY NOT NULL, value TEXT NOT NULL) WITHOUT ROWID")
         }
+        // v8: the last accepted encryption counter of each passive device with a bindkey (an
+        // encrypted BTHome or MiBeacon sensor), so that an advertisement recorded before a restart
+        // is still refused after it; `keyCheck` is the key's check value (the first 8 bytes of
+        // AES_key(0), as a KCV: it tells keys apart and says nothing usable about the key), so
+        // a new key starts over (a replaced sensor counts from zero).
+        migrator.registerMigration("v8") { db in
+            try db.execute(sql: """
+                CREATE TABLE passiveCounter (deviceID TEXT PRIMARY KEY NOT NULL, counter INTEGER NOT NULL, keyCheck INTEGER NOT NULL) WITHOUT ROWID
+                """)
+        }
         do { try migrator.migrate(writer) } catch { throw .operationFailed(reason: "migration: \(error)") }
     }
 
@@ -427,6 +437,7 @@ public struct BridgeStore: Sendable {
             try db.execute(sql: "DELETE FROM device WHERE id = ?", arguments: [id])
             try db.execute(sql: "DELETE FROM deviceState WHERE deviceID = ?", arguments: [id])
             try db.execute(sql: "DELETE FROM outbox WHERE deviceID = ?", arguments: [id])
+            try db.execute(sql: "DELETE FROM passiveCounter WHERE deviceID = ?", arguments: [id])
         }
     }
 
@@ -438,6 +449,7 @@ public struct BridgeStore: Sendable {
             try db.execute(sql: "UPDATE deviceState SET deviceID = ? WHERE deviceID = ?", arguments: [new, old])
             try db.execute(sql: "UPDATE outbox SET deviceID = ? WHERE deviceID = ?", arguments: [new, old])
             try db.execute(sql: "UPDATE event SET deviceID = ? WHERE deviceID = ?", arguments: [new, old])
+            try db.execute(sql: "UPDATE passiveCounter SET deviceID = ? WHERE deviceID = ?", arguments: [new, old])
             if let config {
                 try db.execute(sql: "UPDATE runtimeDevice SET id = ?, config = ? WHERE id = ?", arguments: [new, config, old])
             }
@@ -458,6 +470,7 @@ public struct BridgeStore: Sendable {
         try write { db in
             _ = try DeviceRecord.deleteOne(db, key: id)
             try db.execute(sql: "DELETE FROM deviceState WHERE deviceID = ?", arguments: [id])
+            try db.execute(sql: "DELETE FROM passiveCounter WHERE deviceID = ?", arguments: [id])
         }
     }
 
@@ -492,6 +505,22 @@ public struct BridgeStore: Sendable {
             if let o = (try? JSONValue(parsing: text))?.objectValue { out[id] = o }
         }
         return out
+    }
+
+    // MARK: Passive devices' counters
+
+    static let saveCounterSQL =
+        "INSERT INTO passiveCounter (deviceID, counter, keyCheck) VALUES (?, ?, ?) ON CONFLICT(deviceID) DO UPDATE SET counter = excluded.counter, keyCheck = excluded.keyCheck"
+
+    /// The last accepted encryption counter of a passive device under the key whose check value
+    /// is `keyCheck` (nil: none stored, or stored under another key). Written with
+    /// ``Write/saveCounter(deviceID:counter:keyCheck:)``.
+    public func passiveCounter(for deviceID: String, keyCheck: Int64) throws(StoreError) -> UInt32? {
+        let row = try read { db in
+            try Row.fetchOne(db, sql: "SELECT counter, keyCheck FROM passiveCounter WHERE deviceID = ?", arguments: [deviceID])
+        }
+        guard let row, row["keyCheck"] as Int64 == keyCheck else { return nil }
+        return UInt32(exactly: row["counter"] as Int64)
     }
 
     // MARK: Outbox
@@ -574,6 +603,9 @@ public struct BridgeStore: Sendable {
         /// Replaces a device's merged state by `json`, the state object's JSON text (the text
         /// the bridge publishes retained, so it is encoded once); `at` in seconds since 1970.
         case saveState(deviceID: String, json: String, at: Double)
+        /// Records a passive device's last accepted encryption counter under its key's check value
+        /// (``passiveCounter(for:keyCheck:)``); staged with the reading's state when it has one.
+        case saveCounter(deviceID: String, counter: UInt32, keyCheck: Int64)
     }
 
     /// Applies `writes` in order in one commit: all of them or, on an error, none. One write is
@@ -616,6 +648,8 @@ public struct BridgeStore: Sendable {
             try db.cachedStatement(sql: removeCommandSQL).execute(arguments: [id])
         case let .saveState(deviceID, json, at):
             try db.cachedStatement(sql: saveStateSQL).execute(arguments: [deviceID, json, at])
+        case let .saveCounter(deviceID, counter, keyCheck):
+            try db.cachedStatement(sql: saveCounterSQL).execute(arguments: [deviceID, Int64(counter), keyCheck])
         }
     }
 

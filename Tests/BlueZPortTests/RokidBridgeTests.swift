@@ -23,15 +23,19 @@ import Testing
             d.address = Self.address
             let store = try BridgeStore.inMemory()
             try await withBridge(env, device: d, store: store, driver: { RokidDriver(now: { 0 }) }) { mqtt in
-                // After authentication the glasses notify 89, 88, … every 100 ms; each lands in state.
+                // Once authenticated, the driver reads the level (Dev_GetGlassInfo: 90) and the
+                // glasses notify 89, 88, … every 100 ms; each lands in state. (The first periodic
+                // notify can come before the Dev_GetGlassInfo answer: then the level read is 89.)
                 func batteries() -> [Int] {
                     mqtt.messages("gatt2mqtt/glasses").compactMap { try? JSONValue(parsing: $0.payload)["battery"]?.intValue }
                 }
                 #expect(await eventually(timeout: .seconds(5)) { Set(batteries()).count >= 3 })
                 let seen = batteries()
-                #expect(seen.first == 89)
-                #expect(seen == seen.sorted(by: >))  // draining, 1 % per notify
-                #expect((try? store.states()["glasses"]?["battery"]?.intValue) == seen.last)
+                #expect(seen.first == 90 || seen.first == 89, "\(seen)")
+                #expect(seen == seen.sorted(by: >), "\(seen)")  // draining, 1 % per notify
+                #expect(seen.contains(89) && seen.contains(88), "\(seen)")
+                // The store has what was published last (it is written first: wait for a quiet moment between notifies).
+                #expect(await eventually(timeout: .seconds(5)) { (try? store.states()["glasses"]?["battery"]?.intValue) == batteries().last })
                 // The notifies are also events.
                 #expect(mqtt.messages("gatt2mqtt/glasses/event").contains { $0.text.contains("Dev_BatteryChanged") })
             }

@@ -270,6 +270,36 @@ import Testing
         #expect(at == 1_700_000_000)
     }
 
+    /// A passive device's last accepted counter (migration v8): written with its state in one
+    /// commit, read back after a reopen under the same key check only, moved by a rename, gone
+    /// with the device. A file of before v8 gains the table.
+    @Test func passiveCountersSurviveAReopenUnderTheirKey() throws {
+        do {
+            let store = try BridgeStore(path: path)
+            try store.writer.write { db in
+                try db.execute(sql: "DROP TABLE passiveCounter; DELETE FROM grdb_migrations WHERE identifier = 'v8'")
+            }
+        }
+        do {
+            let store = try BridgeStore(path: path)
+            #expect(try store.passiveCounter(for: "porch", keyCheck: 7) == nil)
+            try store.apply([.saveCounter(deviceID: "porch", counter: 41, keyCheck: 7),
+                             .saveState(deviceID: "porch", json: #"{"temperature":21.5}"#, at: 1)])
+            try store.apply([.saveCounter(deviceID: "porch", counter: UInt32.max, keyCheck: 7)])
+            try store.apply([.saveCounter(deviceID: "shed", counter: 3, keyCheck: -1)])
+        }
+        let store = try BridgeStore(path: path)
+        #expect(try store.passiveCounter(for: "porch", keyCheck: 7) == UInt32.max)
+        #expect(try store.passiveCounter(for: "porch", keyCheck: 8) == nil, "another key's counter is not this key's")
+        #expect(try store.states()["porch"] == ["temperature": 21.5])
+        try store.renameDevice(from: "shed", to: "barn", config: nil)
+        #expect(try store.passiveCounter(for: "barn", keyCheck: -1) == 3 && store.passiveCounter(for: "shed", keyCheck: -1) == nil)
+        try store.removeDevice("porch")
+        #expect(try store.passiveCounter(for: "porch", keyCheck: 7) == nil)
+        try store.removeRuntimeDevice(id: "barn")
+        #expect(try store.passiveCounter(for: "barn", keyCheck: -1) == nil)
+    }
+
     /// All or nothing: when one write of the commit fails, the removal before it is rolled back
     /// (the command stays `sent`, so a restart answers it `interrupted`), and the store stays usable.
     @Test func applyIsAllOrNothing() throws {

@@ -75,6 +75,38 @@ import Testing
                                            mentioning: "--seconds -1.0 is negative")
     }
 
+    /// `advertisement_formats` (issue 23): a user's layout format is read, and a mistake inside
+    /// one is one line naming its key path and line.
+    @Test func advertisementFormatsAreLayoutFormats() async throws {
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("formats-\(UUID().uuidString).yaml")
+        defer { try? FileManager.default.removeItem(at: file) }
+        let yaml = """
+            advertisement_formats:
+              soil:
+                match: {manufacturer_id: 0xFFFF, prefix: "50"}
+                packet_id: sequence
+                layout:
+                  fields:
+                    - {type: pad, value: "50"}
+                    - {name: sequence, type: u8}
+                    - {name: moisture, type: u16, scale: 1/10, unit: "%"}
+            devices:
+              - {id: bed, address: "C0:FF:EE:00:00:09", profile: advertisement, format: soil}
+
+            """
+        try yaml.write(to: file, atomically: true, encoding: .utf8)
+        let r = try await CLI.run(["check-config", file.path])
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stdout.contains("bed: advertisement at C0:FF:EE:00:00:09"), "\(r.stdout)")
+
+        try yaml.replacingOccurrences(of: "type: u16", with: "type: u17").write(to: file, atomically: true, encoding: .utf8)
+        try await CLI.expectOneLineFailure(["check-config", file.path],
+                                           mentioning: "line 9: advertisement_formats.soil.layout.fields[2].type:")
+        try yaml.replacingOccurrences(of: "prefix: \"50\"", with: "prefix: \"5\"").write(to: file, atomically: true, encoding: .utf8)
+        try await CLI.expectOneLineFailure(["check-config", file.path],
+                                           mentioning: "line 3: advertisement_formats.soil.match.prefix: expected 1…31 bytes as hex text")
+    }
+
     @Test func missingFile() async throws {
         let r = try await CLI.run(["check-config", "/nonexistent/gatt2mqtt.yaml"])
         #expect(r.status == 1)

@@ -54,7 +54,7 @@ import Testing
         #expect(shadow.path == "advertisement_formats.plain" && shadow.line == 2 && shadow.message.contains("built-in"))
         let broken = try #require(error("advertisement_formats:\n  mine: {fields: []}\n"))
         #expect(broken.path == "advertisement_formats.mine" && broken.line == 2 && broken.message.contains("match: required"))
-        // Without a parser (this build's default until the layout formats come), a user format is refused, said so.
+        // Without a parser a user format is refused, said so.
         let none = AdvertisementProfile(resolver: AdvertisementFormatResolver(builtinNames: [], builtin: { _ in nil }, parse: nil))
         do {
             _ = try Configuration(yaml: "advertisement_formats:\n  mine: {match: {}}\n", profiles: [none])
@@ -62,6 +62,85 @@ import Testing
         } catch {
             #expect(error.path == "advertisement_formats.mine" && error.message.contains("no user advertisement formats"))
         }
+    }
+
+    /// The standard resolver reads `advertisement_formats` as layout formats: a user's invented
+    /// format (Tests/Layouts/soil-probe.yaml's, inline) decodes; a mistake inside a definition is
+    /// named by its key path and line.
+    @Test func theStandardResolverReadsLayoutFormats() throws {
+        let yaml = """
+            advertisement_formats:
+              soil:
+                match: {manufacturer_id: 0xFFFF, prefix: "50"}
+                packet_id: sequence
+                layout:
+                  fields:
+                    - {type: pad, value: "50"}
+                    - {name: sequence, type: u8}
+                    - type: flags
+                      size: 2
+                      bits:
+                        - {name: moisture, bit: 0, width: 10, scale: 1/10, invalid: 0x3FF, unit: "%"}
+                        - {name: battery_low, bit: 15}
+                    - {name: temperature, type: i16, scale: 0.01, invalid: 0x7FFF, unit: °C}
+                    - {name: conductivity, type: u16, endian: big, unit: µS/cm}
+            devices:
+              - {id: bed, address: "C0:FF:EE:00:00:09", profile: advertisement, format: soil}
+
+            """
+        let profile = AdvertisementProfile()
+        let c = try Configuration(yaml: yaml, profiles: [profile, LayoutProfile()])
+        let decoder = try #require(try profile.makeDecoder(for: c.devices[0], formats: c.advertisementFormats))
+        let ad = Advertisement(address: "C0:FF:EE:00:00:09", manufacturerData: [0xFFFF: [0x50, 0x2A, 0xC7, 0x81, 0x3A, 0x07, 0x01, 0x5E]])
+        #expect(try decoder.decode(ad) == PassiveReading(values: ["moisture": 45.5, "battery_low": true, "temperature": 18.5, "conductivity": 350],
+                                                          packetID: 42))
+
+        func failure(_ text: String) -> ConfigError? {
+            do { _ = try Configuration(yaml: text, profiles: [profile, LayoutProfile()]); return nil } catch { return error }
+        }
+        let typo = try #require(failure(yaml.replacingOccurrences(of: "prefix: \"50\"}", with: "prefix: \"50\", lenght: 8}")))
+        #expect(typo.path == "advertisement_formats.soil.match.lenght" && typo.line == 3, "\(typo)")
+        #expect(typo.message.hasPrefix("unknown key 'lenght'"), "\(typo)")
+        let badType = try #require(failure(yaml.replacingOccurrences(of: "type: i16", with: "type: i17")))
+        #expect(badType.path == "advertisement_formats.soil.layout.fields[3].type" && badType.line == 14, "\(badType)")
+        let badID = try #require(failure(yaml.replacingOccurrences(of: "packet_id: sequence", with: "packet_id: nope")))
+        #expect(badID.path == "advertisement_formats.soil.packet_id" && badID.line == 4 && badID.message.contains("numeric field"), "\(badID)")
+        // A built-in's name is not the user's to take.
+        let shadow = try #require(failure(yaml.replacingOccurrences(of: "  soil:", with: "  ruuvi:")))
+        #expect(shadow.path == "advertisement_formats.ruuvi" && shadow.line == 2)
+    }
+
+    /// A layout format declares its fields: a device of one (built-in or the user's) has their
+    /// entities before anything is heard, with the layout's units; the packet id is none. BTHome's
+    /// fields come as they are seen.
+    @Test func homeAssistantEntitiesOfTheFieldsALayoutDeclares() throws {
+        let profile = AdvertisementProfile()
+        let topics = Topics(base: "gatt2mqtt")
+        var d = DeviceConfig(id: "tag", profile: .advertisement)
+        d.address = "C0:FF:EE:00:00:0A"
+        d.format = "ruuvi"
+        let ruuvi = profile.homeAssistantEntities(for: d, topics: topics, state: [:])
+        #expect(ruuvi.map(\.object) == ["temperature", "humidity", "pressure", "acceleration_x", "acceleration_y", "acceleration_z",
+                                         "voltage", "tx_power", "movement_counter"])
+        #expect(ruuvi.first { $0.object == "pressure" }?.extra == ["device_class": "atmospheric_pressure", "unit_of_measurement": "hPa",
+                                                                   "state_class": "measurement"])
+        // A field the state has beyond the declared ones still gets its entity, once.
+        let more = profile.homeAssistantEntities(for: d, topics: topics, state: ["temperature": 20, "extra": true, "rssi": -50])
+        #expect(more.map(\.object) == ruuvi.map(\.object) + ["extra"])
+        // The user's format, from the configuration's definitions: a flag is a binary sensor, the unit the layout's.
+        d.format = "probe"
+        let formats: [String: JSONValue] = [
+            "probe": ["match": ["manufacturer_id": 65535], "packet_id": "seq",
+                      "layout": ["fields": [["name": "seq", "type": "u8"], ["name": "temperature", "type": "i16", "unit": "°F"],
+                                            ["type": "flags", "bits": [["name": "door", "bit": 0]]]]]],
+        ]
+        let probe = profile.homeAssistantEntities(for: d, topics: topics, state: [:], formats: formats)
+        #expect(probe.map(\.object) == ["temperature", "door"])
+        #expect(probe[0].extra["unit_of_measurement"] == "°F" && probe[0].extra["device_class"] == "temperature")
+        #expect(probe[1].component == .binarySensor && probe[1].extra == ["device_class": "door"])
+        #expect(profile.homeAssistantEntities(for: d, topics: topics, state: [:]).isEmpty, "without its definition: none declared")
+        d.format = "bthome"
+        #expect(profile.homeAssistantEntities(for: d, topics: topics, state: [:]).isEmpty)
     }
 
     @Test func aKeyOnlyForAFormatThatTakesOne() throws {

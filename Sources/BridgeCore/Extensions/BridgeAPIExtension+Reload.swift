@@ -75,6 +75,8 @@ extension BridgeAPIExtension {
         if new.nodeID != old.nodeID { restart.append("node_id") }
         if new.cluster != old.cluster { restart.append("cluster") }
         if new.limits != old.limits { restart.append("limits") }
+        // Home Assistant's entities of a format's declared fields are those of the start.
+        if new.advertisementFormats != old.advertisementFormats { restart.append("advertisement_formats") }
         restartRequired.withLock { $0.reload = restart }
         bridge.devicesChanged()
         bridge.publishDevices()

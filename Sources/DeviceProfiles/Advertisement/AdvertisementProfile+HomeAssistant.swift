@@ -1,10 +1,13 @@
+import AdvertisementCodec
 import BinaryCoding
 import BridgeConfig
 import BridgeCore
+import GattLayout
 
-/// A passive device's entities (docs/homeassistant.md, "Passive devices"): one per field of its
-/// state — the fields it has sent, kept in the store, so a restart publishes them at once —
-/// each described by its measurement name (the names every format uses): a number is a sensor
+/// A passive device's entities (docs/homeassistant.md, "Passive devices"): one per field its
+/// format declares (a layout format's fields: ATC, Ruuvi, Govee, the user's; known before the
+/// first advertisement), then one per other field of its state — the fields it has sent (all of
+/// BTHome's and MiBeacon's), kept in the store, so a restart publishes them at once — each described by its measurement name (the names every format uses): a number is a sensor
 /// with the unit, device class and state class of ``measures``, a boolean a binary sensor with
 /// the device class of ``binaryClasses``, a text (a button's or dimmer's event) a sensor. A name
 /// that occurs more than once in one advertisement has `_2`, `_3`… after it and the first's
@@ -88,30 +91,62 @@ extension AdvertisementProfile {
     }
 
     public func homeAssistantEntities(for device: DeviceConfig, topics: Topics, state: JSONObject) -> [HomeAssistantDiscovery.Entity] {
-        state.keys.filter { !Self.bridgeKeys.contains($0) }.compactMap { key in Self.entity(key, state[key]) }
+        homeAssistantEntities(for: device, topics: topics, state: state, formats: [:])
     }
 
+    /// `formats`: the configuration's `advertisement_formats` (a user format's declared fields).
+    public func homeAssistantEntities(for device: DeviceConfig, topics: Topics, state: JSONObject,
+                                      formats: [String: JSONValue]) -> [HomeAssistantDiscovery.Entity] {
+        let format = device.format.flatMap { try? resolver.format(named: $0, formats: formats) }
+        let declared = format?.declaredFields ?? []
+        let names = Set(declared.map(\.name))
+        return declared.compactMap { key in Self.kind(key.kind).map { Self.entity(key.name, $0, unit: key.unit) } }
+            + state.keys.filter { !Self.bridgeKeys.contains($0) && !names.contains($0) }.compactMap { key in Self.entity(key, state[key]) }
+    }
+
+    /// What a field's entity shows.
+    enum ValueKind { case number, flag, text }
+
+    /// A declared field's kind as an entity's (lists and objects: none).
+    static func kind(_ kind: GattLayout.Key.Kind) -> ValueKind? {
+        switch kind {
+        case .number: .number
+        case .boolean: .flag
+        case .choice, .text: .text
+        case .list, .object: nil
+        }
+    }
+
+    /// The entity of a state's field, by its value.
     static func entity(_ key: String, _ value: JSONValue?) -> HomeAssistantDiscovery.Entity? {
+        switch value {
+        case .bool?: entity(key, .flag)
+        case .int?, .uint?, .double?: entity(key, .number)
+        case .string?: entity(key, .text)
+        default: nil  // arrays, objects, null: no entity
+        }
+    }
+
+    /// `unit`: the format's own unit for the field (a declared one), else the measurement's.
+    static func entity(_ key: String, _ kind: ValueKind, unit: String? = nil) -> HomeAssistantDiscovery.Entity {
         let name = measurement(key)
         let object = HomeAssistantDiscovery.objectID(key), title = HomeAssistantDiscovery.title(key)
-        switch value {
-        case .bool?:
+        switch kind {
+        case .flag:
             var extra = JSONObject()
             if let dc = binaryClasses[name] ?? nil { extra["device_class"] = .string(dc) }
             return .init(.binarySensor, object, title, .flag([key]), extra)
-        case .int?, .uint?, .double?:
+        case .number:
             var extra = JSONObject()
             let m = measures[name] ?? Measure()
             if let v = m.deviceClass { extra["device_class"] = .string(v) }
-            if let v = m.unit { extra["unit_of_measurement"] = .string(v) }
+            if let v = unit ?? m.unit { extra["unit_of_measurement"] = .string(v) }
             if let v = m.stateClass { extra["state_class"] = .string(v) }
             if m.diagnostic { extra["entity_category"] = "diagnostic" }
             return .init(.sensor, object, title, .number([key]), extra)
-        case .string?:
-            // A button's or dimmer's event (`press`, `rotate_left`) and other text: its last value.
+        case .text:
+            // A button's or dimmer's event (`press`, `rotate_left`), a named value, other text: its last value.
             return .init(.sensor, object, title, .text([key]))
-        default:
-            return nil  // arrays, objects, null: no entity
         }
     }
 }

@@ -2,6 +2,7 @@ import AdvertisementCodec
 import BinaryCoding
 import BridgeConfig
 import BridgeCore
+import GattLayout
 
 /// Where the advertisement profile finds a device's format: the built-ins by name, then the
 /// configuration's `advertisement_formats`, each parsed by `parse` (the layout formats' parser).
@@ -21,9 +22,11 @@ public struct AdvertisementFormatResolver: Sendable {
         self.parse = parse
     }
 
-    /// The built-ins of `AdvertisementFormats`.
+    /// The built-ins of `AdvertisementFormats`; the user's formats are layout formats
+    /// (``LayoutFormat``, docs/advertisement-layouts.md).
     public static var standard: AdvertisementFormatResolver {
-        AdvertisementFormatResolver(builtinNames: AdvertisementFormats.builtinNames, builtin: { AdvertisementFormats.builtin(named: $0) }, parse: nil)
+        AdvertisementFormatResolver(builtinNames: AdvertisementFormats.builtinNames, builtin: { AdvertisementFormats.builtin(named: $0) },
+                                    parse: { name, definition in try LayoutFormat(json: definition, name: name) })
     }
 
     /// The format `name`: a built-in, else the user's definition in `formats`; nil when neither has it.
@@ -33,13 +36,17 @@ public struct AdvertisementFormatResolver: Sendable {
         return try userFormat(name, definition)
     }
 
-    /// A user format parsed, its errors as the configuration's (path `advertisement_formats.NAME`).
+    /// A user format parsed, its errors as the configuration's: path `advertisement_formats.NAME`,
+    /// followed by the key path inside the definition when the layout parser names one
+    /// (`advertisement_formats.NAME.layout.fields[2].type`).
     func userFormat(_ name: String, _ definition: JSONValue) throws(ConfigError) -> any AdvertisementFormat {
         let path = "advertisement_formats.\(name)"
         guard let parse else {
             throw ConfigError(path: path, line: nil, message: "this build reads no user advertisement formats")
         }
-        do { return try parse(name, definition) } catch {
+        do { return try parse(name, definition) } catch let GattLayoutError.invalidLayout(inner, reason) {
+            throw ConfigError(path: inner.isEmpty ? path : "\(path).\(inner)", line: nil, message: reason)
+        } catch {
             throw ConfigError(path: path, line: nil, message: "\(error)")
         }
     }
@@ -73,7 +80,7 @@ public struct AdvertisementProfile: DeviceProfile {
                 throw ConfigError(path: path, line: c.lines[path], message: "'\(name)' is a built-in format's name: give yours another")
             }
             do { parsed[name] = try resolver.userFormat(name, c.advertisementFormats[name] ?? .null) } catch {
-                throw ConfigError(path: error.path, line: c.lines[path], message: error.message)
+                throw ConfigError(path: error.path, line: c.line(near: error.path), message: error.message)
             }
         }
         for (i, d) in c.devices.enumerated() where d.profile == id {
@@ -141,6 +148,18 @@ public struct AdvertisementProfile: DeviceProfile {
 struct FormatDecoder: PassiveDecoder {
     let format: any AdvertisementFormat
     let key: [UInt8]?
+
+    /// The key's check value: the first 8 bytes of AES-128 of a zero block under it (a KCV, as
+    /// banks and HSMs print: it tells keys apart and does not reveal one).
+    let keyCheck: Int64?
+
+    init(format: any AdvertisementFormat, key: [UInt8]?) {
+        self.format = format
+        self.key = key
+        keyCheck = key.flatMap { try? AES128(key: $0) }.map { aes in
+            aes.encrypt([UInt8](repeating: 0, count: 16)).prefix(8).reduce(Int64(0)) { $0 << 8 | Int64($1) }
+        }
+    }
 
     func decode(_ ad: Advertisement) throws(PassiveDecodeError) -> PassiveReading? {
         let packet = Self.packet(ad)
