@@ -11,13 +11,14 @@ import Foundation
 
 extension DeviceSession {
     struct Passive: Sendable {
-        let decoder: any PassiveDecoder
+        /// The profile's decoder, with the last advertisement it read (a repeat is not decoded again).
+        var decoder: LastDecoded
         var tracker: PassiveTracker
         /// The last decode error reported on `bridge/event` (they are counted every time).
         var lastReported: ContinuousClock.Instant?
 
         init(decoder: any PassiveDecoder, config: DeviceConfig, state: JSONObject) {
-            self.decoder = decoder
+            self.decoder = LastDecoded(decoder)
             tracker = PassiveTracker(minInterval: config.minInterval, silence: config.availabilityTimeout, state: state)
         }
     }
@@ -50,7 +51,7 @@ extension DeviceSession {
             passive = p
             return
         }
-        guard let reading else { return }  // not of the device's format (another frame type)
+        guard let reading else { passive = p; return }  // not of the device's format (another frame type)
         let wasOnline = p.tracker.online
         let outcome = p.tracker.accept(reading, at: now)
         passive = p

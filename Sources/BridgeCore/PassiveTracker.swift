@@ -33,8 +33,33 @@ public struct PassiveDecodeError: Error, Sendable, Equatable, CustomStringConver
 /// A passive device's decoder: its format with its key (``DeviceProfile/makeDecoder(for:)``).
 public protocol PassiveDecoder: Sendable {
     /// The reading; nil when the advertisement is not of the device's format (ignored). Throws
-    /// when it is but cannot be read (counted and reported, never fatal).
+    /// when it is but cannot be read (counted and reported, never fatal). Pure: the same address,
+    /// name, service data and manufacturer data give the same result (``LastDecoded`` relies on it).
     func decode(_ advertisement: Advertisement) throws(PassiveDecodeError) -> PassiveReading?
+}
+
+/// A passive device's decoder with the last advertisement it read. BlueZ reports every
+/// advertisement (duplicates included) and a sensor sends each reading several times, so most
+/// advertisements carry the bytes of the one before: those get the reading decoded then, not
+/// decoded again (a layout format's decode is most of the bridge's work per advertisement,
+/// docs/benchmarks.md). Errors and advertisements of another format are not kept.
+public struct LastDecoded: Sendable {
+    public let decoder: any PassiveDecoder
+    var last: Advertisement?
+    var reading: PassiveReading?
+
+    public init(_ decoder: any PassiveDecoder) { self.decoder = decoder }
+
+    public mutating func decode(_ ad: Advertisement) throws(PassiveDecodeError) -> PassiveReading? {
+        if let last, let reading, last.serviceData == ad.serviceData, last.manufacturerData == ad.manufacturerData,
+           last.address == ad.address, last.name == ad.name {
+            return reading
+        }
+        guard let decoded = try decoder.decode(ad) else { return nil }
+        last = ad
+        reading = decoded
+        return decoded
+    }
 }
 
 /// The publish decisions of one passive device (see the file's comment).

@@ -53,45 +53,52 @@ func passiveBenchmarks() {
         ("Ruuvi format 5", "ruuvi", nil, { Advertisement(address: address, rssi: -70, manufacturerData: [0x0499: ruuvi($0)]) }),
     ]
     let profile = AdvertisementProfile()
+    // Each stream twice: every advertisement decoded, then through `LastDecoded` as the session
+    // does (a repeat's bytes not decoded again).
     for c in cases {
-        var entry: JSONObject = ["id": "sensor", "address": .string(address), "profile": "advertisement", "format": .string(c.format)]
-        if let k = c.key { entry["bindkey"] = .string(k) }
-        let device = try! DeviceConfig(json: .object(entry))
-        let decoder = try! profile.makeDecoder(for: device, formats: [:])!
-        // 1 change, 3 repeats: the same advertisement 4 times.
-        let stream = (0..<readings).flatMap { r in Array(repeating: c.ad(r), count: 4) }
-        let step = Duration.milliseconds(250)
-        var tracker = PassiveTracker(minInterval: device.minInterval, silence: device.availabilityTimeout)
-        var now = ContinuousClock.now
-        var i = 0
-        var counts: [String: Int] = [:]
-        func one() -> PassiveTracker.Outcome {
-            if i == stream.count {
-                // The next round starts a fresh device: its packet ids and counters start over.
-                i = 0
-                tracker = PassiveTracker(minInterval: device.minInterval, silence: device.availabilityTimeout)
+        for cached in [false, true] {
+            var entry: JSONObject = ["id": "sensor", "address": .string(address), "profile": "advertisement", "format": .string(c.format)]
+            if let k = c.key { entry["bindkey"] = .string(k) }
+            let device = try! DeviceConfig(json: .object(entry))
+            let decoder = try! profile.makeDecoder(for: device, formats: [:])!
+            var last = LastDecoded(decoder)
+            // 1 change, 3 repeats: the same advertisement 4 times.
+            let stream = (0..<readings).flatMap { r in Array(repeating: c.ad(r), count: 4) }
+            let step = Duration.milliseconds(250)
+            var tracker = PassiveTracker(minInterval: device.minInterval, silence: device.availabilityTimeout)
+            var now = ContinuousClock.now
+            var i = 0
+            var counts: [String: Int] = [:]
+            func one() -> PassiveTracker.Outcome {
+                if i == stream.count {
+                    // The next round starts a fresh device: its packet ids and counters start over.
+                    i = 0
+                    tracker = PassiveTracker(minInterval: device.minInterval, silence: device.availabilityTimeout)
+                }
+                let ad = stream[i]
+                i += 1
+                now += step
+                // The session's ticker: once a second here (every 4th advertisement).
+                if i % 4 == 0 { blackHole(tracker.tick(at: now)) }
+                let reading = cached ? try! last.decode(ad)! : try! decoder.decode(ad)!
+                return tracker.accept(reading, at: now)
             }
-            let ad = stream[i]
-            i += 1
-            now += step
-            // The session's ticker: once a second here (every 4th advertisement).
-            if i % 4 == 0 { blackHole(tracker.tick(at: now)) }
-            return tracker.accept(try! decoder.decode(ad)!, at: now)
-        }
-        for _ in 0..<stream.count {
-            switch one() {
-            case .publish: counts["publish", default: 0] += 1
-            case .held: counts["held", default: 0] += 1
-            case .unchanged: counts["unchanged", default: 0] += 1
-            case .repeated: counts["repeated", default: 0] += 1
-            case .replayed: counts["replayed", default: 0] += 1
+            for _ in 0..<stream.count {
+                switch one() {
+                case .publish: counts["publish", default: 0] += 1
+                case .held: counts["held", default: 0] += 1
+                case .unchanged: counts["unchanged", default: 0] += 1
+                case .repeated: counts["repeated", default: 0] += 1
+                case .replayed: counts["replayed", default: 0] += 1
+                }
             }
-        }
-        guard counts["publish"] == readings else { fatalError("\(c.name): \(readings) readings, outcomes \(counts)") }
-        bench("Passive \(c.name): decode + decision") { blackHole(one()) }
-        let outcomes = counts.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
-        if CommandLine.arguments.dropFirst().first.map({ "Passive \(c.name)".contains($0) }) ?? true {
-            print("    per \(stream.count) advertisements: \(outcomes)")
+            guard counts["publish"] == readings else { fatalError("\(c.name): \(readings) readings, outcomes \(counts)") }
+            let name = "Passive \(c.name): \(cached ? "LastDecoded" : "decode") + decision"
+            bench(name) { blackHole(one()) }
+            let outcomes = counts.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
+            if !cached, CommandLine.arguments.dropFirst().first.map({ name.contains($0) }) ?? true {
+                print("    per \(stream.count) advertisements: \(outcomes)")
+            }
         }
     }
 }
