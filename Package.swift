@@ -24,6 +24,8 @@ let package = Package(
         .library(name: "Reactor", targets: ["Reactor"]),
         // For Benchmarks/ (store-bench).
         .library(name: "BridgeStore", targets: ["BridgeStore"]),
+        // For Benchmarks/ (codec-bench's passive cases: the profile's decoder and PassiveTracker).
+        .library(name: "DeviceProfiles", targets: ["DeviceProfiles"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),

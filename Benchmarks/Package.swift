@@ -22,6 +22,7 @@ let package = Package(
                 .product(name: "GoProCodec", package: "gatt2mqtt"),
                 .product(name: "GattLayout", package: "gatt2mqtt"),
                 .product(name: "AdvertisementCodec", package: "gatt2mqtt"),
+                .product(name: "DeviceProfiles", package: "gatt2mqtt"),
             ],
             path: "Sources/CodecBench"
         ),

@@ -28,11 +28,20 @@ extension Bridge {
     var hasPassiveDevices: Bool { registry.withLock { $0.values.contains { $0.session.isPassive } } }
 
     /// The passive device a sighting of `address` is (an exact address first, then a pattern).
+    /// Runs for every advertisement heard: one pass, no array, the address upper-cased once
+    /// (an exact `address` is kept upper case, as `DeviceConfig.matchesAddress` compares it).
     func passiveSession(for address: String) -> DeviceSession? {
-        registry.withLock { r in
-            let passive = r.values.filter(\.session.isPassive)
-            return (passive.first { !$0.config.addressIsPattern && $0.config.matchesAddress(address) }
-                ?? passive.first { $0.config.addressIsPattern && $0.config.matchesAddress(address) })?.session
+        let upper = address.uppercased()
+        return registry.withLock { r in
+            var byPattern: DeviceSession?
+            for d in r.values where d.session.isPassive {
+                if !d.config.addressIsPattern {
+                    if d.config.address == upper { return d.session }
+                } else if byPattern == nil, d.config.matchesAddress(upper) {
+                    byPattern = d.session
+                }
+            }
+            return byPattern
         }
     }
 

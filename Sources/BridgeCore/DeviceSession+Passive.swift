@@ -11,13 +11,14 @@ import Foundation
 
 extension DeviceSession {
     struct Passive: Sendable {
-        let decoder: any PassiveDecoder
+        /// The profile's decoder, with the last advertisement it read (a repeat is not decoded again).
+        var decoder: LastDecoded
         var tracker: PassiveTracker
         /// The last decode error reported on `bridge/event` (they are counted every time).
         var lastReported: ContinuousClock.Instant?
 
         init(decoder: any PassiveDecoder, config: DeviceConfig, state: JSONObject, lastCounter: UInt32?) {
-            self.decoder = decoder
+            self.decoder = LastDecoded(decoder)
             tracker = PassiveTracker(minInterval: config.minInterval, silence: config.availabilityTimeout, state: state, lastCounter: lastCounter)
         }
     }
@@ -50,11 +51,11 @@ extension DeviceSession {
             passive = p
             return
         }
-        guard let reading else { return }  // not of the device's format (another frame type)
+        guard let reading else { passive = p; return }  // not of the device's format (another frame type)
         let wasOnline = p.tracker.online, counterBefore = p.tracker.lastCounter
         let outcome = p.tracker.accept(reading, at: now)
         passive = p
-        if let check = p.decoder.keyCheck, let counter = p.tracker.lastCounter, counter != counterBefore {
+        if let check = p.decoder.decoder.keyCheck, let counter = p.tracker.lastCounter, counter != counterBefore {
             // Staged: committed with the reading's state in one transaction when it has one.
             output.batch.stage([.saveCounter(deviceID: id, counter: counter, keyCheck: check)], timed: false)
         }

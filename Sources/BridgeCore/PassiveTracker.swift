@@ -33,7 +33,8 @@ public struct PassiveDecodeError: Error, Sendable, Equatable, CustomStringConver
 /// A passive device's decoder: its format with its key (``DeviceProfile/makeDecoder(for:)``).
 public protocol PassiveDecoder: Sendable {
     /// The reading; nil when the advertisement is not of the device's format (ignored). Throws
-    /// when it is but cannot be read (counted and reported, never fatal).
+    /// when it is but cannot be read (counted and reported, never fatal). Pure: the same address,
+    /// name, service data and manufacturer data give the same result (``LastDecoded`` relies on it).
     func decode(_ advertisement: Advertisement) throws(PassiveDecodeError) -> PassiveReading?
     /// A check value of the device's key (nil: it has none), stored with the last accepted
     /// counter: a counter stored under another key is not this key's (a replaced sensor).
@@ -42,6 +43,30 @@ public protocol PassiveDecoder: Sendable {
 
 extension PassiveDecoder {
     public var keyCheck: Int64? { nil }
+}
+
+/// A passive device's decoder with the last advertisement it read. BlueZ reports every
+/// advertisement (duplicates included) and a sensor sends each reading several times, so most
+/// advertisements carry the bytes of the one before: those get the reading decoded then, not
+/// decoded again (a layout format's decode is most of the bridge's work per advertisement,
+/// docs/benchmarks.md). Errors and advertisements of another format are not kept.
+public struct LastDecoded: Sendable {
+    public let decoder: any PassiveDecoder
+    var last: Advertisement?
+    var reading: PassiveReading?
+
+    public init(_ decoder: any PassiveDecoder) { self.decoder = decoder }
+
+    public mutating func decode(_ ad: Advertisement) throws(PassiveDecodeError) -> PassiveReading? {
+        if let last, let reading, last.serviceData == ad.serviceData, last.manufacturerData == ad.manufacturerData,
+           last.address == ad.address, last.name == ad.name {
+            return reading
+        }
+        guard let decoded = try decoder.decode(ad) else { return nil }
+        last = ad
+        reading = decoded
+        return decoded
+    }
 }
 
 /// The publish decisions of one passive device (see the file's comment).
@@ -56,7 +81,8 @@ public struct PassiveTracker: Sendable, Equatable {
         case unchanged
         /// The same packet id as the last accepted reading.
         case repeated
-        /// A counter not above the last accepted one: a replayed advertisement, refused.
+        /// A counter below the last accepted one: a replayed advertisement, refused (the same
+        /// counter again is `repeated`: sensors send each advertisement several times).
         case replayed(counter: UInt32)
     }
 
@@ -91,8 +117,13 @@ public struct PassiveTracker: Sendable, Equatable {
 
     /// A good reading at `now`. The caller marks the device online when ``online`` turns true.
     public mutating func accept(_ reading: PassiveReading, at now: ContinuousClock.Instant) -> Outcome {
-        if let counter = reading.counter {
-            if let last = lastCounter, counter <= last { return .replayed(counter: counter) }
+        if let counter = reading.counter, let last = lastCounter {
+            // The same counter again is the sensor repeating its advertisement (each is sent
+            // several times): not an error, but no proof of life either (anyone in range can
+            // send a recorded one again), so it does not keep the device online. An older
+            // counter is a replay.
+            if counter == last { return .repeated }
+            if counter < last { return .replayed(counter: counter) }
         }
         if let id = reading.packetID, id == lastPacketID {
             lastGood = now

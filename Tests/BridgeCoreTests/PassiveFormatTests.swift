@@ -100,7 +100,8 @@ import Testing
     }
 
     /// The last accepted counter is stored with the state: after a restart on the same SQLite
-    /// file the advertisement accepted before is refused as a replay (counted as a decode error),
+    /// file the advertisement accepted before is a repeat (nothing published) and an older one is
+    /// refused as a replay (counted as a decode error),
     /// a newer one is accepted; under another key the stored counter is not this key's.
     @Test func aReplayIsRefusedAcrossARestart() async throws {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("gatt2mqtt-replay-\(UUID().uuidString)")
@@ -119,8 +120,15 @@ import Testing
             let m = TestMetrics()
             let h = try withMetricsFactory(m) { () throws in try Harness(yaml: Self.yaml(key: Self.key), store: try BridgeStore(path: path)) }
             try await h.bridge.running {
+                // The advertisement accepted before the restart, heard again: a repeat (the
+                // sensor sends each several times), not published, not an error.
                 try await h.advertise(first)
                 let session = try #require(h.bridge.session("porch"))
+                await session.settled()
+                #expect(Self.decodeErrors(m) == 0)
+                #expect(h.mqtt.messages("gatt2mqtt/porch").isEmpty)
+                // An older one recorded earlier: a replay, refused and counted.
+                try await h.advertise(try Self.encrypted(counter: 999, temperature: 30))
                 await session.settled()
                 #expect(Self.decodeErrors(m) == 1, "the replay is refused and counted")
                 try await h.advertise(try Self.encrypted(counter: 1001, temperature: 22))
