@@ -47,13 +47,16 @@ PREFIX = "homeassistant"
 BASE = "gatt2mqtt"
 DEVICES = {"camera": "C0:FF:EE:00:00:01", "glasses": "C0:FF:EE:00:00:02", "heart_rate": "C0:FF:EE:00:00:03",
            "thermometer": "C0:FF:EE:00:00:04", "garden": "A4:C1:38:00:00:11", "cellar": "A4:C1:38:00:00:12",
-           "bedroom": "A4:C1:38:00:00:13"}
+           "bedroom": "A4:C1:38:00:00:13", "kitchen": "A4:C1:38:00:00:14", "balcony": "A4:C1:38:00:00:15",
+           "fridge": "A4:C1:38:00:00:16"}
 # The demo's simulated devices (scripts/run): kind and address; the passive thermometers of
 # config/demo.yaml (BTHome, BTHome encrypted with the demo key, ATC) among them.
 SIMULATED = (("gopro", "camera"), ("rokid", "glasses"), ("hr", "heart_rate"), ("thermo", "thermometer"),
-             ("bthome", "garden"), ("bthome-encrypted", "cellar"), ("atc", "bedroom"))
-# config/demo.yaml, plus the demo's thermometer (which the demo leaves to be found by a scan) with
-# a raw mapping, so that every mapping kind notifies during the run: the profiles' (GoPro, Rokid
+             ("bthome", "garden"), ("bthome-encrypted", "cellar"), ("atc", "bedroom"),
+             ("xiaomi", "kitchen"), ("ruuvi", "balcony"), ("govee", "fridge"))
+# config/demo.yaml, plus the passive sensors of the formats the demo does not run (Xiaomi with the
+# simulator's demo key, RuuviTag, Govee), and the demo's thermometer (which the demo leaves to be
+# found by a scan) with a raw mapping, so that every mapping kind notifies during the run: the profiles' (GoPro, Rokid
 # over Caps), layouts (heart rate) and raw (the thermometer's temperature, every 5 s).
 EXTRA_DEVICES = """
   - id: thermometer
@@ -65,6 +68,22 @@ EXTRA_DEVICES = """
         codec: raw
         direction: [read, notify]
         topic: temperature_raw
+  - id: kitchen
+    name: Test/Kitchen thermometer (Xiaomi, encrypted)
+    address: A4:C1:38:00:00:14
+    profile: advertisement
+    format: xiaomi
+    bindkey: e9ea895fac7cca6d30532432a516f3a8
+  - id: balcony
+    name: Test/Balcony RuuviTag
+    address: A4:C1:38:00:00:15
+    profile: advertisement
+    format: ruuvi
+  - id: fridge
+    name: Test/Fridge thermometer (Govee)
+    address: A4:C1:38:00:00:16
+    profile: advertisement
+    format: govee
 """
 VALUE_DEADLINE_S = 15
 
