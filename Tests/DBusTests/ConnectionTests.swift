@@ -300,8 +300,8 @@ import Testing
         try await withBus { bus, loop in
             // Process-wide: restored at once, so no other test (or child it starts) meets this bus.
             let previous = getenv("DBUS_SYSTEM_BUS_ADDRESS").map { String(cString: $0) }
-            setenv("DBUS_SYSTEM_BUS_ADDRESS", bus.address, 1)
-            defer { if let previous { setenv("DBUS_SYSTEM_BUS_ADDRESS", previous, 1) } else { unsetenv("DBUS_SYSTEM_BUS_ADDRESS") } }
+            setEnvironmentVariable("DBUS_SYSTEM_BUS_ADDRESS", bus.address)
+            defer { setEnvironmentVariable("DBUS_SYSTEM_BUS_ADDRESS", previous) }
             let system = try await DBusConnection.connect(.system, timeout: .seconds(10), loop: loop)
             defer { system.close() }
             #expect(try await system.nameOwner("org.freedesktop.DBus") == "org.freedesktop.DBus")

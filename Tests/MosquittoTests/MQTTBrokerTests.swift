@@ -270,8 +270,8 @@ import Glibc
             // child they start: a name of this test's own, not `GATT2MQTT_…` (which a bridge child
             // would refuse as an unknown override), removed again at once.
             let variable = "MQTT_TEST_PASSWORD_\(getpid())_\(broker.port)"
-            setenv(variable, "pa55 word", 1)
-            defer { unsetenv(variable) }
+            setEnvironmentVariable(variable, "pa55 word")
+            defer { setEnvironmentVariable(variable, nil) }
             let fromEnvironment = try await broker.client(loop: loop) {
                 $0.credentials = MQTTCredentials(username: "bridge", password: .environment(variable))
             }

@@ -60,6 +60,21 @@ public func tool(_ path: String, _ arguments: [String], in directory: String? = 
     try await offThePool { try runTool(path, arguments, in: directory) }
 }
 
+/// The process environment is one array that `setenv`/`unsetenv` may reallocate: a child spawned
+/// with `environ` while another test changes a variable can be handed the freed array (a CI run
+/// failed `posix_spawn /usr/sbin/mosquitto failed: 14`, EFAULT). Tests change the environment only
+/// through ``setEnvironmentVariable(_:_:)``, and ``spawn(_:_:log:environment:)`` reads `environ`
+/// under the same lock (posix_spawn returns once the child has exec'd, so the child's copy is
+/// taken inside it).
+private let environmentLock = Mutex<Void>(())
+
+/// Sets (or, with nil, removes) a variable of this process' environment without racing a spawn.
+public func setEnvironmentVariable(_ name: String, _ value: String?) {
+    environmentLock.withLock { _ in
+        if let value { _ = setenv(name, value, 1) } else { _ = unsetenv(name) }
+    }
+}
+
 /// Spawns `path` with stdout/stderr appended to `log`, an empty signal mask and default
 /// signal dispositions (the test process blocks signals in some threads; a child must not
 /// inherit that, or SIGTERM would be ignored). `environment`: the child's whole environment
@@ -93,7 +108,9 @@ public func spawn(_ path: String, _ arguments: [String], log: String, environmen
     posix_spawnattr_setsigdefault(&attributes, &defaults)
     posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
     var pid: pid_t = 0
-    let rc = envp.map { posix_spawn(&pid, path, &actions, &attributes, argv, $0) } ?? posix_spawn(&pid, path, &actions, &attributes, argv, environ)
+    let rc = environmentLock.withLock { _ in
+        envp.map { posix_spawn(&pid, path, &actions, &attributes, argv, $0) } ?? posix_spawn(&pid, path, &actions, &attributes, argv, environ)
+    }
     guard rc == 0 else { throw HarnessError("posix_spawn \(path) failed: \(rc)") }
     return pid
 }
