@@ -4,6 +4,8 @@
 #   bench_init                        # $work (removed on exit), $pids (stopped in reverse order)
 #   bench_build PRODUCT               # release builds; sets $bin and $benchbin
 #   bench_mosquitto [CONFIG LINES]    # a mosquitto on a free loopback port; sets $port
+#   bench_simulate [SIMULATE ARGS]    # `gatt2mqtt simulate` (needs $bin); sets $bus and $simpid
+#   bench_bridge_config FILE DB YAML  # a bridge config on $port and $bus with the devices' YAML
 
 bench_init() {
   work=$(mktemp -d)
@@ -44,4 +46,29 @@ bench_mosquitto() {
   for _ in $(seq 50); do (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null && return 0; sleep 0.1; done
   echo "the benchmark's mosquitto did not start: $(cat "$work/mosquitto.out")" >&2
   return 1
+}
+
+# Starts `gatt2mqtt simulate` with the arguments given (its own dbus-daemon and the emulated BlueZ)
+# and waits (10 s at most) for the bus address it prints.
+bench_simulate() {
+  "$bin/gatt2mqtt" simulate "$@" > "$work/simulate.out" 2>"$work/simulate.err" & simpid=$!; pids+=($simpid)
+  for _ in $(seq 100); do grep -q '^DBUS_SYSTEM_BUS_ADDRESS=' "$work/simulate.out" 2>/dev/null && break; sleep 0.1; done
+  bus=$(sed -n 's/^DBUS_SYSTEM_BUS_ADDRESS=//p' "$work/simulate.out" | head -1)
+  [ -n "$bus" ] || { echo "simulate printed no bus address" >&2; cat "$work/simulate.err" >&2; return 1; }
+}
+
+# Writes a bridge configuration to FILE: the benchmark's broker ($port) and bus ($bus), the store
+# at DB, and the `devices:` list given as YAML lines.
+bench_bridge_config() {
+  cat > "$1" <<CONF
+mqtt:
+  url: mqtt://127.0.0.1:$port
+  client_id: gatt2mqtt-bench
+bluetooth:
+  bus_address: "$bus"
+database:
+  path: $2
+devices:
+$3
+CONF
 }

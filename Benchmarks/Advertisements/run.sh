@@ -41,25 +41,11 @@ pct() { awk -v t="$1" -v hz="$tck" -v w="$window" 'BEGIN { printf "%.2f", 100 * 
 # One run: the emulator, then "$@" (the client that discovers) with its pid in $client; prints the figures.
 run_once() {
   local label=$1
-  "$bin/gatt2mqtt" simulate "${sim[@]}" --advertising-interval 0.25 --advertise-interval 1 \
-    > "$work/simulate.out" 2>"$work/simulate.err" & local simpid=$!; pids+=($simpid)
-  for _ in $(seq 100); do grep -q '^DBUS_SYSTEM_BUS_ADDRESS=' "$work/simulate.out" 2>/dev/null && break; sleep 0.1; done
-  bus=$(sed -n 's/^DBUS_SYSTEM_BUS_ADDRESS=//p' "$work/simulate.out" | head -1)
-  [ -n "$bus" ] || { echo "simulate printed no bus address" >&2; cat "$work/simulate.err" >&2; exit 1; }
+  bench_simulate "${sim[@]}" --advertising-interval 0.25 --advertise-interval 1
   local daemon
   daemon=$(ps --ppid "$simpid" -o pid= | tr -d ' ' | head -1)
   if [ "$label" = bridge ]; then
-    cat > "$work/bridge.yaml" <<CONF
-mqtt:
-  url: mqtt://127.0.0.1:$port
-  client_id: gatt2mqtt-bench
-bluetooth:
-  bus_address: "$bus"
-database:
-  path: $work/state.sqlite
-devices:
-$yaml
-CONF
+    bench_bridge_config "$work/bridge.yaml" "$work/state.sqlite" "$yaml"
     "$bridge_bin" run --config "$work/bridge.yaml" --log-level warning 2>"$work/bridge.err" & client=$!
   else
     "$bin/gatt2mqtt" scan --bus "$bus" --seconds $((warmup + window + 30)) >/dev/null 2>"$work/scan.err" & client=$!

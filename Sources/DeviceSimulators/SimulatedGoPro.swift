@@ -84,6 +84,9 @@ public final class SimulatedGoPro: SimulatedDevice {
     public let batteryDrainEvery: Duration?
     /// What Get Hardware Info (0x3C) answers.
     public let hardware: HardwareInfo
+    /// Whether registered status and setting changes are pushed (0x92/0x93, F5 F3); false: a
+    /// camera that answers and nothing else (registrations still answered with the values).
+    public let pushes: Bool
     /// The clock of the sleep timer and the battery drain.
     let time: SimulatorTime
     /// How often the timer task checks them (nil: no timer task).
@@ -104,12 +107,14 @@ public final class SimulatedGoPro: SimulatedDevice {
     ///   - executor: where the camera's timer task runs — the emulator's event loop
     ///     (`BlueZSimulator.loop`) keeps the simulated camera on the loop thread; nil: the global pool.
     ///   - hardware: what Get Hardware Info (0x3C) reports.
+    ///   - pushes: false: registered value changes are not pushed (``pushes``).
     ///   - clock: what `sleepAfter` and `batteryDrainEvery` are measured on and the timer task
     ///     sleeps on (a test's manual clock makes them happen when the test advances it).
     public init(address: String = "C0:FF:EE:00:00:01", name: String = "GoPro 1234", encrypted: Bool = true,
                 sleepAfter: Duration? = nil, batteryDrainEvery: Duration? = nil, hardware: HardwareInfo = HardwareInfo(),
-                executor: (any TaskExecutor)? = nil, clock: any Clock<Duration> = ContinuousClock()) {
+                pushes: Bool = true, executor: (any TaskExecutor)? = nil, clock: any Clock<Duration> = ContinuousClock()) {
         self.address = address.uppercased()
+        self.pushes = pushes
         let time = SimulatorTime(clock)
         self.time = time
         self.hardware = hardware
@@ -228,7 +233,7 @@ public final class SimulatedGoPro: SimulatedDevice {
     public func setStatus(_ id: UInt8, _ value: [UInt8]) {
         let push: [UInt8]? = state.withLock { s in
             s.statuses[id] = value
-            return s.statusRegistrations.contains(id) ? [0x93, 0x00, id, UInt8(value.count)] + value : nil
+            return pushes && s.statusRegistrations.contains(id) ? [0x93, 0x00, id, UInt8(value.count)] + value : nil
         }
         if let push { send(push, on: 0x77) }
     }
@@ -304,9 +309,9 @@ public final class SimulatedGoPro: SimulatedDevice {
         let (push, presets): ([UInt8]?, [UInt8]?) = state.withLock { s in
             if id == 0x5B { return (nil, nil) }  // keep-alive: no stored value
             s.settings[id] = value
-            let push = s.settingRegistrations.contains(id) ? [0x92, 0x00, id, UInt8(value.count)] + value : nil
+            let push = pushes && s.settingRegistrations.contains(id) ? [0x92, 0x00, id, UInt8(value.count)] + value : nil
             // A setting of the active preset changed: registered clients get F5 F3 (§7).
-            let presets = Self.presetSettingIDs.contains(id) && !s.presetRegistrations.isEmpty
+            let presets = pushes && Self.presetSettingIDs.contains(id) && !s.presetRegistrations.isEmpty
                 ? [0xF5, 0xF3] + Self.presetStatus(s.settings) : nil
             return (push, presets)
         }

@@ -116,12 +116,16 @@ public struct SimulatedDeviceTimings: Sendable, Equatable {
     /// How often an advertiser takes a new reading and bumps its frame counter
     /// (``SimulatedPeripheral/advertising(_:every:clock:changed:)``).
     public var advertiseInterval: Duration?
+    /// ``SimulatedGoPro/pushes``: false makes every GoPro a camera that only answers (the bridge
+    /// benchmark's comparison with the C floor).
+    public var goproPushes: Bool
 
     public init(goproSleepAfter: Duration? = .seconds(10), goproBatteryDrain: Duration? = .seconds(30),
                 rokidBatteryInterval: Duration? = .seconds(30), heartRateInterval: Duration? = .seconds(1),
-                thermoInterval: Duration? = .seconds(5), advertiseInterval: Duration? = .seconds(2))
+                thermoInterval: Duration? = .seconds(5), advertiseInterval: Duration? = .seconds(2), goproPushes: Bool = true)
     {
         self.advertiseInterval = advertiseInterval
+        self.goproPushes = goproPushes
         self.goproSleepAfter = goproSleepAfter
         self.goproBatteryDrain = goproBatteryDrain
         self.rokidBatteryInterval = rokidBatteryInterval
@@ -150,7 +154,8 @@ public enum SimulatedPeripheral: Sendable {
         switch spec.kind {
         case .gopro:
             self = .gopro(SimulatedGoPro(address: spec.address, sleepAfter: timings.goproSleepAfter,
-                                         batteryDrainEvery: timings.goproBatteryDrain, executor: executor, clock: clock))
+                                         batteryDrainEvery: timings.goproBatteryDrain, pushes: timings.goproPushes,
+                                         executor: executor, clock: clock))
         case .rokid:
             self = .rokid(SimulatedRokid(address: spec.address, batteryInterval: timings.rokidBatteryInterval, auth: rokidAuth,
                                          executor: executor, clock: clock))

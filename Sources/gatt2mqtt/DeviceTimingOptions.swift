@@ -21,6 +21,9 @@ struct DeviceTimingOptions: ParsableArguments {
     @Option(help: "Simulated Rokid glasses notify Dev_BatteryChanged every this many seconds once authenticated (0: never).")
     var rokidBatteryInterval: Double = 30
 
+    @Flag(inversion: .prefixedNo, help: "Simulated GoPros push the registered status and setting values that change (--no-gopro-pushes: they answer, registrations included, and push nothing, as the C floor's camera in Benchmarks/Bridge/run.sh).")
+    var goproPushes = true
+
     /// The options as ``SimulatedDeviceTimings``; throws for a value out of range.
     var timings: SimulatedDeviceTimings {
         get throws {
@@ -30,7 +33,8 @@ struct DeviceTimingOptions: ParsableArguments {
                                    rokidBatteryInterval: try SimulateCommand.period("rokid-battery-interval", rokidBatteryInterval),
                                    heartRateInterval: try SimulateCommand.period("heart-rate-interval", heartRateInterval),
                                    thermoInterval: try SimulateCommand.period("thermo-interval", thermoInterval),
-                                   advertiseInterval: try SimulateCommand.period("advertise-interval", advertiseInterval))
+                                   advertiseInterval: try SimulateCommand.period("advertise-interval", advertiseInterval),
+                                   goproPushes: goproPushes)
         }
     }
 }

@@ -82,16 +82,14 @@ import Testing
         defer { try? FileManager.default.removeItem(at: file) }
         let yaml = """
             advertisement_formats:
-              soil:
-                match: {manufacturer_id: 0xFFFF, prefix: "50"}
-                packet_id: sequence
+              leaf:
+                match: {manufacturer_id: 0xFFFE, prefix: "4C"}
                 layout:
                   fields:
-                    - {type: pad, value: "50"}
-                    - {name: sequence, type: u8}
-                    - {name: moisture, type: u16, scale: 1/10, unit: "%"}
+                    - {type: pad, value: "4C"}
+                    - {name: wetness, type: u16, unit: "%"}
             devices:
-              - {id: bed, address: "C0:FF:EE:00:00:09", profile: advertisement, format: soil}
+              - {id: bed, address: "C0:FF:EE:00:00:09", profile: advertisement, format: leaf}
 
             """
         try yaml.write(to: file, atomically: true, encoding: .utf8)
@@ -101,10 +99,10 @@ import Testing
 
         try yaml.replacingOccurrences(of: "type: u16", with: "type: u17").write(to: file, atomically: true, encoding: .utf8)
         try await CLI.expectOneLineFailure(["check-config", file.path],
-                                           mentioning: "line 9: advertisement_formats.soil.layout.fields[2].type:")
-        try yaml.replacingOccurrences(of: "prefix: \"50\"", with: "prefix: \"5\"").write(to: file, atomically: true, encoding: .utf8)
+                                           mentioning: "line 7: advertisement_formats.leaf.layout.fields[1].type:")
+        try yaml.replacingOccurrences(of: "prefix: \"4C\"", with: "prefix: \"4\"").write(to: file, atomically: true, encoding: .utf8)
         try await CLI.expectOneLineFailure(["check-config", file.path],
-                                           mentioning: "line 3: advertisement_formats.soil.match.prefix: expected 1…31 bytes as hex text")
+                                           mentioning: "line 3: advertisement_formats.leaf.match.prefix: expected 1…31 bytes as hex text")
     }
 
     @Test func missingFile() async throws {

@@ -169,6 +169,28 @@ final class GoProHarness: Sendable {
         #expect(try h.take(on: .queryResponse) == [[0x93, 0x00, 45, 0x01, 0x00]])
     }
 
+    /// A camera made with `pushes: false` (`simulate --no-gopro-pushes`, the floor comparison of
+    /// the bridge benchmark) answers registrations and commands alike and pushes nothing: not the
+    /// shutter's statuses, not a registered setting.
+    @Test func aCameraWithoutPushesOnlyAnswers() throws {
+        let h = GoProHarness(SimulatedGoPro(pushes: false))
+        try h.write([0x53, 8, 10], to: .query)
+        #expect(try h.take(on: .queryResponse) == [[0x53, 0x00, 8, 0x01, 0x00, 10, 0x01, 0x00]])
+        try h.write([0x52, 2], to: .query)
+        #expect(try h.take(on: .queryResponse).count == 1)
+        try h.write([0x01, 0x01, 0x01], to: .command)  // shutter on: statuses 8, 10, 13 change
+        #expect(try h.take(on: .commandResponse) == [[0x01, 0x00]])
+        try h.write([0x02, 0x01, 0x04], to: .settings)  // resolution 4
+        #expect(try h.take(on: .settingsResponse) == [[0x02, 0x00]])
+        #expect(try h.take(on: .queryResponse).isEmpty)
+        // …while the same steps on a default camera push them.
+        let pushing = GoProHarness()
+        try pushing.write([0x53, 10], to: .query)
+        _ = try pushing.take(on: .queryResponse)
+        try pushing.write([0x01, 0x01, 0x01], to: .command)
+        #expect(try pushing.take(on: .queryResponse) == [[0x93, 0x00, 10, 0x01, 0x01]])
+    }
+
     /// Load Preset Group (§5, 0x3E, u16 group) answers `3E 00` and sets status 96 (pushed when
     /// registered); a group that is not 1000–1002 is an invalid parameter.
     @Test func loadPresetGroupSetsStatus96() throws {

@@ -7,8 +7,13 @@
 //   - round trip: publish to <base>/<device>/set → terminal `ok` on <base>/<device>/response
 //     (p50/p99), and the state telemetry on <base>/<device> that the answer produces;
 //   - sustained commands/s with 1 and with 8 commands in flight (one device, and 8 devices);
-//   - the bridge's CPU time per command (utime+stime of its pid from /proc) and its peak RSS;
+//   - the bridge's CPU time per command (its threads' run time, /proc/PID/task/*/schedstat) and its peak RSS;
 //   - idle: the bridge's CPU and RSS over a quiet window with every device connected.
+// BENCH_PROFILE=shutter is the floor comparison (../run.sh): `set_shutter` to GoPros that only
+// answer, the work `Benchmarks/Floor/floor_bridge.c` does, so BRIDGE_PID may be the floor's;
+// the round trip ends at `ok` (no state changes), and the figures end with one `RESULT` line
+// (key=value) for run.sh to compare: sleeps (voluntary context switches of all the process'
+// threads) and, when `perf` is installed, system calls per command in the round trips.
 //   bridge-bench PORT BRIDGE_PID COMMANDS DEVICE[,DEVICE…] [IDLE_SECONDS]
 import Foundation
 import Mosquitto
@@ -31,15 +36,17 @@ let base = "gatt2mqtt"
     Double(d.components.seconds) * 1e6 + Double(d.components.attoseconds) / 1e12
 }
 
-/// CPU seconds (user + system) of a process, from /proc/PID/stat fields 14 and 15.
+/// CPU seconds of a process: the time its threads ran, in nanoseconds, from the first field of
+/// /proc/PID/task/*/schedstat (/proc/PID/stat's utime + stime count 10 ms ticks: too coarse for
+/// a few thousand commands of tens of microseconds).
 func cpuSeconds(_ pid: Int32) -> Double {
-    guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
-        let close = stat.lastIndex(of: ")")
-    else { return .nan }
-    let fields = stat[stat.index(after: close)...].split(separator: " ")
-    // After "pid (comm)": field 3 is state at index 0, so utime (14) is index 11, stime (15) 12.
-    let ticks = Double(sysconf(Int32(_SC_CLK_TCK)))
-    return ((Double(fields[11]) ?? .nan) + (Double(fields[12]) ?? .nan)) / ticks
+    guard let tasks = try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task") else { return .nan }
+    var ns = 0.0
+    for task in tasks {
+        guard let text = try? String(contentsOfFile: "/proc/\(pid)/task/\(task)/schedstat", encoding: .utf8) else { continue }
+        ns += Double(text.split(separator: " ").first ?? "") ?? 0
+    }
+    return ns / 1e9
 }
 
 /// A `VmHWM`/`VmRSS`/`RssAnon`/`RssFile` line of /proc/PID/status, in MiB.
@@ -50,6 +57,50 @@ func memoryMiB(_ pid: Int32, _ key: String) -> Double {
         return (kib ?? .nan) / 1024
     }
     return .nan
+}
+
+/// Voluntary context switches (sleeps) of every thread of a process, from /proc/PID/task/*/status.
+func sleeps(_ pid: Int32) -> Double {
+    guard let tasks = try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task") else { return .nan }
+    var total = 0.0
+    for task in tasks {
+        guard let status = try? String(contentsOfFile: "/proc/\(pid)/task/\(task)/status", encoding: .utf8) else { continue }
+        for line in status.split(separator: "\n") where line.hasPrefix("voluntary_ctxt_switches:") {
+            total += Double(line.split(separator: "\t").last.map { $0.trimmingCharacters(in: .whitespaces) } ?? "") ?? 0
+        }
+    }
+    return total
+}
+
+/// Counts the system calls of `pid` while it runs (`perf stat -e raw_syscalls:sys_enter`); nil
+/// when perf is not installed or may not trace. `stop()` returns the count.
+final class SyscallCounter {
+    let process = Process()
+    let output: String
+    init?(_ pid: Int32) {
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/perf") else { return nil }
+        output = NSTemporaryDirectory() + "bridge-bench-perf-\(getpid())-\(pid).csv"
+        // Stopped with SIGINT, which a job started in the background by a script inherits as
+        // ignored (and Foundation starts it with the spawning thread's blocked signals): python3
+        // unblocks it and puts its default back before it becomes perf.
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
+        process.arguments = ["-c", "import os, signal, sys; signal.pthread_sigmask(signal.SIG_SETMASK, []); signal.signal(signal.SIGINT, signal.SIG_DFL); os.execv(sys.argv[1], sys.argv[1:])",
+                             "/usr/bin/perf", "stat", "-x", ",", "-e", "raw_syscalls:sys_enter", "-o", output, "-p", String(pid)]
+        process.standardError = FileHandle.nullDevice
+        guard (try? process.run()) != nil else { return nil }
+        usleep(300_000)  // perf attaches before the measured commands start
+    }
+    func stop() -> Double? {
+        process.interrupt()
+        for _ in 0..<50 where process.isRunning { usleep(100_000) }
+        if process.isRunning { process.terminate(); return nil }
+        defer { try? FileManager.default.removeItem(atPath: output) }
+        guard let text = try? String(contentsOfFile: output, encoding: .utf8) else { return nil }
+        for line in text.split(separator: "\n") where line.contains("raw_syscalls:sys_enter") {
+            return Double(line.split(separator: ",").first ?? "")
+        }
+        return nil
+    }
 }
 
 func percentile(_ sorted: [Double], _ p: Double) -> Double {
@@ -90,8 +141,13 @@ func bench() async throws -> Int {
     /// GoPro: a setting (the camera answers on GP-0075 and pushes the new value on GP-0077);
     /// Rokid: brightness (REQUEST → RESPONSE); otherwise the layout device's raw control write.
     let profile = ProcessInfo.processInfo.environment["BENCH_PROFILE"] ?? "gopro"
+    /// The shutter answers with no state change: the round trip ends at `ok`.
+    let waitsForState = profile != "shutter"
     @Sendable func payload(_ n: Int) -> [UInt8] {
         switch profile {
+        // Shutter off: a camera that pushes nothing keeps the `encoding` the bridge read at connect,
+        // and only shutter-off passes the GoPro's busy gate whatever it is (gopro.md §9).
+        case "shutter": return Array(#"{"command":"set_shutter","value":false,"transaction":"t\#(n)"}"#.utf8)
         case "rokid": return Array(#"{"command":"set_brightness","value":\#(n % 2 == 0 ? 3 : 9),"transaction":"t\#(n)"}"#.utf8)
         default: return Array(#"{"setting":"video_resolution","value":\#(n % 2 == 0 ? 1 : 4),"transaction":"t\#(n)"}"#.utf8)
         }
@@ -126,7 +182,7 @@ func bench() async throws -> Int {
 
     /// A round trip is complete with its `ok` and its state telemetry.
     @Sendable func roundTripStep(_ r: inout Run) -> CheckedContinuation<Void, Never>? {
-        guard let okAt = r.okAt, let stateAt = r.stateAt else { return nil }
+        guard let okAt = r.okAt, let stateAt = waitsForState ? r.stateAt : okAt else { return nil }
         if r.sent > r.warmUp {
             r.ok.append(microseconds(okAt - r.start))
             r.state.append(microseconds(stateAt - r.start))
@@ -170,7 +226,7 @@ func bench() async throws -> Int {
     let states = try await hub.subscribe("\(base)/\(devices[0])", qos: .atMostOnce) { message in
         let now = clock.now
         let resume = run.withLock { r -> CheckedContinuation<Void, Never>? in
-            guard r.mode == .roundTrip, r.stateAt == nil else { return nil }
+            guard waitsForState, r.mode == .roundTrip, r.stateAt == nil else { return nil }
             r.stateAt = now
             return roundTripStep(&r)
         }
@@ -179,12 +235,18 @@ func bench() async throws -> Int {
     try await Task.sleep(for: .milliseconds(200))  // the retained state has arrived (mode idle: ignored)
 
     /// One command at a time: round-trip latency to `ok`, and to the state telemetry it causes.
-    func roundTrips(_ count: Int, warmUp: Int) async -> (ok: [Double], state: [Double], seconds: Double, cpu: Double) {
-        var cpuStart = 0.0
+    func roundTrips(_ count: Int, warmUp: Int) async
+        -> (ok: [Double], state: [Double], seconds: Double, cpu: Double, sleeps: Double, syscalls: Double?)
+    {
+        var cpuStart = 0.0, sleepsStart = 0.0
         var wallStart = clock.now
+        var counter: SyscallCounter?
         // Warm-up first, then the measured run (CPU and wall time cover the measured part only).
         for (n, w, measured) in [(warmUp, 0, false), (count, 0, true)] where n > 0 {
-            if measured { cpuStart = cpuSeconds(bridgePID); wallStart = clock.now }
+            if measured {
+                if profile == "shutter" { counter = SyscallCounter(bridgePID) }
+                cpuStart = cpuSeconds(bridgePID); sleepsStart = sleeps(bridgePID); wallStart = clock.now
+            }
             await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
                 run.withLock { r in
                     r.mode = .roundTrip
@@ -197,7 +259,8 @@ func bench() async throws -> Int {
             if !measured { run.withLock { $0.ok = []; $0.state = [] } }
         }
         let (ok, state) = run.withLock { ($0.ok, $0.state) }
-        return (ok.sorted(), state.sorted(), microseconds(clock.now - wallStart) / 1e6, cpuSeconds(bridgePID) - cpuStart)
+        let (seconds, cpu, slept) = (microseconds(clock.now - wallStart) / 1e6, cpuSeconds(bridgePID) - cpuStart, sleeps(bridgePID) - sleepsStart)
+        return (ok.sorted(), state.sorted(), seconds, cpu, slept, counter?.stop())
     }
 
     /// `window` commands in flight, spread round-robin over `targets`, until `count` completed.
@@ -222,21 +285,26 @@ func bench() async throws -> Int {
     let rt = await roundTrips(commands, warmUp: min(200, commands / 10))
     print("round trip, 1 in flight   ok p50 \(f(percentile(rt.ok, 0.5))) µs  p99 \(f(percentile(rt.ok, 0.99))) µs"
           + " | state p50 \(f(percentile(rt.state, 0.5))) µs  p99 \(f(percentile(rt.state, 0.99))) µs")
-    print("  \(String(format: "%.0f", Double(commands) / rt.seconds)) commands/s, CPU \(f(rt.cpu / Double(commands) * 1e6)) µs/command")
+    print("  \(String(format: "%.0f", Double(commands) / rt.seconds)) commands/s, CPU \(f(rt.cpu / Double(commands) * 1e6)) µs/command,"
+          + " \(String(format: "%.2f", rt.sleeps / Double(commands))) sleeps/command"
+          + (rt.syscalls.map { ", \(String(format: "%.1f", $0 / Double(commands))) system calls/command" } ?? ""))
     try await hub.unsubscribe("\(base)/\(devices[0])")
     let one = await sustained(commands, window: 1, targets: [devices[0]])
     print("sustained, 1 in flight     \(String(format: "%6.0f", one.perSecond)) commands/s  CPU \(f(one.cpu / Double(commands) * 1e6)) µs/command")
     let eight = await sustained(commands, window: 8, targets: [devices[0]])
     print("sustained, 8 in flight     \(String(format: "%6.0f", eight.perSecond)) commands/s  CPU \(f(eight.cpu / Double(commands) * 1e6)) µs/command  (one device)")
     let sameProfile = devices.filter { $0.hasPrefix(devices[0].prefix(while: { !$0.isNumber })) }
+    var spread: (perSecond: Double, cpu: Double)?
     if sameProfile.count >= 2 {
-        let spread = await sustained(commands, window: 8, targets: Array(sameProfile.prefix(8)))
-        print("sustained, 8 in flight     \(String(format: "%6.0f", spread.perSecond)) commands/s  CPU \(f(spread.cpu / Double(commands) * 1e6)) µs/command  (\(min(8, sameProfile.count)) devices)")
+        let s = await sustained(commands, window: 8, targets: Array(sameProfile.prefix(8)))
+        spread = s
+        print("sustained, 8 in flight     \(String(format: "%6.0f", s.perSecond)) commands/s  CPU \(f(s.cpu / Double(commands) * 1e6)) µs/command  (\(min(8, sameProfile.count)) devices)")
     }
     let failures = run.withLock { $0.failures }
     print("bridge peak RSS \(f(memoryMiB(bridgePID, "VmHWM"))) MiB (now: anonymous \(f(memoryMiB(bridgePID, "RssAnon"))),"
           + " file \(f(memoryMiB(bridgePID, "RssFile"))) MiB), failures \(failures)")
 
+    var idleCPU: Double?  // % of a core
     if idleSeconds > 0 {
         try await Task.sleep(for: .seconds(2))
         let cpuStart = cpuSeconds(bridgePID)
@@ -245,7 +313,23 @@ func bench() async throws -> Int {
         print("idle \(Int(idleSeconds)) s with \(devices.count) devices: RSS \(f(memoryMiB(bridgePID, "VmRSS"))) MiB"
               + " (anonymous \(f(memoryMiB(bridgePID, "RssAnon"))), file \(f(memoryMiB(bridgePID, "RssFile")))),"
               + " CPU \(String(format: "%.2f", cpu / idleSeconds * 100)) % of a core")
+        idleCPU = cpu / idleSeconds * 100
     }
+    if profile == "shutter" {
+        // One line for run.sh: CPU in µs per command, latency in µs, memory in MiB (peak: the
+        // whole run, idle included), idle CPU in % of a core.
+        let perCommand = { (seconds: Double) in seconds / Double(commands) * 1e6 }
+        var fields: [(String, Double)] = [
+            ("p50", percentile(rt.ok, 0.5)), ("p99", percentile(rt.ok, 0.99)), ("cpu1", perCommand(rt.cpu)),
+            ("sleeps1", rt.sleeps / Double(commands)), ("rate1", one.perSecond), ("cpu1s", perCommand(one.cpu)),
+            ("hwm", memoryMiB(bridgePID, "VmHWM")), ("anon", memoryMiB(bridgePID, "RssAnon")), ("file", memoryMiB(bridgePID, "RssFile")),
+        ]
+        if let n = rt.syscalls { fields.append(("syscalls1", n / Double(commands))) }
+        if let s = spread { fields += [("rate8", s.perSecond), ("cpu8", perCommand(s.cpu))] }
+        if let idle = idleCPU { fields += [("idlecpu", idle), ("idlerss", memoryMiB(bridgePID, "VmRSS"))] }
+        print("RESULT " + fields.map { "\($0.0)=\(String(format: "%.2f", $0.1))" }.joined(separator: " "))
+    }
+
     withExtendedLifetime((responses, states)) {}
     await hub.disconnect()
     return failures
