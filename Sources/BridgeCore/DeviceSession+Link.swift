@@ -2,7 +2,7 @@ import BinaryCoding
 import Foundation
 
 /// The link's side of a session: what a link up, a loss, a handover and a stop do once
-/// ``LinkStateMachine`` said so; the ticker's checks; sightings.
+/// ``LinkStateMachine`` said so; the timer's checks at the session's deadline; sightings.
 extension DeviceSession {
     /// The link `l` was taken (``LinkStateMachine/linkUp(_:)``).
     func linkUp(_ l: any BLELink) {

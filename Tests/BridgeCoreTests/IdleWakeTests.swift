@@ -79,6 +79,32 @@ import Testing
         }
     }
 
+    /// A passive device: its held state goes out when `min_interval` has passed since the last
+    /// publish, and it goes offline after its silence, both by the bridge's timer at their
+    /// instants, with no tick between.
+    @Test func passiveDeadlinesFireByTheTimer() async throws {
+        let h = try PassiveDeviceTests.Harness(minInterval: .seconds(45))  // not the health's 60 s
+        let clock = try #require(h.clock)
+        try await h.running {
+            try await h.advertise(PassiveDeviceTests.ad([1, 100]))
+            _ = try await h.states(1)
+            let published = clock.now
+            try await h.advertise(PassiveDeviceTests.ad([2, 110]))
+            await h.session.settled()
+            #expect(await clock.sleeper(until: published + .seconds(45)), "the timer sleeps until the held state is due")
+            clock.advance(by: .seconds(44))
+            await h.session.settled()
+            #expect(h.mqtt.messages("gatt2mqtt/porch").count == 1, "held 1 s before min_interval")
+            clock.advance(by: .seconds(1))
+            let states = try await h.states(2)
+            #expect(states[1]["temperature"]?.doubleValue == 11)
+            // Then nothing until the silence (the passive availability timeout after the last advertisement).
+            clock.advance(by: DeviceConfig.passiveAvailabilityTimeout)
+            let offline = try await h.mqtt.wait(for: "gatt2mqtt/porch/availability") { $0.last?.text.contains("offline") == true }
+            #expect(!offline.isEmpty)
+        }
+    }
+
     /// The schedule itself: a wait ends when an earlier deadline is posted, and one posted
     /// between reading the earliest and waiting is not missed.
     @Test func earlierDeadlineEndsTheWait() async throws {
