@@ -49,9 +49,11 @@ extension Bridge {
     /// when it ends; none while there is no passive device.
     func listenForPassiveDevices() async {
         var warned = false
+        var started = passiveStarts.makeAsyncIterator()
         while !Task.isCancelled {
             guard hasPassiveDevices else {
-                try? await sleep(PassiveDevices.restartAfter)
+                // Woken when a passive device's session starts (no polling: an idle bridge sleeps).
+                _ = await started.next()
                 continue
             }
             guard let control = central.adapterControl else {

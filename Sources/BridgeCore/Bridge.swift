@@ -43,7 +43,7 @@ public struct BridgeControl: Sendable {
 
 /// The bridge's core: the registry of devices (the file's and those added over MQTT), the
 /// routing of `/set`, `/get` and `/write` to their sessions (Bridge+Commands), the bridge's own
-/// retained topics (Bridge+Announce), the durable outbox resumed at start, and the one ticker.
+/// retained topics (Bridge+Announce), the durable outbox resumed at start, and the one timer.
 /// Every other feature is a ``BridgeExtension`` (Extensions/) the core installs when it is
 /// enabled: the bridge API, several bridges on one broker, Home Assistant discovery, health.
 /// Transports come in through `MQTTPort` and `BLECentral`.
@@ -74,6 +74,10 @@ public final class Bridge: Sendable {
     /// Sessions started after `run()` began, handed to its task group.
     let spawns: AsyncStream<Spawn>
     let spawnSink: AsyncStream<Spawn>.Continuation
+    /// A passive device's session started at runtime: the discovery for passive devices, which
+    /// waits while there is none, begins (``listenForPassiveDevices()``).
+    let passiveStarts: AsyncStream<Void>
+    let passiveStartSink: AsyncStream<Void>.Continuation
     let output: SessionOutput
     let logger: Logger
     let version: String
@@ -124,8 +128,8 @@ public final class Bridge: Sendable {
     /// - Parameter connectAttempt: how long one connect attempt (scan included) may hold the
     ///   adapter's connect gate, so a device that is away cannot keep the others from connecting
     ///   (`shared/spec/bridge.md` points 2–3).
-    /// - Parameter tick: how often every session checks its deadlines, timeouts, keep-alives and
-    ///   polls (one ticker for all sessions).
+    /// - Parameter tick: how often an extension that ``BridgeExtension/ticks`` (the cluster) is
+    ///   ticked; the device sessions have no tick: the bridge's timer wakes them at their deadlines.
     /// - Parameter sleep: how the bridge's tasks wait; the runtime passes its event loop's timers
     ///   so that waiting wakes no other thread.
     /// - Parameter clock: the clock of every deadline and wait (default: the continuous clock,
@@ -181,6 +185,7 @@ public final class Bridge: Sendable {
         }
         self.output = output
         (spawns, spawnSink) = AsyncStream.makeStream(of: Spawn.self)
+        (passiveStarts, passiveStartSink) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
         let states = (try? store.states()) ?? [:]
         var registered: [String: Registered] = [:]
         for device in configuration.devices {
@@ -288,18 +293,13 @@ public final class Bridge: Sendable {
                 group.addTask { await r.session.run() }
             }
             group.addTask { await self.listenForPassiveDevices() }
-            group.addTask {
-                // One ticker for every session (one timer wake-up per tick, not one per device).
-                while !Task.isCancelled {
-                    try? await self.sleep(self.tick)
-                    for s in self.registry.withLock({ $0.values.map(\.session) }) { s.tick() }
-                    for e in self.extensions.all { e.tick() }
-                }
-            }
+            group.addTask { await self.runTimer() }
             // Sessions added at runtime join the group; the stream ends when the bridge is cancelled.
             for await spawn in spawns {
                 switch spawn {
-                case let .session(session): group.addTask { await session.run() }
+                case let .session(session):
+                    group.addTask { await session.run() }
+                    if session.isPassive { passiveStartSink.yield() }
                 case let .job(job): group.addTask { await job() }
                 }
             }
@@ -310,6 +310,28 @@ public final class Bridge: Sendable {
         // With several bridges, the bridge is offline when the last of them stops.
         if !extensions.all.contains(where: \.keepsBridgeOnline) {
             mqtt.send(OutboundMessage(topic: topics.bridgeState, json: ["state": "offline"], qos: 1, retain: true))
+        }
+    }
+
+    /// The bridge's one timer (issue 24 §4): it sleeps until the earliest deadline any session
+    /// posted (``WakeSchedule``), woken sooner when an earlier one is posted, then ticks the
+    /// sessions whose deadline came; an extension that ``BridgeExtension/ticks`` (the cluster)
+    /// is ticked every `tick` in the same wake-ups. An idle bridge without a cluster wakes only
+    /// when a device has something due: no fixed tick.
+    func runTimer() async {
+        let wake = output.wake
+        var extensionsDue = extensions.all.contains(where: \.ticks) ? clock.now() + tick : nil
+        while !Task.isCancelled {
+            let now = clock.now()
+            let due = wake.takeDue(at: now)
+            if !due.isEmpty {
+                for s in registry.withLock({ $0.values.map(\.session) }) where due.contains(ObjectIdentifier(s)) { s.tick() }
+            }
+            if let t = extensionsDue, now >= t {
+                for e in extensions.all where e.ticks { e.tick() }
+                extensionsDue = now + tick
+            }
+            await wake.wait(until: earliest(wake.earliest, extensionsDue), clock: clock)
         }
     }
 

@@ -6,7 +6,9 @@ public enum BridgeDefaults {
     public static let attMTU = 23
     /// How long one connect attempt (scan included) may hold the adapter's connect gate.
     public static let connectAttempt: Duration = .seconds(10)
-    /// How often every session checks its deadlines, timeouts, keep-alives and polls.
+    /// How often the cluster extension is ticked (reports, claims, its stall watch), with
+    /// `cluster.enabled` only: the device sessions have no tick, the bridge's timer wakes them
+    /// at their deadlines (``WakeSchedule``).
     public static let tick: Duration = .milliseconds(50)
     /// How often `bridge/health` is published.
     public static let healthInterval: Duration = .seconds(60)

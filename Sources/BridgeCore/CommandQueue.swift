@@ -244,6 +244,16 @@ struct CommandQueue: Sendable {
 
     // MARK: Time, loss, stop
 
+    /// When ``expire(at:)`` has something to do next: the earliest deadline of a waiting user
+    /// command, or the answer timeout of the command under way (nil: none).
+    var nextDeadline: ContinuousClock.Instant? {
+        var next = inFlight?.timeoutAt
+        for cmd in waiting where !cmd.isInternal {
+            if let d = cmd.deadline, next.map({ d < $0 }) ?? true { next = d }
+        }
+        return next
+    }
+
     /// At `now`: the waiting user commands whose deadline passed (in order, removed), and the
     /// command under way whose answer is late (ended).
     mutating func expire(at now: ContinuousClock.Instant) -> (expired: [PendingCommand], timedOut: InFlight?) {

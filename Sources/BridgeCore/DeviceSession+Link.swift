@@ -2,7 +2,7 @@ import BinaryCoding
 import Foundation
 
 /// The link's side of a session: what a link up, a loss, a handover and a stop do once
-/// ``LinkStateMachine`` said so; the ticker's checks; sightings.
+/// ``LinkStateMachine`` said so; the timer's checks at the session's deadline; sightings.
 extension DeviceSession {
     /// The link `l` was taken (``LinkStateMachine/linkUp(_:)``).
     func linkUp(_ l: any BLELink) {
@@ -65,8 +65,26 @@ extension DeviceSession {
         for w in waiters { w.resume(returning: .stopped) }
     }
 
-    /// The ticker: the link's waiters, deadlines, answer timeouts, availability, polls and
-    /// the keep-alive at the clock's now.
+    /// When ``checkTimers()`` (or, for a passive device, ``passiveTimers()``) has something to
+    /// do next: the earliest of the link's waiters, the waiting commands' deadlines, the answer
+    /// timeout, the availability silence, the polls and the keep-alive (nil: nothing until
+    /// another event). Each is the first instant at which its check fires.
+    var nextDeadline: ContinuousClock.Instant? {
+        if let passive { return link.isOwned ? passive.tracker.nextDue : nil }
+        let next = earliest(earliest(link.nextDeadline, queue.nextDeadline), schedule.nextDue)
+        return link.available ? earliest(next, schedule.silence(timeout: config.availabilityTimeout)) : next
+    }
+
+    /// Posts the session's next deadline to the bridge's timer when it changed (after each event).
+    func postDeadline() {
+        let next = nextDeadline
+        if case let .some(posted) = postedDeadline, posted == next { return }
+        postedDeadline = .some(next)
+        output.wake.set(ObjectIdentifier(self), next)
+    }
+
+    /// The bridge's timer, at ``nextDeadline``: the link's waiters, deadlines, answer timeouts,
+    /// availability, polls and the keep-alive at the clock's now.
     func checkTimers() {
         let now = output.clock.now()
         for (w, answer) in link.expire(at: now) { w.resume(returning: answer) }

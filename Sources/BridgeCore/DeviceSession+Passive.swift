@@ -89,7 +89,8 @@ extension DeviceSession {
         if values.keys.contains(where: { !known.contains($0) }) { output.deviceInfoChanged(config, state.values) }
     }
 
-    /// The ticker, for a passive device: a held state whose `min_interval` passed, the silence.
+    /// The bridge's timer, for a passive device (at ``PassiveTracker/nextDue``): a held state
+    /// whose `min_interval` passed, the silence.
     func passiveTimers() {
         guard var p = passive, link.isOwned else { return }
         let due = p.tracker.tick(at: output.clock.now())

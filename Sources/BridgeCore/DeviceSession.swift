@@ -71,6 +71,9 @@ actor DeviceSession {
     nonisolated let heardSlot = Mutex<Advertisement?>(nil)
     /// Never connected: read from advertisements (``passive``).
     nonisolated let isPassive: Bool
+    /// The next deadline last posted to the bridge's timer (``postDeadline()``); `.none`: none
+    /// posted since the timer took the last one.
+    var postedDeadline: ContinuousClock.Instant?? = .none
 
     init(config: DeviceConfig, driver: any DeviceDriver, central: any BLECentral, output: SessionOutput,
          initialState: JSONObject, reconnect: (min: Duration, max: Duration),
@@ -112,7 +115,8 @@ actor DeviceSession {
         sink.yield(.command(command))
     }
 
-    /// The bridge's ticker: deadlines, timeouts, keep-alives and polls are checked now.
+    /// The bridge's timer, at the session's deadline (``nextDeadline``): deadlines, timeouts,
+    /// keep-alives and polls are checked now.
     nonisolated func tick() { sink.yield(.tick) }
 
     /// Stops the session and returns once its link is closed. `error` ends the queued commands;
@@ -147,7 +151,8 @@ actor DeviceSession {
     }
 
     /// Runs until cancelled or stopped: keeps the link, processes commands and notifications.
-    /// Ticks come from the bridge's one ticker (``tick()``), not from a timer per session.
+    /// Ticks come from the bridge's one timer (``tick()``) at the session's next deadline, which
+    /// the session posts after each event (``postDeadline()``), not from a timer per session.
     func run() async {
         await withDiscardingTaskGroup { group in
             if passive == nil {  // a passive device is never connected
@@ -167,6 +172,7 @@ actor DeviceSession {
             linkDriver.finishWrites()
             group.cancelAll()
         }
+        output.wake.set(ObjectIdentifier(self), nil)
         // Cancelled (the bridge stops) with a command whose `queued` row was put off: stored now,
         // so it stays in the outbox for the next start.
         storeDeferredRows()
@@ -218,10 +224,13 @@ actor DeviceSession {
         case let .notification(n): process(driver.receive(n), from: n)
         case let .observed(rssi): if link.isOwned { updateRSSI(rssi) }
         case .advertised: advertised()
-        case .tick: if passive != nil { passiveTimers() } else { checkTimers() }
+        case .tick:
+            postedDeadline = .none  // the timer took it: post the next one whatever it is
+            if passive != nil { passiveTimers() } else { checkTimers() }
         case let .written(sequence, result): written(sequence, result)
         }
         dispatch()
+        postDeadline()
         metrics.queueDepth.record(queue.count)
         // The answers' writes: committed now, or by the event loop's hook once the turn's other
         // events are in (``AnswerBatch``). A settle waiter sees them stored and published.

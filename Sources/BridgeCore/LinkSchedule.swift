@@ -30,6 +30,13 @@ struct LinkSchedule: Sendable {
     /// Whether the device has been silent for longer than `timeout` (asked while the link is up).
     func silent(at now: ContinuousClock.Instant, timeout: Duration) -> Bool { now - lastHeard > timeout }
 
+    /// When ``silent(at:timeout:)`` turns true: the first instant past `timeout` after the
+    /// last exchange.
+    func silence(timeout: Duration) -> ContinuousClock.Instant { lastHeard + timeout + .nanoseconds(1) }
+
+    /// The earliest instant a poll or the keep-alive is due (nil: none while the link is down).
+    var nextDue: ContinuousClock.Instant? { earliest(nextPolls.min(), nextKeepAlive) }
+
     /// Hands `body` the requests of the polls due at `now`, in order (each is due again one
     /// interval later).
     mutating func duePolls(at now: ContinuousClock.Instant, _ polls: [(interval: Duration, request: DeviceRequest)],
@@ -46,6 +53,14 @@ struct LinkSchedule: Sendable {
         nextKeepAlive = now + interval
         return true
     }
+}
+
+/// The earlier of two instants, either of which may be absent (no array: it runs after every
+/// event of a session).
+func earliest(_ a: ContinuousClock.Instant?, _ b: ContinuousClock.Instant?) -> ContinuousClock.Instant? {
+    guard let a else { return b }
+    guard let b else { return a }
+    return min(a, b)
 }
 
 /// The wait between attempts (a device's connects, the start-up check of Bluetooth): from `min`,

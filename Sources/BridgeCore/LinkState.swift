@@ -82,6 +82,9 @@ struct LinkStateMachine<Waiter: Sendable>: Sendable {
         return nil
     }
 
+    /// The earliest deadline of a waiter (``expire(at:)`` answers it then).
+    var nextDeadline: ContinuousClock.Instant? { waiters.reduce(nil) { earliest($0, $1.deadline) } }
+
     /// The waiters whose deadline passed at `now` (removed), each with its answer.
     mutating func expire(at now: ContinuousClock.Instant) -> [(waiter: Waiter, answer: LinkWait)] {
         guard waiters.contains(where: { $0.deadline <= now }) else { return [] }

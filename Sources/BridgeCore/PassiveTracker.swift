@@ -171,7 +171,7 @@ public struct PassiveTracker: Sendable, Equatable {
     public var nextDue: ContinuousClock.Instant? {
         let held = pending != nil ? lastPublish.map { $0 + minInterval } : nil
         let quiet = online ? lastGood.map { $0 + silence } : nil
-        return [held, quiet].compactMap { $0 }.min()
+        return earliest(held, quiet)
     }
 
     private mutating func publish(_ s: JSONObject, at now: ContinuousClock.Instant) -> Outcome {

@@ -21,6 +21,8 @@ struct SessionOutput: Sendable {
     /// The bridge's one clock: every deadline is read from it, every wait is on it.
     let clock: BridgeClock
     var sleep: Sleep { clock.sleep }
+    /// Where each session posts its next deadline for the bridge's one timer (``WakeSchedule``).
+    let wake = WakeSchedule()
     /// The device's `hardware` in its state changed (first known, or other): the bridge
     /// republishes its Home Assistant `device` block. Given the device id and its new state.
     var deviceInfoChanged: @Sendable (DeviceConfig, JSONObject) -> Void = { _, _ in }

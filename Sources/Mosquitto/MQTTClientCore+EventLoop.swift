@@ -153,9 +153,10 @@ extension MQTTClientCore {
         }
     }
 
-    /// Keep-alive (PINGREQ, and the dead-connection check) once a second. On the loop.
+    /// Keep-alive (PINGREQ, and the dead-connection check) every ``miscInterval(keepAlive:)``.
+    /// On the loop.
     private func scheduleMisc() {
-        driver.miscTimer = loop.schedule(after: .seconds(1)) { [self] in
+        driver.miscTimer = loop.schedule(after: Self.miscInterval(keepAlive: options.keepAlive)) { [self] in
             driver.miscTimer = nil
             guard driver.watch != nil else { return }
             let rc = mosquitto_loop_misc(mosq)
@@ -165,6 +166,15 @@ extension MQTTClientCore {
             }
             scheduleMisc()
         }
+    }
+
+    /// How often `mosquitto_loop_misc` runs: a quarter of the keep-alive, 1 s to 15 s (60 s:
+    /// every 15 s, not every second, so an idle client wakes its loop 4 times a minute). The
+    /// PINGREQ goes out at most that late: by 1.25 × the keep-alive, inside the broker's 1.5 ×;
+    /// a dead connection is noticed at most that late too. No keep-alive (0): once a minute.
+    static func miscInterval(keepAlive: Int) -> Duration {
+        guard keepAlive > 0 else { return .seconds(60) }
+        return min(max(.milliseconds(keepAlive * 250), .seconds(1)), .seconds(15))
     }
 
     /// The connection attempt failed or the connection ended (libmosquitto closed the socket and,

@@ -10,6 +10,19 @@ import Glibc
 /// Checks that need no broker: topic rules (MQTT 5 §4.7), option validation, password
 /// sources, backoff, error mapping.
 @Suite struct MQTTValidationTests {
+    /// The keep-alive check runs a quarter keep-alive apart (1 s to 15 s), not every second: an
+    /// idle client at the default 60 s wakes its loop 4 times a minute, and its PINGREQ still
+    /// goes out well inside the broker's 1.5 × keep-alive.
+    @Test func keepAliveCheckInterval() {
+        #expect(MQTTClientCore.miscInterval(keepAlive: 60) == .seconds(15))
+        #expect(MQTTClientCore.miscInterval(keepAlive: 5) == .milliseconds(1250))
+        #expect(MQTTClientCore.miscInterval(keepAlive: 3600) == .seconds(15))
+        #expect(MQTTClientCore.miscInterval(keepAlive: 0) == .seconds(60))
+        for k in [5, 10, 30, 60, 120, 65535] {
+            #expect(.seconds(k) + MQTTClientCore.miscInterval(keepAlive: k) < .seconds(k) * 3 / 2, "keep-alive \(k)")
+        }
+    }
+
     @Test(arguments: ["a/b", "/", "a//b", "$SYS/x", "dev/ünïcode"])
     func validTopics(_ topic: String) throws {
         try MQTTTopic.validateTopic(topic)

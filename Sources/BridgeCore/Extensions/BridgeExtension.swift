@@ -6,7 +6,7 @@ import Synchronization
 /// One feature of the bridge beside its core (zigbee2mqtt's `lib/extension/*`): the bridge API,
 /// several bridges on one broker, Home Assistant discovery, health. The core (``Bridge``: the
 /// registry of devices, the routing of `/set`, `/get` and `/write` to the sessions, announce,
-/// outbox resume, the ticker) creates an extension only when its feature is enabled, and calls
+/// outbox resume, the timer) creates an extension only when its feature is enabled, and calls
 /// its hooks; every hook has a default that does nothing.
 protocol BridgeExtension: AnyObject, Sendable {
     /// The filters it needs besides the core's.
@@ -23,7 +23,10 @@ protocol BridgeExtension: AnyObject, Sendable {
     func start(in group: inout DiscardingTaskGroup)
     /// `run()`'s task group ended (the bridge is stopping); called in the reverse order of `start`.
     func stop() async
-    /// The core's ticker, after every session's tick.
+    /// Whether it needs ``tick()`` every `tick` of the bridge (the cluster: its reports,
+    /// claims and stall watch); the device sessions need no tick, they post their deadlines.
+    var ticks: Bool { get }
+    /// The core's timer, every `tick` while ``ticks``.
     func tick()
     /// The bridge publishes its retained topics (at start, and again after the broker came back).
     func announce()
@@ -55,6 +58,7 @@ extension BridgeExtension {
     func willRun(current: [DeviceConfig], gone: [DeviceRecord]) {}
     func start(in group: inout DiscardingTaskGroup) {}
     func stop() async {}
+    var ticks: Bool { false }
     func tick() {}
     func announce() {}
     func info(into o: inout JSONObject) {}

@@ -14,9 +14,12 @@ extension ClusterExtension {
         }
     }
 
-    /// The bridge's ticker: this node's own sightings into the view, its report when due, the
-    /// decisions (claim, hand over, keep, release), held commands past their deadline, and the
-    /// sessions' ownership.
+    /// The cluster is ticked every `tick` of the bridge (its stall watch counts on it).
+    var ticks: Bool { true }
+
+    /// The bridge's timer, every `tick`: this node's own sightings into the view, its report
+    /// when due, the decisions (claim, hand over, keep, release), held commands past their
+    /// deadline, and the sessions' ownership.
     func tick() {
         guard let started = state.withLock({ $0.started }) else { return }
         let now = self.now
