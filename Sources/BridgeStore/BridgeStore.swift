@@ -127,6 +127,9 @@ public struct BridgeStore: Sendable {
     let writer: any DatabaseWriter
     /// Outbox ids, handed out by the store (see migration v3).
     let outboxIDs: OutboxIDs
+    /// The crash markers' file beside the database (nil in memory, or when it cannot be mapped:
+    /// then they go to the `inflight` table).
+    let markers: InflightMarkers?
 
     /// Opens (creating if needed) the database file, checks it and migrates it. The store holds
     /// the file until it is released: a second opener waits up to `busyTimeout` seconds, then
@@ -195,6 +198,7 @@ public struct BridgeStore: Sendable {
         }
         try Self.migrate(writer)
         outboxIDs = try Self.outboxIDs(writer)
+        markers = InflightMarkers(path: path + "-inflight")
     }
 
     /// An in-memory store, for tests of the core.
@@ -206,6 +210,7 @@ public struct BridgeStore: Sendable {
         self.writer = writer
         try Self.migrate(writer)
         outboxIDs = try Self.outboxIDs(writer)
+        markers = nil
     }
 
     /// The page size of the file (see `init(path:)`).
@@ -716,8 +721,10 @@ extension BridgeStore {
         """
     static let clearInflightSQL = "DELETE FROM inflight WHERE topic = ? AND digest = ?"
 
-    /// Records that `message` is being handled (one statement, on the hot path of every command).
+    /// Records that `message` is being handled (on the hot path of every command): in the mapped
+    /// marker file when it fits (no commit, no system call), else one statement.
     public func markInflight(_ message: InflightMessage) throws(StoreError) {
+        if markers?.mark(message) == true { return }
         try writeStatement(Self.markInflightSQL, [message.topic, message.digest, message.packetID, message.responseTopic,
                                                   message.correlationData.map { Data($0) }, Data(message.payload),
                                                   message.at.timeIntervalSince1970])
@@ -725,12 +732,14 @@ extension BridgeStore {
 
     /// The message was handled: its marker goes.
     public func clearInflight(topic: String, digest: Int64) throws(StoreError) {
+        if markers?.clear(topic: topic, digest: digest) == true { return }
         try writeStatement(Self.clearInflightSQL, [topic, digest])
     }
 
     /// Removes and returns the markers left (by a process that died while handling them), oldest first.
     public func takeInflight() throws(StoreError) -> [InflightMessage] {
-        try write { db in
+        let mapped = markers?.take() ?? []
+        let stored = try write { db in
             let rows = try Row.fetchAll(db, sql: "SELECT * FROM inflight ORDER BY at")
             try db.execute(sql: "DELETE FROM inflight")
             return rows.map { row in
@@ -743,10 +752,12 @@ extension BridgeStore {
                 return m
             }
         }
+        return (mapped + stored).sorted { $0.at < $1.at }
     }
 
     /// Removes every marker (a clean stop: nothing is being handled any more).
     public func clearAllInflight() throws(StoreError) {
+        markers?.clearAll()
         try write { db in try db.execute(sql: "DELETE FROM inflight") }
     }
 }

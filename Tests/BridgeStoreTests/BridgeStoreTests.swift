@@ -377,6 +377,79 @@ import Testing
         #expect(try store.takeInflight().isEmpty, "taken once")
     }
 
+    /// A marker goes to the mapped file beside the database (mode 0600), not into SQLite: it is
+    /// in the file's bytes as soon as it is marked, and gone from them when cleared.
+    @Test func markersLiveInTheMappedFileBesideTheDatabase() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("gatt2mqtt-inflight-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let path = dir.appendingPathComponent("state.sqlite").path
+        let store = try BridgeStore(path: path)
+        let topic = "g/camera-\(UUID().uuidString)/set"
+        let payload = Array(#"{"command":"set_shutter","value":true}"#.utf8)
+        try store.markInflight(InflightMessage(topic: topic, payload: payload, packetID: 1, at: Date()))
+        let file = try Data(contentsOf: URL(fileURLWithPath: path + "-inflight"))
+        #expect(file.count == InflightMarkers.fileSize)
+        #expect(file.range(of: Data(topic.utf8)) != nil, "the marker is in the file before any commit")
+        let mode = try FileManager.default.attributesOfItem(atPath: path + "-inflight")[.posixPermissions] as? Int
+        #expect(mode == 0o600)
+        try store.clearInflight(topic: topic, digest: InflightMessage.digest(payload))
+        #expect(try store.takeInflight().isEmpty)
+    }
+
+    /// More markers than the file's slots, and one too large for a slot, go to the `inflight`
+    /// table: all of them survive a reopen, oldest first, and clearing finds each where it is.
+    @Test func markersTheFileCannotHoldGoToSQLite() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("gatt2mqtt-inflight-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let path = dir.appendingPathComponent("state.sqlite").path
+        let at = Date(timeIntervalSince1970: 1_700_000_000)
+        let count = InflightMarkers.slotCount + 3
+        let long = "g/" + String(repeating: "t", count: InflightMarkers.slotSize) + "/set"
+        do {
+            let store = try BridgeStore(path: path)
+            for i in 0..<count {
+                try store.markInflight(InflightMessage(topic: "g/d\(i)/set", payload: [UInt8(i)], packetID: i, at: at + Double(i)))
+            }
+            try store.markInflight(InflightMessage(topic: long, payload: [1], packetID: nil, at: at + 100))
+            // One cleared from the file, one from the table.
+            try store.clearInflight(topic: "g/d0/set", digest: InflightMessage.digest([0]))
+            try store.clearInflight(topic: "g/d\(count - 1)/set", digest: InflightMessage.digest([UInt8(count - 1)]))
+        }
+        let store = try BridgeStore(path: path)
+        let left = try store.takeInflight()
+        #expect(left.map(\.topic) == (1..<(count - 1)).map { "g/d\($0)/set" } + [long])
+        #expect(left.map(\.packetID) == (1..<(count - 1)).map { Optional($0) } + [nil])
+        #expect(try store.takeInflight().isEmpty)
+    }
+
+    /// A damaged marker file (a slot marked in use whose body does not check out, garbage
+    /// elsewhere) gives no marker and does not stop the store; a file of another size or layout
+    /// is cleared.
+    @Test func aDamagedMarkerFileIsDropped() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("gatt2mqtt-inflight-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let path = dir.appendingPathComponent("state.sqlite").path
+        do {
+            let store = try BridgeStore(path: path)
+            try store.markInflight(InflightMessage(topic: "g/dev/set", payload: [1, 2, 3], packetID: 5, at: Date()))
+        }
+        // Flip a byte of the kept marker's body: its checksum no longer matches.
+        var bytes = try Data(contentsOf: URL(fileURLWithPath: path + "-inflight"))
+        let body = InflightMarkers.headerSize + InflightMarkers.slotHeader
+        bytes[body] ^= 0xFF
+        try bytes.write(to: URL(fileURLWithPath: path + "-inflight"))
+        do {
+            let store = try BridgeStore(path: path)
+            #expect(try store.takeInflight().isEmpty)
+        }
+        // Random bytes of another size: cleared, and the file works again.
+        try Data((0..<5000).map { _ in UInt8.random(in: 0...255) }).write(to: URL(fileURLWithPath: path + "-inflight"))
+        let store = try BridgeStore(path: path)
+        #expect(try store.takeInflight().isEmpty)
+        try store.markInflight(InflightMessage(topic: "g/dev/set", payload: [9], packetID: 1, at: Date()))
+        #expect(try store.takeInflight().map(\.topic) == ["g/dev/set"])
+    }
+
     @Test func theDigestTellsPayloadsApart() {
         #expect(InflightMessage.digest([1, 2]) != InflightMessage.digest([2, 1]))
         #expect(InflightMessage.digest([]) != InflightMessage.digest([0]))
