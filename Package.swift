@@ -155,7 +155,7 @@ let package = Package(
         .testTarget(name: "GoProCodecTests", dependencies: ["GoProCodec", "BinaryCoding", "TestSupport"], exclude: ["Vectors", "Corpus"]),
         .testTarget(name: "AdvertisementCodecTests", dependencies: ["AdvertisementCodec", "BinaryCoding", "GattLayout", "TestSupport"]),
         .testTarget(name: "GattLayoutTests", dependencies: ["GattLayout", "BinaryCoding", "TestSupport"], exclude: ["Corpus"]),
-        .testTarget(name: "MosquittoTests", dependencies: ["Mosquitto", "Reactor", "TestSupport"]),
+        .testTarget(name: "MosquittoTests", dependencies: ["Mosquitto", "Reactor", "TestSupport", .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "DBusTests", dependencies: ["DBus", "Reactor", "TestSupport"]),
         .testTarget(name: "PacketSocketTests", dependencies: ["PacketSocket", "Reactor", "TestSupport"]),
         // The BlueZ client against the emulator: its pure parts, AcquireWrite/AcquireNotify.

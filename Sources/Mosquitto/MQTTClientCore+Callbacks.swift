@@ -31,9 +31,16 @@ extension MQTTClientCore {
             guard let message else { return }
             core(raw).handleMessage(message, properties: properties)
         }
-        mosquitto_log_callback_set(mosq) { _, raw, level, text in
-            guard let text else { return }
-            core(raw).handleLog(level: level, text: text)
+        // Only when the log takes debug lines: with a log callback set, libmosquitto formats
+        // every line it has (vsnprintf into a fresh 500-byte buffer, under a mutex) before the
+        // callback can drop it, and all but its TLS errors (which the calls' return codes
+        // report too) are debug lines about each packet: four per command, ~3 % of the
+        // bridge's CPU per command for nothing (docs/benchmarks.md, "Against the floor").
+        if logger.logLevel <= .debug {
+            mosquitto_log_callback_set(mosq) { _, raw, level, text in
+                guard let text else { return }
+                core(raw).handleLog(level: level, text: text)
+            }
         }
     }
 

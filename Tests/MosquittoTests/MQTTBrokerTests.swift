@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 @testable import Mosquitto
 import Reactor
 import Synchronization
@@ -931,4 +932,42 @@ func makeCertificates(in dir: String) throws {
              "-days", "2", "-extfile", "\(name).ext"], in: dir)
     }
     try runTool(openssl, ["pkey", "-in", "client.key", "-aes256", "-passout", "pass:k3y phrase", "-out", "client-enc.key"], in: dir)
+}
+
+/// libmosquitto's own log lines (one per packet, at its debug level) reach the client's logger
+/// when it takes debug lines; otherwise the log callback is not installed at all, so the library
+/// formats nothing (docs/benchmarks.md, "Against the floor").
+@Suite struct MQTTLibraryLogTests {
+    final class Lines: Sendable { let items = Mutex<[String]>([]) }
+    struct Recorder: LogHandler {
+        let lines: Lines
+        var metadata: Logger.Metadata = [:]
+        var logLevel: Logger.Level
+        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+            get { metadata[key] }
+            set { metadata[key] = newValue }
+        }
+        func log(event: LogEvent) {
+            if event.metadata?["source"] == "libmosquitto" { lines.items.withLock { $0.append("\(event.message)") } }
+        }
+    }
+
+    @Test(arguments: [Logger.Level.debug, .info])
+    func libraryLinesOnlyAtDebug(level: Logger.Level) async throws {
+        try await withBroker(loopName: "mqtt-liblog") { broker, loop in
+            let lines = Lines()
+            let logger = Logger(label: "liblog") { _ in Recorder(lines: lines, logLevel: level) }
+            let client = try MQTTClient(options: broker.options(clientID: "liblog-\(level)"), logger: logger, loop: loop)
+            try await client.connect()
+            try await client.publish(topic: "liblog/x", payload: [1], qos: .atLeastOnce)
+            await client.disconnect()
+            let seen = lines.items.withLock { $0 }
+            if level == .debug {
+                #expect(seen.contains { $0.contains("sending CONNECT") }, "\(seen)")
+                #expect(seen.contains { $0.contains("sending PUBLISH") }, "\(seen)")
+            } else {
+                #expect(seen.isEmpty, "\(seen)")
+            }
+        }
+    }
 }
