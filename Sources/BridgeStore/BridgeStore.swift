@@ -133,8 +133,9 @@ public struct BridgeStore: Sendable {
 
     /// Opens (creating if needed) the database file, checks it and migrates it. The store holds
     /// the file until it is released: a second opener waits up to `busyTimeout` seconds, then
-    /// fails with ``StoreError/cannotOpen(path:reason:)``.
-    public init(path: String, busyTimeout: Double = 5) throws(StoreError) {
+    /// fails with ``StoreError/cannotOpen(path:reason:)``. `markersInFile: false` keeps the crash
+    /// markers in the `inflight` table only (the store benchmark's comparison).
+    public init(path: String, busyTimeout: Double = 5, markersInFile: Bool = true) throws(StoreError) {
         let fm = FileManager.default
         let dir = (path as NSString).deletingLastPathComponent
         if !dir.isEmpty, !fm.fileExists(atPath: dir) {
@@ -198,7 +199,7 @@ public struct BridgeStore: Sendable {
         }
         try Self.migrate(writer)
         outboxIDs = try Self.outboxIDs(writer)
-        markers = InflightMarkers(path: path + "-inflight")
+        markers = markersInFile ? InflightMarkers(path: path + "-inflight") : nil
     }
 
     /// An in-memory store, for tests of the core.

@@ -34,10 +34,14 @@ final class InflightMarkers: @unchecked Sendable {
         let digest: Int64
     }
 
-    /// The mapping; read and written only under `used`'s lock.
+    /// The mapping; read and written only under `state`'s lock.
     private let base: UnsafeMutableRawPointer
-    /// Which slot holds which marker.
-    private let used = Mutex<[Key: Int]>([:])
+    /// Which slot holds which marker, and which slots are free (bit i set: slot i is taken).
+    private struct State {
+        var slots: [Key: Int] = [:]
+        var taken: UInt64 = 0
+    }
+    private let state = Mutex(State())
 
     /// Maps (creating or resizing it) the file at `path`; nil when it cannot be opened or mapped
     /// (the store then keeps every marker in SQLite).
@@ -64,31 +68,38 @@ final class InflightMarkers: @unchecked Sendable {
     private func slot(_ i: Int) -> UnsafeMutableRawPointer { base + Self.headerSize + i * Self.slotSize }
 
     /// Keeps `m` (replacing a marker of the same topic and digest); false when it does not fit a
-    /// slot or every slot is taken.
+    /// slot or every slot is taken. Written straight into the slot: no allocation but the key's.
     func mark(_ m: InflightMessage) -> Bool {
-        guard let body = Self.encode(m), body.count <= Self.slotSize - Self.slotHeader else { return false }
+        let lengths = [m.topic.utf8.count, m.responseTopic?.utf8.count ?? 0, m.correlationData?.count ?? 0, m.payload.count]
+        guard Self.fixedBody + lengths.reduce(0, +) <= Self.slotSize - Self.slotHeader else { return false }
         let key = Key(topic: m.topic, digest: m.digest)
-        return used.withLock { used in
-            let taken = Set(used.values)
-            guard let i = used[key] ?? (0..<Self.slotCount).first(where: { !taken.contains($0) }) else { return false }
+        return state.withLock { state in
+            let i: Int
+            if let kept = state.slots[key] {
+                i = kept
+            } else {
+                guard state.taken != UInt64.max >> (64 - Self.slotCount) else { return false }
+                i = (~state.taken).trailingZeroBitCount
+            }
             let s = slot(i)
             s.storeBytes(of: 0, as: UInt32.self)
-            body.withUnsafeBytes { (s + Self.slotHeader).copyMemory(from: $0.baseAddress!, byteCount: $0.count) }
-            var sum = FNV1a()
-            sum.add(body)
-            s.storeBytes(of: UInt32(body.count).littleEndian, toByteOffset: 4, as: UInt32.self)
-            s.storeBytes(of: sum.value.littleEndian, toByteOffset: 8, as: UInt64.self)
+            let count = Self.write(m, to: s + Self.slotHeader)
+            s.storeBytes(of: UInt32(count).littleEndian, toByteOffset: 4, as: UInt32.self)
+            s.storeBytes(of: Self.checksum(UnsafeRawBufferPointer(start: s + Self.slotHeader, count: count)).littleEndian,
+                         toByteOffset: 8, as: UInt64.self)
             s.storeBytes(of: UInt32(1).littleEndian, as: UInt32.self)  // in use, last
-            used[key] = i
+            state.slots[key] = i
+            state.taken |= 1 << UInt64(i)
             return true
         }
     }
 
     /// Removes the marker of `topic` and `digest`; false when none is kept here.
     func clear(topic: String, digest: Int64) -> Bool {
-        used.withLock { used in
-            guard let i = used.removeValue(forKey: Key(topic: topic, digest: digest)) else { return false }
+        state.withLock { state in
+            guard let i = state.slots.removeValue(forKey: Key(topic: topic, digest: digest)) else { return false }
             slot(i).storeBytes(of: 0, as: UInt32.self)
+            state.taken &= ~(1 << UInt64(i))
             return true
         }
     }
@@ -96,7 +107,7 @@ final class InflightMarkers: @unchecked Sendable {
     /// Removes and returns the markers left in the file (by a process that died while handling
     /// them); the slots whose body does not check out are dropped.
     func take() -> [InflightMessage] {
-        used.withLock { used in
+        state.withLock { state in
             var left: [InflightMessage] = []
             for i in 0..<Self.slotCount {
                 let s = slot(i)
@@ -104,44 +115,59 @@ final class InflightMarkers: @unchecked Sendable {
                 s.storeBytes(of: 0, as: UInt32.self)
                 let count = Int(UInt32(littleEndian: s.loadUnaligned(fromByteOffset: 4, as: UInt32.self)))
                 guard count <= Self.slotSize - Self.slotHeader else { continue }
-                let body = Array(UnsafeRawBufferPointer(start: s + Self.slotHeader, count: count))
-                var sum = FNV1a()
-                sum.add(body)
-                guard sum.value == UInt64(littleEndian: s.loadUnaligned(fromByteOffset: 8, as: UInt64.self)),
-                      let m = Self.decode(body) else { continue }
+                let body = UnsafeRawBufferPointer(start: s + Self.slotHeader, count: count)
+                guard Self.checksum(body) == UInt64(littleEndian: s.loadUnaligned(fromByteOffset: 8, as: UInt64.self)),
+                      let m = Self.decode(Array(body)) else { continue }
                 left.append(m)
             }
-            used = [:]
+            state = State()
             return left
         }
     }
 
     /// Removes every marker (a clean stop).
     func clearAll() {
-        used.withLock { used in
+        state.withLock { state in
             for i in 0..<Self.slotCount { slot(i).storeBytes(of: 0, as: UInt32.self) }
-            used = [:]
+            state = State()
         }
     }
 
     // MARK: The body: digest, date, packet id, then topic, response topic, correlation data and
     // payload, each a length (UInt32, `UInt32.max`: none) and its bytes; little-endian.
 
-    static func encode(_ m: InflightMessage) -> [UInt8]? {
-        var w = ByteWriter()
-        w.writeInteger(UInt64(bitPattern: m.digest), endianness: .little)
-        w.writeInteger(m.at.timeIntervalSince1970.bitPattern, endianness: .little)
-        w.writeInteger(UInt64(bitPattern: Int64(m.packetID ?? -1)), endianness: .little)
-        for field in [Array(m.topic.utf8), m.responseTopic.map { Array($0.utf8) }, m.correlationData, m.payload] {
-            guard let field else {
-                w.writeInteger(UInt32.max, endianness: .little)
-                continue
-            }
-            guard field.count <= slotSize else { return nil }
-            w.writeInteger(UInt32(field.count), endianness: .little)
-            w.writeBytes(field)
+    /// The digest, date and packet id before the four length-prefixed fields.
+    static let fixedBody = 24 + 4 * 4
+
+    /// Writes `m`'s body at `to` (room checked by the caller); returns its length.
+    static func write(_ m: InflightMessage, to: UnsafeMutableRawPointer) -> Int {
+        var at = 0
+        func put<T: FixedWidthInteger>(_ v: T) {
+            to.storeBytes(of: v.littleEndian, toByteOffset: at, as: T.self)
+            at += MemoryLayout<T>.size
         }
-        return w.bytes
+        func put(_ bytes: UnsafeRawBufferPointer?) {
+            guard let bytes else { return put(UInt32.max) }
+            put(UInt32(bytes.count))
+            if let b = bytes.baseAddress { (to + at).copyMemory(from: b, byteCount: bytes.count) }
+            at += bytes.count
+        }
+        put(UInt64(bitPattern: m.digest))
+        put(m.at.timeIntervalSince1970.bitPattern)
+        put(UInt64(bitPattern: Int64(m.packetID ?? -1)))
+        var topic = m.topic
+        topic.withUTF8 { put(UnsafeRawBufferPointer($0)) }
+        if var r = m.responseTopic { r.withUTF8 { put(UnsafeRawBufferPointer($0)) } } else { put(nil) }
+        if let c = m.correlationData { c.withUnsafeBytes { put($0) } } else { put(nil) }
+        m.payload.withUnsafeBytes { put($0) }
+        return at
+    }
+
+    /// FNV-1a of the body's bytes.
+    static func checksum(_ bytes: UnsafeRawBufferPointer) -> UInt64 {
+        var h = FNV1a()
+        for b in bytes { h.add(b) }
+        return h.value
     }
 
     static func decode(_ body: [UInt8]) -> InflightMessage? {

@@ -59,6 +59,18 @@ do {
     try measure("saveState 40 keys (1 commit)") { i in try store.saveState(states[i % 2], for: "camera0", at: Date()) }
 }
 
+// The crash marker every command writes before it is handled and removes after (issue 24):
+// in the mapped `-inflight` file, and in the `inflight` table as before (two commits).
+for inFile in [true, false] {
+    let store = try BridgeStore(path: dir.appendingPathComponent("markers-\(inFile).sqlite").path, markersInFile: inFile)
+    let payload = Array(#"{"command":"set_shutter","value":false,"transaction":"t1"}"#.utf8)
+    try measure("crash marker: mark + clear, \(inFile ? "mapped file" : "SQLite (2 commits)")") { i in
+        let m = InflightMessage(topic: "gatt2mqtt/camera0/set", payload: payload, packetID: i & 0xFFFF, at: Date())
+        try store.markInflight(m)
+        try store.clearInflight(topic: m.topic, digest: m.digest)
+    }
+}
+
 do {
     let store = try freshStore("lifecycle")
     try measure("command: enqueue sent, remove, saveState (3 commits)") { i in
