@@ -327,6 +327,7 @@ func bench() async throws -> Int {
         if let n = rt.syscalls { fields.append(("syscalls1", n / Double(commands))) }
         if let s = spread { fields += [("rate8", s.perSecond), ("cpu8", perCommand(s.cpu))] }
         if let idle = idleCPU { fields += [("idlecpu", idle), ("idlerss", memoryMiB(bridgePID, "VmRSS"))] }
+        fields.append(("failures", Double(run.withLock { $0.failures })))
         print("RESULT " + fields.map { "\($0.0)=\(String(format: "%.2f", $0.1))" }.joined(separator: " "))
     }
 
