@@ -22,8 +22,8 @@ public enum CodePages {
     }
 
     /// Registers the private file mappings of the executable and of the shared libraries loaded so
-    /// far (the first call; later calls return the first outcome). Call it first thing in `main`:
-    /// what ran before keeps its fault-around pages.
+    /// far, and unmaps the code pages mapped until then (the first call; later calls return the
+    /// first outcome). Call it first thing in `main`.
     @discardableResult
     public static func mapOnDemand() -> Outcome { outcome }
 
@@ -33,9 +33,19 @@ public enum CodePages {
         for mapping in fileMappings() where register(start: mapping.start, length: mapping.length) == 0 {
             mappings += 1
             bytes += mapping.length
+            if mapping.executable && mapping.anonymousKiB == 0 { dropPages(start: mapping.start, length: mapping.length) }
         }
         return .applied(mappings: mappings, bytes: bytes)
     }()
+
+    /// Unmaps the pages of a code mapping that were mapped before the registration (the dynamic
+    /// loader's, the libraries' and the runtime's start-up, with fault-around); the ones that
+    /// run again come back one by one. Code only: a private data mapping may hold written pages,
+    /// which this would throw away; so would a code mapping with anonymous pages (text
+    /// relocations, a debugger's breakpoints), which is left alone.
+    static func dropPages(start: UInt, length: Int) {
+        _ = madvise(UnsafeMutableRawPointer(bitPattern: start), length, MADV_DONTNEED)
+    }
 
     /// The userfaultfd, kept open for the life of the process (closing it ends every
     /// registration), or -errno.
@@ -51,20 +61,33 @@ public enum CodePages {
         var start: UInt
         var length: Int
         var path: String
+        /// `r-xp`: code.
+        var executable = false
+        /// Its pages that are private copies (smaps' `Anonymous:`), -1 when not given.
+        var anonymousKiB = -1
     }
 
     /// The readable private mappings of files (the executable's code, read-only data and data;
-    /// the shared libraries'), from /proc/self/maps (at most 4 MiB of it is read).
+    /// the shared libraries'), from /proc/self/smaps (at most 8 MiB of it is read).
     static func fileMappings() -> [Mapping] {
-        parseMaps(readProcFile("/proc/self/maps", limit: 4 << 20))
+        parseMaps(readProcFile("/proc/self/smaps", limit: 8 << 20))
     }
 
-    /// `start-end perms offset dev inode path` lines → the readable private mappings of files; a
-    /// line that does not parse is skipped.
+    /// /proc/self/maps or smaps: `start-end perms offset dev inode path` lines → the readable
+    /// private mappings of files, with smaps' `Anonymous: N kB` line of each; a line that does not
+    /// parse is skipped.
     static func parseMaps(_ text: String) -> [Mapping] {
         var result: [Mapping] = []
+        var lastKept = false
         for line in text.split(separator: "\n") {
+            if line.hasPrefix("Anonymous:") {
+                let value = line.split(separator: " ", omittingEmptySubsequences: true)
+                if lastKept, value.count == 3, let kib = Int(value[1]), kib >= 0 { result[result.count - 1].anonymousKiB = kib }
+                continue
+            }
             let fields = line.split(separator: " ", maxSplits: 5, omittingEmptySubsequences: true)
+            guard fields.count >= 5, fields[0].contains("-") else { continue }
+            lastKept = false
             guard fields.count == 6 else { continue }
             let range = fields[0].split(separator: "-")
             let perms = fields[1]
@@ -72,7 +95,8 @@ public enum CodePages {
             guard range.count == 2, let start = UInt(range[0], radix: 16), let end = UInt(range[1], radix: 16),
                   end > start, end - start <= UInt(Int.max), perms.count == 4, perms.hasPrefix("r"),
                   perms.hasSuffix("p"), path.hasPrefix("/") else { continue }
-            result.append(Mapping(start: start, length: Int(end - start), path: String(path)))
+            result.append(Mapping(start: start, length: Int(end - start), path: String(path), executable: perms == "r-xp"))
+            lastKept = true
         }
         return result
     }

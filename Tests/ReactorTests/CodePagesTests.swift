@@ -63,6 +63,29 @@ struct CodePagesTests {
         #expect(registered.rssKiB == 4, "one byte read mapped \(registered.rssKiB) KiB")
     }
 
+    @Test("a registered code mapping's pages mapped before are dropped; read again, one page comes back")
+    func dropsPagesMappedBefore() throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("codepages-\(UUID().uuidString)").path
+        let size = 256 << 10
+        #expect(FileManager.default.createFile(atPath: path, contents: Data(repeating: 0xC3, count: size)))
+        defer { unlink(path) }
+        let fd = open(path, O_RDONLY)
+        guard fd >= 0 else { throw HarnessFailure("open \(path): \(errno)") }
+        defer { close(fd) }
+        guard let base = mmap(nil, size, PROT_READ, MAP_PRIVATE, fd, 0), base != MAP_FAILED else {
+            throw HarnessFailure("mmap: \(errno)")
+        }
+        defer { munmap(base, size) }
+        let start = UInt(bitPattern: base)
+        for offset in stride(from: 0, to: size, by: 4096) { #expect(base.load(fromByteOffset: offset, as: UInt8.self) == 0xC3) }
+        #expect(try Self.smapsEntry(startingAt: start).rssKiB == size / 1024)
+        #expect(CodePages.register(start: start, length: size) == 0)
+        CodePages.dropPages(start: start, length: size)
+        #expect(try Self.smapsEntry(startingAt: start).rssKiB == 0)
+        #expect(base.load(fromByteOffset: size / 2, as: UInt8.self) == 0xC3)
+        #expect(try Self.smapsEntry(startingAt: start).rssKiB == 4)
+    }
+
     @Test("mapOnDemand registers this process' executable's code")
     func appliesToTheExecutable() throws {
         guard case .applied(let count, let bytes) = CodePages.mapOnDemand() else {
@@ -76,6 +99,27 @@ struct CodePagesTests {
         let code = text.split(separator: "\n").first { $0.hasSuffix(executable) && $0.contains(" r-xp ") }
         let start = try #require(code.flatMap { UInt($0.prefix { $0 != "-" }, radix: 16) })
         #expect(try Self.smapsEntry(startingAt: start).flags.contains("uw"))
+    }
+
+    @Test("/proc/self/smaps: each kept mapping with its Anonymous line, none for a skipped one")
+    func parsesSmaps() {
+        let smaps = """
+        55d0c0002000-55d0c0010000 r-xp 00002000 fe:00 12 /usr/bin/gatt2mqtt
+        Size:                 56 kB
+        Anonymous:             0 kB
+        VmFlags: rd ex mr mw me
+        55d0c0010000-55d0c0011000 rw-p 00010000 fe:00 12 /usr/bin/gatt2mqtt
+        Anonymous:             4 kB
+        7f0000000000-7f0000021000 rw-p 00000000 00:00 0
+        Anonymous:           132 kB
+        7f0000100000-7f0000200000 r-xp 00000000 fe:00 13 /lib/textrel.so
+        Anonymous:            12 kB
+        """
+        #expect(CodePages.parseMaps(smaps) == [
+            .init(start: 0x55d0c0002000, length: 0xe000, path: "/usr/bin/gatt2mqtt", executable: true, anonymousKiB: 0),
+            .init(start: 0x55d0c0010000, length: 0x1000, path: "/usr/bin/gatt2mqtt", anonymousKiB: 4),
+            .init(start: 0x7f0000100000, length: 0x100000, path: "/lib/textrel.so", executable: true, anonymousKiB: 12),
+        ])
     }
 
     @Test("/proc/self/maps lines: only readable private mappings of files")
@@ -95,9 +139,9 @@ struct CodePagesTests {
         """
         #expect(CodePages.parseMaps(maps) == [
             .init(start: 0x55d0c0000000, length: 0x2000, path: "/usr/bin/gatt2mqtt"),
-            .init(start: 0x55d0c0002000, length: 0xe000, path: "/usr/bin/gatt2mqtt"),
+            .init(start: 0x55d0c0002000, length: 0xe000, path: "/usr/bin/gatt2mqtt", executable: true),
             .init(start: 0x55d0c0010000, length: 0x1000, path: "/usr/bin/gatt2mqtt"),
-            .init(start: 0x7f0000100000, length: 0x100000, path: "/opt/my lib/libx.so (deleted)"),
+            .init(start: 0x7f0000100000, length: 0x100000, path: "/opt/my lib/libx.so (deleted)", executable: true),
         ])
     }
 }
