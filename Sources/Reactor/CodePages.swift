@@ -22,7 +22,7 @@ public enum CodePages {
     }
 
     /// Registers the private file mappings of the executable and of the shared libraries loaded so
-    /// far, and unmaps the code pages mapped until then (the first call; later calls return the
+    /// far, and unmaps the read-only pages mapped until then (the first call; later calls return the
     /// first outcome). Call it first thing in `main`.
     @discardableResult
     public static func mapOnDemand() -> Outcome { outcome }
@@ -33,16 +33,17 @@ public enum CodePages {
         for mapping in fileMappings() where register(start: mapping.start, length: mapping.length) == 0 {
             mappings += 1
             bytes += mapping.length
-            if mapping.executable && mapping.anonymousKiB == 0 { dropPages(start: mapping.start, length: mapping.length) }
+            if mapping.readOnly && mapping.anonymousKiB == 0 { dropPages(start: mapping.start, length: mapping.length) }
         }
         return .applied(mappings: mappings, bytes: bytes)
     }()
 
-    /// Unmaps the pages of a code mapping that were mapped before the registration (the dynamic
-    /// loader's, the libraries' and the runtime's start-up, with fault-around); the ones that
-    /// run again come back one by one. Code only: a private data mapping may hold written pages,
-    /// which this would throw away; so would a code mapping with anonymous pages (text
-    /// relocations, a debugger's breakpoints), which is left alone.
+    /// Unmaps the pages of a read-only mapping (code, constants) that were mapped before the
+    /// registration (the dynamic loader's, the libraries' and the runtime's start-up, with
+    /// fault-around); the ones that are touched again come back one by one. Only for mappings
+    /// without private copies: a writable mapping may hold written pages, and so may a read-only
+    /// one (RELRO data after relocation, text relocations, a debugger's breakpoints), which this
+    /// would throw away; those are left alone.
     static func dropPages(start: UInt, length: Int) {
         _ = madvise(UnsafeMutableRawPointer(bitPattern: start), length, MADV_DONTNEED)
     }
@@ -61,8 +62,8 @@ public enum CodePages {
         var start: UInt
         var length: Int
         var path: String
-        /// `r-xp`: code.
-        var executable = false
+        /// `r-xp` or `r--p`: code or constants, not writable.
+        var readOnly = false
         /// Its pages that are private copies (smaps' `Anonymous:`), -1 when not given.
         var anonymousKiB = -1
     }
@@ -95,7 +96,7 @@ public enum CodePages {
             guard range.count == 2, let start = UInt(range[0], radix: 16), let end = UInt(range[1], radix: 16),
                   end > start, end - start <= UInt(Int.max), perms.count == 4, perms.hasPrefix("r"),
                   perms.hasSuffix("p"), path.hasPrefix("/") else { continue }
-            result.append(Mapping(start: start, length: Int(end - start), path: String(path), executable: perms == "r-xp"))
+            result.append(Mapping(start: start, length: Int(end - start), path: String(path), readOnly: !perms.contains("w")))
             lastKept = true
         }
         return result

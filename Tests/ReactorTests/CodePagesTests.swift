@@ -63,7 +63,7 @@ struct CodePagesTests {
         #expect(registered.rssKiB == 4, "one byte read mapped \(registered.rssKiB) KiB")
     }
 
-    @Test("a registered code mapping's pages mapped before are dropped; read again, one page comes back")
+    @Test("a registered read-only mapping's pages mapped before are dropped; read again, one page comes back")
     func dropsPagesMappedBefore() throws {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("codepages-\(UUID().uuidString)").path
         let size = 256 << 10
@@ -116,9 +116,9 @@ struct CodePagesTests {
         Anonymous:            12 kB
         """
         #expect(CodePages.parseMaps(smaps) == [
-            .init(start: 0x55d0c0002000, length: 0xe000, path: "/usr/bin/gatt2mqtt", executable: true, anonymousKiB: 0),
+            .init(start: 0x55d0c0002000, length: 0xe000, path: "/usr/bin/gatt2mqtt", readOnly: true, anonymousKiB: 0),
             .init(start: 0x55d0c0010000, length: 0x1000, path: "/usr/bin/gatt2mqtt", anonymousKiB: 4),
-            .init(start: 0x7f0000100000, length: 0x100000, path: "/lib/textrel.so", executable: true, anonymousKiB: 12),
+            .init(start: 0x7f0000100000, length: 0x100000, path: "/lib/textrel.so", readOnly: true, anonymousKiB: 12),
         ])
     }
 
@@ -138,10 +138,10 @@ struct CodePagesTests {
         not a line
         """
         #expect(CodePages.parseMaps(maps) == [
-            .init(start: 0x55d0c0000000, length: 0x2000, path: "/usr/bin/gatt2mqtt"),
-            .init(start: 0x55d0c0002000, length: 0xe000, path: "/usr/bin/gatt2mqtt", executable: true),
+            .init(start: 0x55d0c0000000, length: 0x2000, path: "/usr/bin/gatt2mqtt", readOnly: true),
+            .init(start: 0x55d0c0002000, length: 0xe000, path: "/usr/bin/gatt2mqtt", readOnly: true),
             .init(start: 0x55d0c0010000, length: 0x1000, path: "/usr/bin/gatt2mqtt"),
-            .init(start: 0x7f0000100000, length: 0x100000, path: "/opt/my lib/libx.so (deleted)", executable: true),
+            .init(start: 0x7f0000100000, length: 0x100000, path: "/opt/my lib/libx.so (deleted)", readOnly: true),
         ])
     }
 }
