@@ -33,11 +33,10 @@ struct CodePagesTests {
 
     struct HarnessFailure: Error { let message: String; init(_ m: String) { message = m } }
 
-    /// A 1 MiB file written now (so all of it is in the page cache), mapped read-only and private
-    /// like a binary's code; one byte in its middle read.
-    static func mapFileAndTouchOneByte(register: Bool) throws -> (rssKiB: Int, flags: [Substring]) {
+    /// A file of `size` bytes of 0x5A written now (so all of it is in the page cache), mapped
+    /// read-only and private like a binary's code, for `body` (its start address and the mapping).
+    static func withFileMapping<T>(size: Int, _ body: (UInt, UnsafeMutableRawPointer) throws -> T) throws -> T {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("codepages-\(UUID().uuidString)").path
-        let size = 1 << 20
         #expect(FileManager.default.createFile(atPath: path, contents: Data(repeating: 0x5A, count: size)))
         defer { unlink(path) }
         let fd = open(path, O_RDONLY)
@@ -47,10 +46,17 @@ struct CodePagesTests {
             throw HarnessFailure("mmap: \(errno)")
         }
         defer { munmap(base, size) }
-        let start = UInt(bitPattern: base)
-        if register { #expect(CodePages.register(start: start, length: size) == 0) }
-        #expect(base.load(fromByteOffset: size / 2, as: UInt8.self) == 0x5A)
-        return try smapsEntry(startingAt: start)
+        return try body(UInt(bitPattern: base), base)
+    }
+
+    /// A 1 MiB file mapping, one byte in its middle read.
+    static func mapFileAndTouchOneByte(register: Bool) throws -> (rssKiB: Int, flags: [Substring]) {
+        let size = 1 << 20
+        return try withFileMapping(size: size) { (start: UInt, base: UnsafeMutableRawPointer) throws in
+            if register { #expect(CodePages.register(start: start, length: size) == 0) }
+            #expect(base.load(fromByteOffset: size / 2, as: UInt8.self) == 0x5A)
+            return try smapsEntry(startingAt: start)
+        }
     }
 
     @Test("a registered mapping gets the page that was read, an unregistered one the pages around it too")
@@ -65,25 +71,16 @@ struct CodePagesTests {
 
     @Test("a registered read-only mapping's pages mapped before are dropped; read again, one page comes back")
     func dropsPagesMappedBefore() throws {
-        let path = FileManager.default.temporaryDirectory.appendingPathComponent("codepages-\(UUID().uuidString)").path
         let size = 256 << 10
-        #expect(FileManager.default.createFile(atPath: path, contents: Data(repeating: 0xC3, count: size)))
-        defer { unlink(path) }
-        let fd = open(path, O_RDONLY)
-        guard fd >= 0 else { throw HarnessFailure("open \(path): \(errno)") }
-        defer { close(fd) }
-        guard let base = mmap(nil, size, PROT_READ, MAP_PRIVATE, fd, 0), base != MAP_FAILED else {
-            throw HarnessFailure("mmap: \(errno)")
+        try Self.withFileMapping(size: size) { (start: UInt, base: UnsafeMutableRawPointer) throws in
+            for offset in stride(from: 0, to: size, by: 4096) { #expect(base.load(fromByteOffset: offset, as: UInt8.self) == 0x5A) }
+            #expect(try Self.smapsEntry(startingAt: start).rssKiB == size / 1024)
+            #expect(CodePages.register(start: start, length: size) == 0)
+            CodePages.dropPages(start: start, length: size)
+            #expect(try Self.smapsEntry(startingAt: start).rssKiB == 0)
+            #expect(base.load(fromByteOffset: size / 2, as: UInt8.self) == 0x5A)
+            #expect(try Self.smapsEntry(startingAt: start).rssKiB == 4)
         }
-        defer { munmap(base, size) }
-        let start = UInt(bitPattern: base)
-        for offset in stride(from: 0, to: size, by: 4096) { #expect(base.load(fromByteOffset: offset, as: UInt8.self) == 0xC3) }
-        #expect(try Self.smapsEntry(startingAt: start).rssKiB == size / 1024)
-        #expect(CodePages.register(start: start, length: size) == 0)
-        CodePages.dropPages(start: start, length: size)
-        #expect(try Self.smapsEntry(startingAt: start).rssKiB == 0)
-        #expect(base.load(fromByteOffset: size / 2, as: UInt8.self) == 0xC3)
-        #expect(try Self.smapsEntry(startingAt: start).rssKiB == 4)
     }
 
     @Test("mapOnDemand registers this process' executable's code")
