@@ -17,6 +17,7 @@ struct Gatt2MQTT: AsyncParsableCommand {
 
     /// Contract: any invalid input exits with status 1 and one line on stderr; help exits 0.
     static func main() async {
+        CodePages.mapOnDemand()  // code mapped page by page as it runs, not 64 KiB around each fault (docs/benchmarks.md)
         CrashTrace.install()  // a crash says so on stderr, with the last message and a backtrace
         do {
             var command = try parseAsRoot()
