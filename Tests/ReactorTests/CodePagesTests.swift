@@ -42,6 +42,9 @@ struct CodePagesTests {
         let fd = open(path, O_RDONLY)
         guard fd >= 0 else { throw HarnessFailure("open \(path): \(errno)") }
         defer { close(fd) }
+        // Written back before it is mapped: fault-around skips a page-cache folio it cannot lock,
+        // and writeback locks them (a busy machine's flusher could take the control's pages).
+        fsync(fd)
         guard let base = mmap(nil, size, PROT_READ, MAP_PRIVATE, fd, 0), base != MAP_FAILED else {
             throw HarnessFailure("mmap: \(errno)")
         }

@@ -4,6 +4,7 @@
 // byte, appends the offset to COV_OUT once, and resumes. Only the process whose executable is
 // COV_EXE is instrumented. Run it with SWIFT_BACKTRACE=enable=no (the backtracer wants SIGTRAP).
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <link.h>
 #include <signal.h>
 #include <stdio.h>
@@ -46,6 +47,24 @@ static void on_trap(int sig, siginfo_t *si, void *ctx) {
     }
     uc->uc_mcontext.gregs[REG_RIP] = (greg_t)addr;
 }
+/* The bridge installs a crash handler for SIGTRAP too (BridgeRuntime's CrashTrace), which would
+ * take the traps of the function entries: once this preload owns SIGTRAP, the program's own
+ * sigaction(SIGTRAP, …) is acknowledged and ignored. */
+static int owns_trap;
+typedef int (*sigaction_fn)(int, const struct sigaction *, struct sigaction *);
+static sigaction_fn real_sigaction(void) {
+    static sigaction_fn real;
+    if (!real) real = (sigaction_fn)dlsym(RTLD_NEXT, "sigaction");
+    return real;
+}
+int sigaction(int sig, const struct sigaction *act, struct sigaction *old) {
+    if (sig == SIGTRAP && owns_trap && act) {
+        if (old) memset(old, 0, sizeof *old);
+        return 0;
+    }
+    return real_sigaction()(sig, act, old);
+}
+
 __attribute__((constructor)) static void cov_init(void) {
     const char *syms = getenv("COV_SYMS"), *out = getenv("COV_OUT");
     if (!syms || !out) return;
@@ -68,6 +87,7 @@ __attribute__((constructor)) static void cov_init(void) {
     if (mprotect((void *)lo, hi - lo, PROT_READ | PROT_WRITE | PROT_EXEC) != 0) { perror("cov: mprotect"); return; }
     struct sigaction sa; memset(&sa, 0, sizeof sa);
     sa.sa_sigaction = on_trap; sa.sa_flags = SA_SIGINFO | SA_NODEFER; sigemptyset(&sa.sa_mask);
-    sigaction(SIGTRAP, &sa, NULL);
+    real_sigaction()(SIGTRAP, &sa, NULL);
+    owns_trap = 1;
     for (size_t i = 0; i < n; i++) { unsigned char *p = (unsigned char *)(base + offs[i]); orig[i] = *p; *p = 0xCC; }
 }
