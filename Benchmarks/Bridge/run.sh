@@ -15,6 +15,7 @@
 #   Benchmarks/Bridge/run.sh [COMMANDS=5000] [IDLE_SECONDS=10] [ROUNDS=3]
 #   BENCH_BRIDGE_BIN=/tmp/gatt2mqtt-before Benchmarks/Bridge/run.sh   # another build of the bridge
 #   BENCH_BRIDGE_ENV="GATT2MQTT_X=1" …                                 # extra environment for the bridge only
+#   BENCH_MALLOC_PROBE=1 …               # also malloc calls per command (first: perf probe -x /lib/x86_64-linux-gnu/libc.so.6 --add malloc)
 #   BENCH_COPY=0 …                       # the bridge binary run where it is (scripts/gen-order's profiler wants its path)
 #
 # BENCH_PROFILE=gopro|rokid: the bridge alone with 10 devices (8 GoPros that push, the glasses, a
@@ -142,6 +143,7 @@ names = [
     ("rate8", "commands/s, 8 in flight over 8 devices"),
     ("syscalls1", "system calls per command (round trips)"),
     ("sleeps1", "sleeps per command (round trips)"),
+    ("mallocs1", "malloc calls per command (round trips; BENCH_MALLOC_PROBE=1)"),
     ("hwm", "peak RSS (MiB, run + idle)"),
     ("anon", "anonymous RSS after the run (MiB)"),
     ("file", "file-backed RSS after the run (MiB)"),

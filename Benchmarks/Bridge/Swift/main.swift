@@ -72,8 +72,9 @@ func sleeps(_ pid: Int32) -> Double {
     return total
 }
 
-/// Counts the system calls of `pid` while it runs (`perf stat -e raw_syscalls:sys_enter`); nil
-/// when perf is not installed or may not trace. `stop()` returns the count.
+/// Counts the system calls of `pid` while it runs (`perf stat -e raw_syscalls:sys_enter`), and its
+/// calls to libc's malloc when BENCH_MALLOC_PROBE=1 (after `perf probe -x …/libc.so.6 --add
+/// malloc`); nil when perf is not installed or may not trace. `stop()` returns the counts.
 final class SyscallCounter {
     let process = Process()
     let output: String
@@ -85,21 +86,25 @@ final class SyscallCounter {
         // unblocks it and puts its default back before it becomes perf.
         process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
         process.arguments = ["-c", "import os, signal, sys; signal.pthread_sigmask(signal.SIG_SETMASK, []); signal.signal(signal.SIGINT, signal.SIG_DFL); os.execv(sys.argv[1], sys.argv[1:])",
-                             "/usr/bin/perf", "stat", "-x", ",", "-e", "raw_syscalls:sys_enter", "-o", output, "-p", String(pid)]
+                             "/usr/bin/perf", "stat", "-x", ",", "-e", Self.events.joined(separator: ","), "-o", output, "-p", String(pid)]
         process.standardError = FileHandle.nullDevice
         guard (try? process.run()) != nil else { return nil }
         usleep(300_000)  // perf attaches before the measured commands start
     }
-    func stop() -> Double? {
+    static let events = ["raw_syscalls:sys_enter"]
+        + (ProcessInfo.processInfo.environment["BENCH_MALLOC_PROBE"] == "1" ? ["probe_libc:malloc"] : [])
+
+    func stop() -> (syscalls: Double, mallocs: Double?)? {
         process.interrupt()
         for _ in 0..<50 where process.isRunning { usleep(100_000) }
         if process.isRunning { process.terminate(); return nil }
         defer { try? FileManager.default.removeItem(atPath: output) }
         guard let text = try? String(contentsOfFile: output, encoding: .utf8) else { return nil }
-        for line in text.split(separator: "\n") where line.contains("raw_syscalls:sys_enter") {
-            return Double(line.split(separator: ",").first ?? "")
+        func count(_ event: String) -> Double? {
+            text.split(separator: "\n").first { $0.contains(event) }.flatMap { Double($0.split(separator: ",").first ?? "") }
         }
-        return nil
+        guard let syscalls = count("raw_syscalls:sys_enter") else { return nil }
+        return (syscalls, count("probe_libc:malloc"))
     }
 }
 
@@ -236,7 +241,7 @@ func bench() async throws -> Int {
 
     /// One command at a time: round-trip latency to `ok`, and to the state telemetry it causes.
     func roundTrips(_ count: Int, warmUp: Int) async
-        -> (ok: [Double], state: [Double], seconds: Double, cpu: Double, sleeps: Double, syscalls: Double?)
+        -> (ok: [Double], state: [Double], seconds: Double, cpu: Double, sleeps: Double, syscalls: Double?, mallocs: Double?)
     {
         var cpuStart = 0.0, sleepsStart = 0.0
         var wallStart = clock.now
@@ -260,7 +265,8 @@ func bench() async throws -> Int {
         }
         let (ok, state) = run.withLock { ($0.ok, $0.state) }
         let (seconds, cpu, slept) = (microseconds(clock.now - wallStart) / 1e6, cpuSeconds(bridgePID) - cpuStart, sleeps(bridgePID) - sleepsStart)
-        return (ok.sorted(), state.sorted(), seconds, cpu, slept, counter?.stop())
+        let counted = counter?.stop()
+        return (ok.sorted(), state.sorted(), seconds, cpu, slept, counted?.syscalls, counted?.mallocs)
     }
 
     /// `window` commands in flight, spread round-robin over `targets`, until `count` completed.
@@ -287,7 +293,8 @@ func bench() async throws -> Int {
           + " | state p50 \(f(percentile(rt.state, 0.5))) µs  p99 \(f(percentile(rt.state, 0.99))) µs")
     print("  \(String(format: "%.0f", Double(commands) / rt.seconds)) commands/s, CPU \(f(rt.cpu / Double(commands) * 1e6)) µs/command,"
           + " \(String(format: "%.2f", rt.sleeps / Double(commands))) sleeps/command"
-          + (rt.syscalls.map { ", \(String(format: "%.1f", $0 / Double(commands))) system calls/command" } ?? ""))
+          + (rt.syscalls.map { ", \(String(format: "%.1f", $0 / Double(commands))) system calls/command" } ?? "")
+          + (rt.mallocs.map { ", \(String(format: "%.1f", $0 / Double(commands))) mallocs/command" } ?? ""))
     try await hub.unsubscribe("\(base)/\(devices[0])")
     let one = await sustained(commands, window: 1, targets: [devices[0]])
     print("sustained, 1 in flight     \(String(format: "%6.0f", one.perSecond)) commands/s  CPU \(f(one.cpu / Double(commands) * 1e6)) µs/command")
@@ -325,6 +332,7 @@ func bench() async throws -> Int {
             ("hwm", memoryMiB(bridgePID, "VmHWM")), ("anon", memoryMiB(bridgePID, "RssAnon")), ("file", memoryMiB(bridgePID, "RssFile")),
         ]
         if let n = rt.syscalls { fields.append(("syscalls1", n / Double(commands))) }
+        if let n = rt.mallocs { fields.append(("mallocs1", n / Double(commands))) }
         if let s = spread { fields += [("rate8", s.perSecond), ("cpu8", perCommand(s.cpu))] }
         if let idle = idleCPU { fields += [("idlecpu", idle), ("idlerss", memoryMiB(bridgePID, "VmRSS"))] }
         fields.append(("failures", Double(run.withLock { $0.failures })))
