@@ -166,7 +166,7 @@ final class InflightMarkers: @unchecked Sendable {
     /// FNV-1a of the body's bytes.
     static func checksum(_ bytes: UnsafeRawBufferPointer) -> UInt64 {
         var h = FNV1a()
-        for b in bytes { h.add(b) }
+        h.add(bytes)
         return h.value
     }
 
