@@ -31,16 +31,25 @@ extension MQTTClientCore {
             guard let message else { return }
             core(raw).handleMessage(message, properties: properties)
         }
-        // Only when the log takes debug lines: with a log callback set, libmosquitto formats
-        // every line it has (vsnprintf into a fresh 500-byte buffer, under a mutex) before the
-        // callback can drop it, and all but its TLS errors (which the calls' return codes
-        // report too) are debug lines about each packet: four per command, ~3 % of the
-        // bridge's CPU per command for nothing (docs/benchmarks.md, "Against the floor").
-        if logger.logLevel <= .debug {
+        syncLogCallback()
+    }
+
+    /// libmosquitto's log callback, set only while the logger takes debug lines (checked at start
+    /// and at every turn of the loop, since the level can change at run time): with one set,
+    /// libmosquitto formats every line it has (vsnprintf into a fresh 500-byte buffer, under a
+    /// mutex) before the callback can drop it, and all but its TLS errors (which the calls'
+    /// return codes report too) are debug lines about each packet: four per command, for
+    /// nothing at the usual levels (docs/benchmarks.md, "Against the floor").
+    func syncLogCallback() {
+        let wanted = logger.logLevel <= .debug
+        guard logCallbackSet.exchange(wanted, ordering: .relaxed) != wanted else { return }
+        if wanted {
             mosquitto_log_callback_set(mosq) { _, raw, level, text in
                 guard let text else { return }
                 core(raw).handleLog(level: level, text: text)
             }
+        } else {
+            mosquitto_log_callback_set(mosq, nil)
         }
     }
 

@@ -133,6 +133,7 @@ extension MQTTClientCore {
     /// Writes what is queued (the hook, and on writability). On the loop, never inside a
     /// libmosquitto callback.
     func flushWrites() {
+        syncLogCallback()
         guard let watch = driver.watch else { return }
         var pending = mosquitto_want_write(mosq)
         if pending {

@@ -162,6 +162,8 @@ final class MQTTClientCore: @unchecked Sendable {
     let loop: EventLoop
     /// The driver's loop-thread state.
     let driver = LoopDriver()
+    /// Whether libmosquitto's log callback is set (``syncLogCallback()``).
+    let logCallbackSet = Atomic<Bool>(false)
 
     init(options: MQTTConnectOptions, logger: Logger, loop: EventLoop) throws(MQTTError) {
         self.loop = loop

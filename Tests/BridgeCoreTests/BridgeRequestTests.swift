@@ -36,7 +36,7 @@ import Testing
     static func request(_ bridge: Bridge, _ mqtt: FakeMQTT, _ action: String, _ body: String) async throws -> JSONValue {
         let before = mqtt.messages("gatt2mqtt/bridge/response/\(action)").count
         bridge.handle(InboundMessage(topic: "gatt2mqtt/bridge/request/\(action)", payload: Array(body.utf8)))
-        let all = try await mqtt.wait(for: "gatt2mqtt/bridge/response/\(action)", count: before + 1, timeout: .seconds(5))
+        let all = try await mqtt.wait(for: "gatt2mqtt/bridge/response/\(action)", count: before + 1, timeout: .seconds(15))  // a deadline: device/add waits up to its own timeout (2 s) first, on a loaded machine longer
         return try JSONValue(parsing: all[before].payload)
     }
 

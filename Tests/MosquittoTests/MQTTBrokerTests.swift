@@ -952,6 +952,49 @@ func makeCertificates(in dir: String) throws {
         }
     }
 
+    /// A handler whose level can change while the client runs (as `bridge/request/options` does).
+    final class Level: Sendable { let value = Mutex(Logger.Level.info) }
+    struct Shared: LogHandler {
+        let lines: Lines
+        let level: Level
+        var metadata: Logger.Metadata = [:]
+        var logLevel: Logger.Level {
+            get { level.value.withLock { $0 } }
+            set { level.value.withLock { $0 = newValue } }
+        }
+        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+            get { metadata[key] }
+            set { metadata[key] = newValue }
+        }
+        func log(event: LogEvent) {
+            if event.metadata?["source"] == "libmosquitto" { lines.items.withLock { $0.append("\(event.message)") } }
+        }
+    }
+
+    /// The level turned to debug while the client runs: libmosquitto's lines follow from the next
+    /// packet on; turned back, they stop.
+    @Test func libraryLinesFollowTheLevelAtRunTime() async throws {
+        try await withBroker(loopName: "mqtt-liblog-rt") { broker, loop in
+            let lines = Lines()
+            let level = Level()
+            let logger = Logger(label: "liblog-rt") { _ in Shared(lines: lines, level: level) }
+            let client = try MQTTClient(options: broker.options(clientID: "liblog-rt"), logger: logger, loop: loop)
+            try await client.connect()
+            try await client.publish(topic: "liblog/a", payload: [1], qos: .atLeastOnce)
+            #expect(lines.items.withLock { $0 }.isEmpty)
+            level.value.withLock { $0 = .debug }
+            try await client.publish(topic: "liblog/b", payload: [1], qos: .atLeastOnce)
+            try await client.publish(topic: "liblog/c", payload: [1], qos: .atLeastOnce)
+            #expect(lines.items.withLock { $0 }.contains { $0.contains("sending PUBLISH") && $0.contains("liblog/c") },
+                    "\(lines.items.withLock { $0 })")
+            level.value.withLock { $0 = .info }
+            try await client.publish(topic: "liblog/d", payload: [1], qos: .atLeastOnce)
+            try await client.publish(topic: "liblog/e", payload: [1], qos: .atLeastOnce)
+            #expect(!lines.items.withLock { $0 }.contains { $0.contains("liblog/e") }, "\(lines.items.withLock { $0 })")
+            await client.disconnect()
+        }
+    }
+
     @Test(arguments: [Logger.Level.debug, .info])
     func libraryLinesOnlyAtDebug(level: Logger.Level) async throws {
         try await withBroker(loopName: "mqtt-liblog") { broker, loop in
