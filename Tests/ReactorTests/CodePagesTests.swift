@@ -86,21 +86,9 @@ struct CodePagesTests {
         }
     }
 
-    @Test("mapOnDemand registers this process' executable's code")
-    func appliesToTheExecutable() throws {
-        guard case .applied(let count, let bytes) = CodePages.mapOnDemand() else {
-            Issue.record("userfaultfd refused: \(CodePages.mapOnDemand())")
-            return
-        }
-        #expect(count > 0 && bytes > 0)
-        #expect(CodePages.mapOnDemand() == .applied(mappings: count, bytes: bytes), "applied once")
-        let executable = try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")
-        let text = try Self.procFile("/proc/self/maps")
-        let code = text.split(separator: "\n").first { $0.hasSuffix(executable) && $0.contains(" r-xp ") }
-        let start = try #require(code.flatMap { UInt($0.prefix { $0 != "-" }, radix: 16) })
-        #expect(try Self.smapsEntry(startingAt: start).flags.contains("uw"))
-    }
-
+    // mapOnDemand itself is not called in this process: it registers every file mapping of the
+    // process and drops their pages under the other tests running in parallel (two fresh-clone
+    // runs stalled for seconds). CodePagesCLITests checks it in a `gatt2mqtt` process.
     @Test("/proc/self/smaps: each kept mapping with its Anonymous line, none for a skipped one")
     func parsesSmaps() {
         let smaps = """
