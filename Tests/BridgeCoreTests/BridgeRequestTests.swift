@@ -36,7 +36,7 @@ import Testing
     static func request(_ bridge: Bridge, _ mqtt: FakeMQTT, _ action: String, _ body: String) async throws -> JSONValue {
         let before = mqtt.messages("gatt2mqtt/bridge/response/\(action)").count
         bridge.handle(InboundMessage(topic: "gatt2mqtt/bridge/request/\(action)", payload: Array(body.utf8)))
-        let all = try await mqtt.wait(for: "gatt2mqtt/bridge/response/\(action)", count: before + 1, timeout: .seconds(15))  // a deadline: device/add waits up to its own timeout (2 s) first, on a loaded machine longer
+        let all = try await mqtt.wait(for: "gatt2mqtt/bridge/response/\(action)", count: before + 1, timeout: .seconds(20))  // a deadline: device/add waits up to its own timeout (5 s) first, on a loaded machine longer
         return try JSONValue(parsing: all[before].payload)
     }
 
@@ -228,9 +228,9 @@ import Testing
         let bridge = try Self.bridge(store, mqtt, central: Self.central())
         try await Self.running(bridge) {
             let r = try await Self.request(bridge, mqtt, "device/add",
-                                           #"{"id":"ghost","address":"C0:FF:EE:00:00:0F","profile":"battery","timeout":2}"#)
+                                           #"{"id":"ghost","address":"C0:FF:EE:00:00:0F","profile":"battery","timeout":5}"#)
             #expect(r.objectValue?["status"] == "error")
-            #expect(r.objectValue?["error"]?.stringValue?.hasPrefix("C0:FF:EE:00:00:0F was not connected within 2 s: not_found:") == true, "\(r.jsonText)")
+            #expect(r.objectValue?["error"]?.stringValue?.hasPrefix("C0:FF:EE:00:00:0F was not connected within 5 s: not_found:") == true, "\(r.jsonText)")
             #expect(r.objectValue?["error"]?.stringValue?.hasSuffix("; nothing was added") == true)
             #expect(bridge.session("ghost") == nil)
             #expect(try store.runtimeDevices().isEmpty && store.devices().map(\.id) == ["dev"])
