@@ -183,10 +183,18 @@ def main():
         row = f'#sightings tr[data-address="{THERMOMETER}"]'
         browser.wait("the thermometer in the scan", lambda d: "environmental_sensing" in browser.text(row), 30)
         browser.shot("3-scan")
-        ident = browser.css(row + " input.add-id")
-        ident.clear()
-        ident.send_keys("porch")
-        browser.css(row + " button.add").click()
+        # The scan table is redrawn as sightings come in: a row found a moment ago can be gone
+        # (stale) by the time it is typed into or clicked; then it is found again and retyped.
+        for attempt in range(5):
+            try:
+                ident = browser.css(row + " input.add-id")
+                ident.clear()
+                ident.send_keys("porch")
+                browser.css(row + " button.add").click()
+                break
+            except StaleElementReferenceException:
+                if attempt == 4:
+                    raise
         browser.wait("the added device's page", lambda d: d.current_url.endswith("#/device/porch"), 45)
         browser.wait("porch's state", lambda d: browser.css('#state tr[data-key="last_seen"]').is_displayed(), 30)
         browser.shot("4-added")
