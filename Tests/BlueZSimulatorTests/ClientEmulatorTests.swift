@@ -8,7 +8,7 @@ import Testing
 /// The client against the emulator, each test on its own private bus (spec/bluez.md behaviours).
 @Suite(.serialized, .timeLimit(.minutes(1))) struct ClientEmulatorTests {
     @Test func scanFindsDeviceWithAdvertisingDataThenItVanishes() async throws {
-        try await withEmulator(devices: [GenericDevice.batteryHeartRate()]) { env in
+        try await withEmulator(Emulator.quickRemoval, devices: [GenericDevice.batteryHeartRate()]) { env in
             let adapter = try env.client.adapter(named: "hci0")
             #expect(adapter.path == "/org/bluez/hci0")
             #expect(throws: BlueZError.self) { try env.client.adapter(named: "hci9") }
@@ -47,7 +47,7 @@ import Testing
     }
 
     @Test func connectWaitsForServicesResolvedAndReads() async throws {
-        try await withEmulator(devices: [GenericDevice.batteryHeartRate(), echoDevice()]) { env in
+        try await withEmulator(Emulator.quickRemoval, devices: [GenericDevice.batteryHeartRate(), echoDevice()]) { env in
             let device = try await discover(env, hrAddress)
             #expect(throws: BlueZError.self) { try env.client.characteristic("2A19", on: device) }
             try await env.client.connect(device, timeout: .seconds(5))
@@ -326,7 +326,7 @@ import Testing
     }
 
     @Test func pairTrustRemove() async throws {
-        try await withEmulator(devices: [GenericDevice.batteryHeartRate(), echoDevice()]) { env in
+        try await withEmulator(Emulator.quickRemoval, devices: [GenericDevice.batteryHeartRate(), echoDevice()]) { env in
             let device = try await discover(env, hrAddress)
             try await env.client.registerPairingAgent()
             // What the agent answers: PairingAgentTests.
@@ -459,7 +459,7 @@ import Testing
     }
 
     @Test func disconnectWindowRSSIInvalidationAndAConnectedDeviceStays() async throws {
-        var options = Emulator.fast
+        var options = Emulator.quickRemoval
         options.disconnectDelay = .milliseconds(400)
         try await withEmulator(options, devices: [GenericDevice.batteryHeartRate(), echoDevice()]) { env in
             let adapter = try env.client.adapter()

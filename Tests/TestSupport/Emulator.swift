@@ -17,10 +17,22 @@ public struct Emulator: Sendable {
     public let client: BlueZClient
     public let loop: EventLoop
 
-    /// Fast timings so the suite stays under a minute.
+    /// Fast timings so the suite stays under a minute. Devices are removed after bluetoothd's
+    /// own 30 s (`TemporaryTimeout`): a test that discovers a device, stops the scan and then
+    /// connects or looks at it must not race the removal when the machine stalls (a loaded CI
+    /// run paused a test process for 16 s between the two). Tests of the removal itself use
+    /// ``quickRemoval``.
     public static let fast = BlueZSimulator.Options(
         connectDelay: .milliseconds(20), resolveDelay: .milliseconds(60), disconnectDelay: .milliseconds(80),
-        absentConnectTimeout: .milliseconds(300), removalDelay: .milliseconds(300))
+        absentConnectTimeout: .milliseconds(300), removalDelay: .seconds(30))
+
+    /// ``fast`` with devices removed 300 ms after nothing keeps them: for the tests that watch
+    /// a device vanish (or wait, with ``removalDelayPassed(_:marker:)``, for one not to).
+    public static let quickRemoval: BlueZSimulator.Options = {
+        var o = fast
+        o.removalDelay = .milliseconds(300)
+        return o
+    }()
 }
 
 /// Runs `body` in a fresh world; everything is stopped afterwards (the daemon by its pid).
