@@ -298,7 +298,7 @@ import Testing
     @Test func adoptedConnectionNeedsNoScanAndNoConnect() async throws {
         try await withEmulator { env in
             try env.simulator.add(GenericDevice.batteryHeartRate(), alreadyConnected: true)
-            let device = try await env.client.waitForDevice(hrAddress, timeout: .seconds(2))
+            let device = try await env.client.waitForDevice(hrAddress, timeout: .seconds(20))
             try await env.client.connect(device)
             #expect(try await env.client.read(try env.client.characteristic("2A19", on: device)) == [85])
             #expect(!env.simulator.received(hrAddress).contains { $0.method == "Connect" })
@@ -464,7 +464,7 @@ import Testing
         try await withEmulator(options, devices: [GenericDevice.batteryHeartRate(), echoDevice()]) { env in
             let adapter = try env.client.adapter()
             let scan = try await env.client.scan(adapter)
-            let device = try await env.client.waitForDevice(hrAddress, timeout: .seconds(2))
+            let device = try await env.client.waitForDevice(hrAddress, timeout: .seconds(20))
             #expect(await eventually { env.client.object(device.path)?["org.bluez.Device1"]?["RSSI"] != nil })
             try await env.client.connect(device)
             try await scan.stop()

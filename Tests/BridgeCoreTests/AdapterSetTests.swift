@@ -48,7 +48,7 @@ struct AdapterSetTests {
         let ads = try await scanAll(adapters, count: 2)
         // The merged scan reports the best RSSI over the adapters once both are in.
         #expect(ads.contains { $0.rssi == -50 }, "\(ads)")
-        _ = try await adapters.connect(address: Self.a1, notify: [], timeout: .seconds(1))
+        _ = try await adapters.connect(address: Self.a1, notify: [], timeout: .seconds(20))
         #expect(hci1.connects == 1 && hci0.connects == 0)
         #expect(adapters.adapter(of: Self.a1) == "hci1")
         #expect(adapters.linkCounts == ["hci0": 0, "hci1": 1])
@@ -59,7 +59,7 @@ struct AdapterSetTests {
         let hci1 = Radio("hci1", rssi: [Self.a1: -50])
         let adapters = set([hci0, hci1], pins: [Self.a1.lowercased(): "hci0"])
         _ = try await scanAll(adapters, count: 2)
-        _ = try await adapters.connect(address: Self.a1, notify: [], timeout: .seconds(1))
+        _ = try await adapters.connect(address: Self.a1, notify: [], timeout: .seconds(20))
         #expect(hci0.connects == 1 && hci1.connects == 0)
     }
 
@@ -70,7 +70,7 @@ struct AdapterSetTests {
         let adapters = set([hci0, hci1])
         _ = try await scanAll(adapters, count: 2)
         for d in hci1.devices.values { d.setPresent(false) }
-        let link = try await adapters.connect(address: Self.a1, notify: [], timeout: .seconds(1))
+        let link = try await adapters.connect(address: Self.a1, notify: [], timeout: .seconds(20))
         #expect(hci0.connects == 1)
         #expect(adapters.adapter(of: Self.a1) == "hci0")
         // The link drops: it stops counting against hci0; the failed hci1 is tried last now.
@@ -89,7 +89,7 @@ struct AdapterSetTests {
         let adapters = set([hci0, hci1], clock: clock.bridgeClock)
         _ = try await scanAll(adapters, count: 2)
         for d in hci1.devices.values { d.setPresent(false) }
-        _ = try await adapters.connect(address: Self.a1, notify: [], timeout: .seconds(1))
+        _ = try await adapters.connect(address: Self.a1, notify: [], timeout: .seconds(20))
         #expect(adapters.adapter(of: Self.a1) == "hci0")
         #expect(adapters.order(for: Self.a1, at: clock.now).map(\.name) == ["hci0", "hci1"])
         clock.advance(by: AdapterSet.failurePenalty)
@@ -101,8 +101,8 @@ struct AdapterSetTests {
         let hci1 = Radio("hci1", rssi: [Self.a1: -70, Self.a2: -70])
         let adapters = set([hci0, hci1], max: 1)
         _ = try await scanAll(adapters, count: 4)
-        let first = try await adapters.connect(address: Self.a1, notify: [], timeout: .seconds(1))
-        _ = try await adapters.connect(address: Self.a2, notify: [], timeout: .seconds(1))
+        let first = try await adapters.connect(address: Self.a1, notify: [], timeout: .seconds(20))
+        _ = try await adapters.connect(address: Self.a2, notify: [], timeout: .seconds(20))
         #expect(adapters.adapter(of: Self.a1) == "hci0")
         #expect(adapters.adapter(of: Self.a2) == "hci1", "hci0 holds its one link")
         // Closing the first link frees hci0.
@@ -114,8 +114,8 @@ struct AdapterSetTests {
         let hci0 = Radio("hci0", rssi: [:])
         let hci1 = Radio("hci1", rssi: [:])
         let adapters = set([hci0, hci1])
-        _ = try await adapters.connect(address: Self.a1, notify: [], timeout: .seconds(1))
-        _ = try await adapters.connect(address: Self.a2, notify: [], timeout: .seconds(1))
+        _ = try await adapters.connect(address: Self.a1, notify: [], timeout: .seconds(20))
+        _ = try await adapters.connect(address: Self.a2, notify: [], timeout: .seconds(20))
         #expect(adapters.adapter(of: Self.a1) == "hci0")
         #expect(adapters.adapter(of: Self.a2) == "hci1")
     }

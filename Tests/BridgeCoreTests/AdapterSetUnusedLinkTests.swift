@@ -53,7 +53,7 @@ import Testing
 
     @Test func theSetsOwnLinkIsNotUnused() async throws {
         let (set, hci0, hci1) = Self.set()
-        let link = try await set.connect(address: Self.address, notify: [], timeout: .seconds(1))
+        let link = try await set.connect(address: Self.address, notify: [], timeout: .seconds(20))
         #expect(hci0.holdsUnusedLink(to: Self.address), "connected through hci0 (the first adapter, all else equal)")
         #expect(!set.holdsUnusedLink(to: Self.address))
         try await set.closeUnusedLink(to: Self.address)

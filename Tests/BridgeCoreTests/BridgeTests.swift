@@ -122,7 +122,7 @@ import Testing
             #expect(first[0]["transaction"] == "a")
             #expect(first[0]["status"] == "ok")
             // The answer may be published before the fake device starts holding the write's return.
-            #expect(await eventually(timeout: .seconds(3)) { h.device.heldWrites == 1 })
+            #expect(await eventually(timeout: .seconds(20)) { h.device.heldWrites == 1 })
             // Both commands were taken (and dispatched if they could be): ping 6 still waits
             // for the write of ping 5 to return.
             await h.session.settled()
@@ -300,7 +300,7 @@ import Testing
         try await h.running {
             _ = try await h.mqtt.wait(for: "gatt2mqtt/dev/availability")
             h.set(#"{"command":"ping","value":5}"#)
-            #expect(await h.device.writeLog.wait(timeout: .seconds(3)) { !$0.isEmpty } != nil)
+            #expect(await h.device.writeLog.wait(timeout: .seconds(20)) { !$0.isEmpty } != nil)
             try await h.advance(by: .milliseconds(99))
             #expect(h.mqtt.messages("gatt2mqtt/dev/response").isEmpty, "no timeout 1 ms before the limit")
             try await h.advance(by: .milliseconds(1))
@@ -316,7 +316,7 @@ import Testing
         try await h.running {
             _ = try await h.mqtt.wait(for: "gatt2mqtt/dev/availability")
             h.set(#"{"command":"ping","value":5}"#)
-            #expect(await h.device.writeLog.wait(timeout: .seconds(3)) { !$0.isEmpty } != nil)
+            #expect(await h.device.writeLog.wait(timeout: .seconds(20)) { !$0.isEmpty } != nil)
             h.device.dropLink()
             let r = try await h.responses(1)
             #expect(r[0]["error"]?["code"] == "interrupted")
@@ -568,7 +568,7 @@ import Testing
             #expect(await session.health()["in_flight"] == false)
             for n in 2...4 {
                 await advance(by: n == 2 ? .milliseconds(1) : .milliseconds(50))
-                #expect(await device.readLog.wait(timeout: .seconds(3)) { $0.count >= n } != nil, "read \(n)")
+                #expect(await device.readLog.wait(timeout: .seconds(20)) { $0.count >= n } != nil, "read \(n)")
             }
             // The 4th read went out after the 3rd's value was handled (one operation at a time).
             #expect(mqtt.messages("gatt2mqtt/dev").count == 2, "unchanged values are not republished")

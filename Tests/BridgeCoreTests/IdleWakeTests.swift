@@ -49,7 +49,7 @@ import Testing
             clock.advance(by: .milliseconds(3))  // off any tick's grid
             let sent = clock.now
             h.set(#"{"command":"ping","value":5}"#)
-            #expect(await h.device.writeLog.wait(timeout: .seconds(3)) { !$0.isEmpty } != nil)
+            #expect(await h.device.writeLog.wait(timeout: .seconds(20)) { !$0.isEmpty } != nil)
             #expect(await clock.sleeper(until: sent + .milliseconds(100)), "the timer re-armed for the answer timeout")
             clock.advance(by: .milliseconds(99))
             await h.session.settled()

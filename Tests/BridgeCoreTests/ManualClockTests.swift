@@ -16,10 +16,10 @@ import Testing
         clock.advance(by: .milliseconds(9))
         #expect(clock.sleeping == 1 && woke.elements.isEmpty)
         clock.advance(by: .milliseconds(1))
-        #expect(await woke.wait(timeout: .seconds(3)) { $0 == [1] } != nil)
+        #expect(await woke.wait(timeout: .seconds(20)) { $0 == [1] } != nil)
         #expect(await clock.sleeper(until: t0 + .milliseconds(20)))
         clock.advance(by: .milliseconds(100))
-        #expect(await woke.wait(timeout: .seconds(3)) { $0 == [1, 2] } != nil)
+        #expect(await woke.wait(timeout: .seconds(20)) { $0 == [1, 2] } != nil)
         #expect(await clock.sleeper(until: t0 + .milliseconds(120)), "a sleep begun after the advance counts from the new now")
         task.cancel()
         await #expect(throws: CancellationError.self) { try await task.value }
@@ -40,7 +40,7 @@ import Testing
         manual.advance(by: .seconds(1))
         #expect(manual.sleeping == 1 && woke.elements.isEmpty)
         manual.advance(by: .seconds(1))
-        #expect(await woke.wait(timeout: .seconds(3)) { $0 == [1] } != nil)
+        #expect(await woke.wait(timeout: .seconds(20)) { $0 == [1] } != nil)
         try await task.value
         try await manual.sleep(until: t0 + .seconds(1))  // passed: no wait, no sleeper
         #expect(manual.sleeping == 0 && manual.sleeps.elements == [t0 + .seconds(2)])
