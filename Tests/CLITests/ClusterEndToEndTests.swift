@@ -320,13 +320,18 @@ final class Claims {
 
     /// Waits for a claim that satisfies `predicate` and returns it; ends the test with an issue
     /// naming `what` and the claims seen when none comes within `timeout`.
-    func waitFor(_ what: String, timeout: Duration = .seconds(15), sourceLocation: SourceLocation = #_sourceLocation,
-               _ predicate: (Claim) -> Bool) async throws -> Claim {
+    /// `context` (e.g. the nodes' logs) is read only when the claim does not come, and added to
+    /// the issue.
+    func waitFor(_ what: String, timeout: Duration = .seconds(15), context: () -> String = { "" },
+                 sourceLocation: SourceLocation = #_sourceLocation, _ predicate: (Claim) -> Bool) async throws -> Claim {
         let taken = await collectUntil(subscription, timeout: timeout) { Claim($0).map(predicate) ?? false }
         seen += taken.map(\.payloadString)
         let match = taken.last.flatMap(Claim.init).flatMap { predicate($0) ? $0 : nil }
-        return try #require(match, "no claim on owners/\(Cluster.device) \(what) within \(timeout); claims seen: \(seen)",
-                            sourceLocation: sourceLocation)
+        if match == nil {
+            Issue.record("no claim on owners/\(Cluster.device) \(what) within \(timeout); claims seen: \(seen)\n\(context())",
+                         sourceLocation: sourceLocation)
+        }
+        return try #require(match, sourceLocation: sourceLocation)
     }
 }
 

@@ -41,6 +41,13 @@ extension RealStackTests {
             names.map { "--- \($0):\n" + stack.bridgeLog($0).suffix(2500) }.joined(separator: "\n")
         }
 
+        /// The nodes' logs and the radio's, for a failure that must say why it happened (the
+        /// stack's directory is gone after the test).
+        static func diagnosis(_ stack: RealStack, _ names: String...) -> String {
+            names.map { "--- \($0):\n" + stack.bridgeLog($0).suffix(4000) }.joined(separator: "\n")
+                + "\n--- radio:\n" + stack.file(stack.radioLog).suffix(3000)
+        }
+
         /// Two bridges on one bluetoothd: node a on hci0, node b on hci1, one broker, the same
         /// device. One node claims the sensor (whichever reports it first: both see it at the same
         /// signal); a command is written once, through that node's adapter, and answered by it.
@@ -64,7 +71,7 @@ extension RealStackTests {
 
             // Both may claim at once (each with epoch 1): the lower id wins, so the owner is the
             // node that answers, and its claim the one retained.
-            _ = try await claims.waitFor("by a node", timeout: RealStack.slow) { $0.node != nil }
+            _ = try await claims.waitFor("by a node", timeout: RealStack.slow, context: { Self.diagnosis(stack, "a", "b") }) { $0.node != nil }
             var before = try await commands.run("before", timeout: RealStack.slow)
             // The first claim seen may be the one that loses: the command it took then ends
             // `interrupted` before it was sent (never written: "moved to … before the command was
@@ -81,7 +88,8 @@ extension RealStackTests {
 
             let killed = ContinuousClock.now
             await stack.stopBridge(named: owner, SIGKILL)
-            _ = try await claims.waitFor("by node \(other) after \(owner) was killed", timeout: .seconds(30)) {
+            _ = try await claims.waitFor("by node \(other) after \(owner) was killed", timeout: .seconds(30),
+                                         context: { Self.diagnosis(stack, "a", "b") }) {
                 $0.node == other && $0.epoch > first.epoch
             }
             RealStackFigures.record("two bridges on one bluetoothd: kill -9 of the owner to the other node's claim", ContinuousClock.now - killed)
