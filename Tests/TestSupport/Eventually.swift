@@ -3,12 +3,12 @@
 /// test double records what happened, wait on its record instead (``WaitableLog``).
 /// The one polling loop of the tests: a test that polls calls this (or ``eventuallyAsync``), never
 /// a loop of its own around `Task.sleep`.
-public func eventually(timeout: Duration = .seconds(10), _ condition: () -> Bool) async -> Bool {
+public func eventually(timeout: Duration = .seconds(30), _ condition: () -> Bool) async -> Bool {
     await eventuallyAsync(timeout: timeout) { condition() }
 }
 
 /// ``eventually(timeout:_:)`` for a condition that must await.
-public func eventuallyAsync(timeout: Duration = .seconds(10), _ condition: () async -> Bool) async -> Bool {
+public func eventuallyAsync(timeout: Duration = .seconds(30), _ condition: () async -> Bool) async -> Bool {
     let deadline = ContinuousClock.now + timeout
     while ContinuousClock.now < deadline {
         if await condition() { return true }

@@ -24,19 +24,19 @@ public final class FakeMQTT: MQTTPort {
     public func messages(_ topic: String) -> [OutboundMessage] { sent.filter { $0.topic == topic } }
 
     /// Waits (up to `timeout`) until `count` messages on `topic` were sent; returns them all.
-    public func wait(for topic: String, count: Int = 1, timeout: Duration = .seconds(10)) async throws(WaitTimeout) -> [OutboundMessage] {
+    public func wait(for topic: String, count: Int = 1, timeout: Duration = .seconds(30)) async throws(WaitTimeout) -> [OutboundMessage] {
         try await wait(for: topic, timeout: timeout, "\(count) message(s)") { $0.count >= count }
     }
 
     /// Waits (up to `timeout`) until the messages sent on `topic` satisfy `ready`; returns them.
-    public func wait(for topic: String, timeout: Duration = .seconds(10), _ what: String = "the expected messages",
+    public func wait(for topic: String, timeout: Duration = .seconds(30), _ what: String = "the expected messages",
                      until ready: @escaping @Sendable ([OutboundMessage]) -> Bool) async throws(WaitTimeout) -> [OutboundMessage] {
         let onTopic: @Sendable ([OutboundMessage]) -> [OutboundMessage] = { $0.filter { $0.topic == topic } }
         return onTopic(try await wait(timeout: timeout, "\(what) on \(topic)") { ready(onTopic($0)) })
     }
 
     /// Waits (up to `timeout`) until all the messages sent satisfy `ready`; returns them.
-    public func wait(timeout: Duration = .seconds(10), _ what: String,
+    public func wait(timeout: Duration = .seconds(30), _ what: String,
                      until ready: @escaping @Sendable ([OutboundMessage]) -> Bool) async throws(WaitTimeout) -> [OutboundMessage] {
         guard let all = await log.wait(timeout: timeout, until: ready) else {
             throw WaitTimeout("waited \(timeout) for \(what); have: \(sent.map { "\($0.topic) \($0.text)" })")
