@@ -70,7 +70,7 @@ import Testing
             let scan = try await control.scan()
             let seen = Sightings(scan)
             // Each device is reported, and keeps being reported (an advertisement every 50 ms).
-            #expect(await eventually(timeout: .seconds(20)) {
+            #expect(await eventually {
                 [Self.gopro, Self.rokid, Self.heart, Self.thermo].allSatisfy { seen.of($0).count >= 3 }
             })
 

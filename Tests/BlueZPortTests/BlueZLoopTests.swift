@@ -79,7 +79,7 @@ import Testing
             for i in 1...20 {
                 try await link.write([UInt8(i), 0xAB], to: writeID, withResponse: i % 2 == 0)
             }
-            #expect(await eventually(timeout: .seconds(20)) { got.withLock { $0.count } == 20 })
+            #expect(await eventually { got.withLock { $0.count } == 20 })
             let values = got.withLock { $0.map(\.0.value) }
             #expect(values == (1...20).map { [0xAB, UInt8($0)] })
             #expect(got.withLock { $0.allSatisfy { $0.1 } })
@@ -89,7 +89,7 @@ import Testing
 
             // Link loss: the delivery ends, the emulator's socket is released.
             try sim.dropLink(device.address)
-            #expect(await eventually(timeout: .seconds(20)) { !sim.isAcquired(device.address, characteristic: notifyID.uuid, write: false) })
+            #expect(await eventually { !sim.isAcquired(device.address, characteristic: notifyID.uuid, write: false) })
             await delivering.value
             await #expect(throws: BLEError.self) { try await link.write([1], to: writeID, withResponse: true) }
         }
@@ -107,7 +107,7 @@ import Testing
             let delivering = Task(executorPreference: cLoop) { await link.deliverNotifications { n in got.withLock { $0.append((n.value, cLoop.inLoop)) } } }
             // PropertiesChanged(Value) through the bus → the client's signal pump on its loop.
             for bpm in UInt8(60)..<UInt8(70) { #expect(hr.notify("2A37", [0x00, bpm])) }
-            #expect(await eventually(timeout: .seconds(20)) { got.withLock { $0.count } == 10 })
+            #expect(await eventually { got.withLock { $0.count } == 10 })
             #expect(got.withLock { $0.map(\.0) } == (60..<70).map { [0x00, UInt8($0)] })
             #expect(got.withLock { $0.allSatisfy(\.1) })
             await link.disconnect()
@@ -127,7 +127,7 @@ import Testing
             // Keep-alive (setting 0x5B = 0x42) on GP-0074 → `02 5B 00` on GP-0075 (gopro.md §9).
             try await link.write([0x03, 0x5B, 0x01, 0x42], to: CharacteristicID(GoProCharacteristic.settings.uuid),
                                  withResponse: true)
-            #expect(await eventually(timeout: .seconds(20)) { got.withLock { $0.count } == 1 })
+            #expect(await eventually { got.withLock { $0.count } == 1 })
             #expect(got.withLock { $0.first?.0 } == [0x02, 0x5B, 0x00])
             #expect(got.withLock { $0.first?.1 } == true)
             await link.disconnect()

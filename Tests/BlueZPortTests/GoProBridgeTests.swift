@@ -75,7 +75,7 @@ func withBridge(_ env: Emulator, device: DeviceConfig, store: BridgeStore, drive
             try camera.add(to: env.simulator)
             let store = try BridgeStore.inMemory()
             try await withBridge(env, keepAlive: .milliseconds(100), store: store) { mqtt in
-                #expect(await eventually(timeout: .seconds(20)) { camera.pairingFinishedBy == "gatt2mqtt" })
+                #expect(await eventually { camera.pairingFinishedBy == "gatt2mqtt" })
                 #expect(pairCalls(env) == 1)
                 #expect(await eventually { (try? store.devices().first?.paired) == true })
                 #expect(mqtt.events("device_paired") == 1)

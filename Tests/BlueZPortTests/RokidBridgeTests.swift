@@ -29,13 +29,13 @@ import Testing
                 func batteries() -> [Int] {
                     mqtt.messages("gatt2mqtt/glasses").compactMap { try? JSONValue(parsing: $0.payload)["battery"]?.intValue }
                 }
-                #expect(await eventually(timeout: .seconds(20)) { Set(batteries()).count >= 3 })
+                #expect(await eventually { Set(batteries()).count >= 3 })
                 let seen = batteries()
                 #expect(seen.first == 90 || seen.first == 89, "\(seen)")
                 #expect(seen == seen.sorted(by: >), "\(seen)")  // draining, 1 % per notify
                 #expect(seen.contains(89) && seen.contains(88), "\(seen)")
                 // The store has what was published last (it is written first: wait for a quiet moment between notifies).
-                #expect(await eventually(timeout: .seconds(20)) { (try? store.states()["glasses"]?["battery"]?.intValue) == batteries().last })
+                #expect(await eventually { (try? store.states()["glasses"]?["battery"]?.intValue) == batteries().last })
                 // The notifies are also events.
                 #expect(mqtt.messages("gatt2mqtt/glasses/event").contains { $0.text.contains("Dev_BatteryChanged") })
             }
@@ -83,7 +83,7 @@ import Testing
                 #expect(auths == [glasses.serviceRecord])
                 #expect(reads9301(env) == 1)
                 try env.simulator.dropLink(Self.address)
-                #expect(await eventually(timeout: .seconds(20)) { mqtt.events("device_connected") >= 2 })
+                #expect(await eventually { mqtt.events("device_connected") >= 2 })
                 send(bridge, #"{"command":"set_volume","value":3,"transaction":"v1"}"#)
                 #expect(await terminal(mqtt, "v1")?["status"] == "ok")
                 #expect(reads9301(env) == 2)

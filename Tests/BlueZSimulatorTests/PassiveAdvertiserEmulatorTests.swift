@@ -38,12 +38,12 @@ import Testing
                                               serviceData: Dictionary(uniqueKeysWithValues: d.serviceData.map { (SimUUID.full($0.key), $0.value) }))
             }
             let first = expected(advertiser.frame)
-            #expect(await eventually(timeout: .seconds(20)) { seen.withLock { $0.contains(first) } })
+            #expect(await eventually { seen.withLock { $0.contains(first) } })
             // Two readings later, each frame's data reaches the scan.
             for _ in 0..<2 {
                 let next = expected(advertiser.step())
                 #expect(next != first)
-                #expect(await eventually(timeout: .seconds(20)) { seen.withLock { $0.last == next } }, "\(kind)")
+                #expect(await eventually { seen.withLock { $0.last == next } }, "\(kind)")
             }
             try await scan.stop()
         }

@@ -122,7 +122,7 @@ import Testing
             #expect(first[0]["transaction"] == "a")
             #expect(first[0]["status"] == "ok")
             // The answer may be published before the fake device starts holding the write's return.
-            #expect(await eventually(timeout: .seconds(20)) { h.device.heldWrites == 1 })
+            #expect(await eventually { h.device.heldWrites == 1 })
             // Both commands were taken (and dispatched if they could be): ping 6 still waits
             // for the write of ping 5 to return.
             await h.session.settled()

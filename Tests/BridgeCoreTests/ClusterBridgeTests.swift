@@ -193,7 +193,7 @@ import Testing
         c.inject("nodes/a/state", #"{"state":"online","node":"a"}"#)
         try await c.running {
             c.set(#"{"command":"ping","value":3,"transaction":"t3"}"#)
-            #expect(await eventually(timeout: .seconds(20)) { c.bridge.cluster!.state.withLock { $0.held.isEmpty } })
+            #expect(await eventually { c.bridge.cluster!.state.withLock { $0.held.isEmpty } })
             #expect(c.mqtt.messages("gatt2mqtt/dev/response").isEmpty)
         }
     }

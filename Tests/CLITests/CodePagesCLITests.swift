@@ -46,7 +46,7 @@ import Testing
         }
         let executable = CLI.executable.resolvingSymlinksInPath().path
         let pid = p.processIdentifier
-        let applied = await eventually(timeout: .seconds(20)) {
+        let applied = await eventually {
             Self.codeFlags(pid: pid, executable: executable)?.contains("uw") == true
         }
         #expect(applied, "VmFlags of \(executable) in \(pid): \(Self.codeFlags(pid: pid, executable: executable) ?? [])")

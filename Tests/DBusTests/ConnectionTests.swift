@@ -355,7 +355,7 @@ import Testing
                 _ = s
                 c.close()
             }
-            #expect(await eventually(timeout: .seconds(20)) { weakBox == nil })
+            #expect(await eventually { weakBox == nil })
         }
     }
 
@@ -368,7 +368,7 @@ import Testing
                 let c = try await bus.connect(loop: loop)
                 #expect(try await c.requestName("org.example.Dropped") == .primaryOwner)
             }
-            #expect(await eventuallyAsync(timeout: .seconds(20)) {
+            #expect(await eventuallyAsync {
                 (try? await watcher.nameOwner("org.example.Dropped")) == .some(nil)
             })
         }

@@ -39,12 +39,12 @@ import Testing
                 theirs.waitWritable(milliseconds: 50)
             }
         }
-        #expect(await eventually(timeout: .seconds(20)) { seen.packets.withLock { $0.count } == sent.count })
+        #expect(await eventually { seen.packets.withLock { $0.count } == sent.count })
         #expect(seen.packets.withLock { $0 } == sent)
         #expect(seen.onLoop.withLock { $0.allSatisfy { $0 } })
         #expect(seen.closes.withLock { $0 } == 0)
         theirs.shutdown()
-        #expect(await eventually(timeout: .seconds(20)) { seen.closes.withLock { $0 } == 1 })
+        #expect(await eventually { seen.closes.withLock { $0 } == 1 })
     }
 
     @Test func peerEOFClosesOnceAndLeavesNoWatch() async throws {
@@ -56,7 +56,7 @@ import Testing
         #expect(await eventuallyAsync(timeout: .seconds(5)) { await loop.registrations().watches == 1 })
         #expect([UInt8]([7, 8]).withUnsafeBytes { write(theirsFD, $0.baseAddress, 2) } == 2)
         close(theirsFD)
-        #expect(await eventually(timeout: .seconds(20)) { seen.closes.withLock { $0 } == 1 })
+        #expect(await eventually { seen.closes.withLock { $0 } == 1 })
         #expect(seen.packets.withLock { $0 } == [[7, 8]])
         #expect(seen.onLoop.withLock { $0 } == [true, true])
         #expect(await loop.registrations().watches == 0)
@@ -76,7 +76,7 @@ import Testing
         Self.read(ours, on: loop, into: seen)
         #expect(await eventuallyAsync(timeout: .seconds(5)) { await loop.registrations().watches == 1 })
         await Task.detached { ours.shutdown() }.value
-        #expect(await eventually(timeout: .seconds(20)) { seen.closes.withLock { $0 } == 1 })
+        #expect(await eventually { seen.closes.withLock { $0 } == 1 })
         #expect(await loop.registrations().watches == 0)
         // The peer reads EOF.
         var byte: UInt8 = 0

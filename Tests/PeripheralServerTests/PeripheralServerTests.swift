@@ -271,7 +271,7 @@ final class ServerFixture {
         #expect(sensor.isLinked)
         first = nil
         // The server notices the closed socket on its loop; nothing announces it but the state.
-        #expect(await eventually(timeout: .seconds(20)) { !sensor.isLinked && !f.server.hasClient })
+        #expect(await eventually { !sensor.isLinked && !f.server.hasClient })
         let third = try LineClient(path: f.path)
         third.send(#"{"op":"hello"}"#)
         #expect(third.next()?["op"] == "devices")

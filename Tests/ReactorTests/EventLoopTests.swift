@@ -170,7 +170,7 @@ struct EventLoopTests {
         defer { loop.shutdown() }
         let log = Mutex<[String]>([])
         let id = loop.addHook { log.withLock { if $0.last != "hook" { $0.append("hook") } } }
-        #expect(await eventually(timeout: .seconds(20)) { log.withLock { $0 == ["hook"] } })  // added, and idle
+        #expect(await eventually { log.withLock { $0 == ["hook"] } })  // added, and idle
         log.withLock { $0.removeAll() }
         await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
             loop.execute {
@@ -182,7 +182,7 @@ struct EventLoopTests {
             }
         }
         // The hook runs once the loop has nothing left to do: after "b", not between.
-        #expect(await eventually(timeout: .seconds(20)) { log.withLock { $0.count >= 3 } })
+        #expect(await eventually { log.withLock { $0.count >= 3 } })
         loop.removeHook(id)
         let entries = log.withLock { $0 }
         #expect(entries.starts(with: ["a", "b", "hook"]))
