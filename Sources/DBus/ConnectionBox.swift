@@ -148,6 +148,15 @@ final class ConnectionBox: @unchecked Sendable {
     /// Open until `teardown`; held while a caller's command runs.
     let io = Mutex(true)
 
+    /// Whether the connection can pass unix descriptors; `nil` once closed (`raw` is only
+    /// touched off the loop under `io`: teardown may release it at any moment otherwise).
+    func canPassUnixFDs() -> Bool? {
+        io.withLock { open -> Bool? in
+            guard open, !state.withLock({ $0.closed }) else { return nil }
+            return dbus_connection_can_send_type(raw, TypeCode.unixFD) != 0
+        }
+    }
+
     /// Sends an owned message without waiting; the message is released either way.
     func send(_ message: OpaquePointer) throws(DBusError) {
         guard perform(.send(Handle(message))) else {
@@ -178,6 +187,13 @@ final class ConnectionBox: @unchecked Sendable {
             dbus_message_unref(msg)
             guard ok != 0 else { return finish(box, .failure(.outOfMemory)) }
             guard let pending else { return finish(box, .failure(.disconnected)) }
+            // Our reference (the one `pendingCalls` holds) is dropped by `complete`, which the
+            // loop runs as soon as the reply is dispatched: from `set_notify` on, the loop may do
+            // that while this thread still uses `pending`, and libdbus then frees it with its own
+            // last reference. Hold one more until this thread is done with it (a fresh-clone CI
+            // run crashed in `dbus_pending_call_get_completed` on a freed call).
+            dbus_pending_call_ref(pending)
+            defer { dbus_pending_call_unref(pending) }
             let registered = state.withLock { s -> Bool in
                 guard s.pendingBoxes[box.id] != nil else { return false }  // cancelled meanwhile
                 s.pendingCalls[box.id] = Handle(pending)

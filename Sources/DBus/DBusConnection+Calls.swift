@@ -104,9 +104,17 @@ extension ConnectionBox {
     ) async throws(DBusError) -> DBusMessage {
         let msg = try MessageBuilder.methodCall(destination: destination, path: path, interface: interface,
                                                 member: method, arguments: arguments)
-        if dbus_message_contains_unix_fds(msg) != 0, dbus_connection_can_send_type(raw, TypeCode.unixFD) == 0 {
-            dbus_message_unref(msg)
-            throw .invalidArgument("this connection cannot pass unix fds")
+        if dbus_message_contains_unix_fds(msg) != 0 {
+            switch canPassUnixFDs() {
+            case true?:
+                break
+            case false?:
+                dbus_message_unref(msg)
+                throw .invalidArgument("this connection cannot pass unix fds")
+            case nil:
+                dbus_message_unref(msg)
+                throw .disconnected
+            }
         }
         let ms = Int(max(1, min(timeout.milliseconds, Int64(Int32.max - 1))))
         let name = (interface.map { $0 + "." } ?? "") + method
