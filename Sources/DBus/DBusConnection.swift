@@ -134,9 +134,12 @@ private final class ConnectOnce: Sendable {
 }
 
 extension Duration {
+    /// Whole milliseconds (towards zero), saturating at `Int64`'s bounds (no trap on a huge timeout).
     var milliseconds: Int64 {
         let (s, atto) = components
-        return s * 1000 + atto / 1_000_000_000_000_000
+        let (ms, overflow) = s.multipliedReportingOverflow(by: 1000)
+        let (sum, carry) = ms.addingReportingOverflow(atto / 1_000_000_000_000_000)
+        return overflow || carry ? (s < 0 ? .min : .max) : sum
     }
 }
 

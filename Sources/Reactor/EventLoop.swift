@@ -221,7 +221,7 @@ public final class EventLoop: @unchecked Sendable {
     /// Runs `body` on the loop once `delay` has passed.
     @discardableResult
     public func schedule(after delay: Duration, _ body: @escaping @Sendable () -> Void) -> Timer {
-        let timer = Timer(loop: self, id: makeID(), deadline: Self.now() &+ Self.nanoseconds(delay), body: body)
+        let timer = Timer(loop: self, id: makeID(), deadline: Self.deadline(after: delay), body: body)
         onLoop { [self] in
             guard timer.body != nil else { return }
             timers[timer.id] = timer
@@ -401,7 +401,7 @@ public final class EventLoop: @unchecked Sendable {
         if let top = timerHeap.min {
             let now = Self.now()
             let ns = top.deadline > now ? top.deadline - now : 0
-            timeout = Int32(min((ns + 999_999) / 1_000_000, 60_000))
+            timeout = Int32(min(ns / 1_000_000 + (ns % 1_000_000 == 0 ? 0 : 1), 60_000))  // rounded up, no overflow
         }
         let go = shared.withLock { s -> Bool in
             guard s.work.isEmpty, !s.stopping else { return false }
@@ -467,10 +467,24 @@ public final class EventLoop: @unchecked Sendable {
         return UInt64(ts.tv_sec) &* 1_000_000_000 &+ UInt64(ts.tv_nsec)
     }
 
+    /// A delay in nanoseconds: 0 for a negative one, `UInt64.max` when it does not fit.
+    ///
+    /// `Duration.components` truncates towards zero, so a negative delay under a second has
+    /// `seconds == 0` and negative `attoseconds`: converting those to `UInt64` trapped, and a
+    /// cluster node crashed sleeping until an instant that had just passed (the real-stack test
+    /// of two bridges on one bluetoothd).
     static func nanoseconds(_ d: Duration) -> UInt64 {
-        let c = d.components
-        if c.seconds < 0 { return 0 }
-        return UInt64(c.seconds) &* 1_000_000_000 &+ UInt64(c.attoseconds / 1_000_000_000)  // checked: c.seconds is Duration.components' Int64
+        guard d > .zero else { return 0 }
+        let c = d.components  // both parts ≥ 0 now
+        let (whole, overflow) = UInt64(c.seconds).multipliedReportingOverflow(by: 1_000_000_000)  // checked: d > 0
+        let (sum, carry) = whole.addingReportingOverflow(UInt64(c.attoseconds / 1_000_000_000))  // checked: d > 0
+        return overflow || carry ? .max : sum
+    }
+
+    /// `now + delay` in nanoseconds, saturating (a delay too long to represent never comes).
+    static func deadline(after delay: Duration) -> UInt64 {
+        let (sum, overflow) = now().addingReportingOverflow(nanoseconds(delay))
+        return overflow ? .max : sum
     }
 }
 

@@ -144,6 +144,35 @@ struct EventLoopTests {
         #expect(await loop.registrations().timers == 0)
     }
 
+    /// `Duration.components` of a negative delay under a second is (0 s, negative attoseconds):
+    /// converting it trapped, and a cluster node crashed when it slept until an instant that had
+    /// just passed. A delay too long for the loop's nanosecond clock saturates instead of
+    /// wrapping around to a short one.
+    @Test("a delay that has passed fires at once, under a second or not; one too long to represent does not fire")
+    func delaysOutOfRange() async throws {
+        let loop = EventLoop(name: "t-odd-delays")
+        defer { loop.shutdown() }
+        try await loop.sleep(for: .milliseconds(-300))
+        try await loop.sleep(for: .nanoseconds(-1))
+        try await loop.sleep(for: .seconds(-2))
+        try await loop.sleep(for: .zero)
+        let fired = Mutex<[String]>([])
+        let far = [
+            loop.schedule(after: .seconds(Int64.max)) { fired.withLock { $0.append("max") } },
+            loop.schedule(after: .seconds(UInt64.max / 1_000_000_000 + 1)) { fired.withLock { $0.append("wraps") } },
+        ]
+        let (last, lastFired) = AsyncStream.makeStream(of: Void.self)
+        loop.schedule(after: .milliseconds(-500)) {
+            fired.withLock { $0.append("past") }
+            lastFired.yield()
+        }
+        #expect(await collect(last, count: 1, timeout: .seconds(30)).count == 1)
+        #expect(fired.withLock { $0 } == ["past"])
+        #expect(await loop.registrations().timers == 2)
+        for timer in far { timer.cancel() }
+        #expect(await loop.registrations().timers == 0)
+    }
+
     @Test("sleep throws CancellationError when its task is cancelled")
     func sleepCancellation() async {
         let loop = EventLoop(name: "t-sleep")
