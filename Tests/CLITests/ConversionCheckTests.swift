@@ -32,7 +32,7 @@ import Testing
             """.write(toFile: file, atomically: true, encoding: .utf8)
         let r = try await Self.check([file])
         #expect(r.status == 1)
-        #expect(r.output.contains("\(file):3: unchecked conversion of a floating-point value to Int64"), "\(r.output)")
+        #expect(r.output.contains("\(file):3: unchecked conversion to Int64 of a floating-point value"), "\(r.output)")
         try """
             func parseDuration(_ t: String) -> Duration? {
                 guard let v = Double(t), v >= 0, v <= 1e9 else { return nil }
