@@ -70,10 +70,12 @@ import Glibc
         private let seen = Seen()
         private var watcher: Task<Void, Never>?
 
-        init(port: Int) throws {
+        /// - Parameter binary: what the script runs as `gatt2mqtt` (default: the debug build);
+        ///   `makeBinary` writes it into the script's directory first.
+        init(port: Int, makeBinary: ((TemporaryDirectory) throws -> String)? = nil) throws {
             directory = try TemporaryDirectory()
             var environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("GATT2MQTT_") }
-            environment["GATT2MQTT_RUN_BINARY"] = CLI.executable.path
+            environment["GATT2MQTT_RUN_BINARY"] = try makeBinary?(directory) ?? CLI.executable.path
             environment["GATT2MQTT_RUN_MQTT_PORT"] = String(port)
             // The web frontend on a port of its own (not 8080, which another demo may hold).
             environment["GATT2MQTT_RUN_FRONTEND_PORT"] = String(try freeLoopbackPort())
@@ -260,6 +262,34 @@ import Glibc
         let survivors = seen.filter(\.isAlive)
         #expect(survivors.isEmpty, "still running after scripts/run exited: \(survivors)\n\(script.output)")
         #expect(!script.output.contains("run: the bridge runs"), "the bridge was started after the signal:\n\(script.output)")
+    }
+
+    /// An emulator that does not stop within 10 s of SIGTERM (on a busy machine its start-up can
+    /// outlast them: it takes the signal, but stops once started) is killed, and the child it had
+    /// spawned (its dbus-daemon) is stopped after it: a fresh-clone CI run left the daemon
+    /// running. A stand-in for `gatt2mqtt` spawns a child, then ignores SIGTERM and never prints
+    /// a bus address.
+    @Test func anEmulatorKilledAfterTenSecondsLeavesNoChildBehind() async throws {
+        await Slots.processHeavy.acquire()
+        defer { Slots.processHeavy.release() }
+        let script = try DemoScript(port: try freeLoopbackPort()) { directory in
+            let path = directory.path + "/gatt2mqtt"
+            // The child first: it must not inherit the ignored SIGTERM.
+            try "#!/bin/bash\nsleep 300 &\ntrap '' TERM\nwait\n".write(toFile: path, atomically: true, encoding: .utf8)
+            guard chmod(path, 0o755) == 0 else { throw HarnessError("chmod \(path): errno \(errno)") }
+            return path
+        }
+        _ = try await script.line(startingWith: "run: started mosquitto")
+        let child = await eventually {
+            script.descendantsSeen.contains { $0.commandLine == "sleep 300" && $0.isAlive }
+        }
+        #expect(child, "the stand-in's child never ran: \(script.descendantsSeen)\n\(script.output)")
+        #expect(kill(script.pid, SIGTERM) == 0)
+        let status = try await script.waitForExit()
+        #expect(status & 0x7f == 0 && (status >> 8) & 0xff == 128 + SIGTERM, "wait status \(status)\n\(script.output)")
+        #expect(script.output.contains("did not stop within 10 s of SIGTERM: SIGKILL"), "\(script.output)")
+        let survivors = script.descendantsSeen.filter(\.isAlive)
+        #expect(survivors.isEmpty, "still running after scripts/run exited: \(survivors)\n\(script.output)")
     }
 
     /// With a broker already on the port the script uses it, and stops only what it started.
