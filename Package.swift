@@ -180,7 +180,7 @@ let package = Package(
             dependencies: ["AdvertisementCodec", "BridgeCore", "BridgeConfig", "BridgeStore", "BinaryCoding", "DeviceProfiles", "GattLayout", "GoProCodec", "TestSupport",
                            .product(name: "MetricsTestKit", package: "swift-metrics")]
         ),
-        .testTarget(name: "DeviceProfilesTests", dependencies: ["DeviceProfiles", "BridgeCore", "BridgeConfig", "CapsCodec", "GoProCodec", "BinaryCoding"]),
+        .testTarget(name: "DeviceProfilesTests", dependencies: ["DeviceProfiles", "BridgeCore", "BridgeConfig", "CapsCodec", "GoProCodec", "BinaryCoding", "TestSupport"]),
         .testTarget(name: "FrontendTests", dependencies: ["Frontend"]),
         .testTarget(
             name: "BridgeRuntimeTests",

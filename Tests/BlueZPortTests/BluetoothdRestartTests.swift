@@ -12,7 +12,7 @@ import Testing
 @Suite(.serialized, .timeLimit(.minutes(1))) struct BluetoothdRestartTests {
     @Test(arguments: [NotifyMethod.automatic, .startNotify])
     func linksEndAndTheClientFollowsTheNewDaemon(method: NotifyMethod) async throws {
-        let bus = try PrivateBus()
+        let bus = try await PrivateBus.started()
         defer { bus.stop() }
         let simulatorLoop = EventLoop(name: "t-bluetoothd")
         let loop = EventLoop(name: "t-bluez-client")

@@ -39,7 +39,7 @@ import Testing
             simLoop.shutdown()
             clientLoop.shutdown()
         }
-        let bus = try PrivateBus()
+        let bus = try await PrivateBus.started()
         defer { bus.stop() }
         let sc = try await DBusConnection.connect(.address(bus.address), timeout: .seconds(10), loop: simLoop)
         let sim = BlueZSimulator(connection: sc, options: Emulator.fast)

@@ -33,7 +33,8 @@ import Testing
             config.devices = [d]
             let ads = rssi.map { [Advertisement(address: ClusterBridgeTests.address, rssi: $0)] } ?? []
             bridge = try Bridge(configuration: config, store: try BridgeStore.inMemory(), mqtt: mqtt,
-                                central: FakeAdapterCentral(FakeCentral([ClusterBridgeTests.address: device]), advertisements: ads),
+                                central: FakeAdapterCentral(FakeCentral([ClusterBridgeTests.address: device]), advertisements: ads,
+                                                            repeatingEvery: .milliseconds(200)),
                                 drivers: { _ in TestDriver() }, tick: .milliseconds(10))
         }
 

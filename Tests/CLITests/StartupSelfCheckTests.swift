@@ -26,7 +26,7 @@ import Testing
     @Test func bluezAbsentPrintsTheFixAndKeepsRetrying() async throws {
         let env = try await EndToEnd()
         defer { env.stop() }
-        let bus = try PrivateBus()  // nobody on it: no BlueZ
+        let bus = try await PrivateBus.started()  // nobody on it: no BlueZ
         defer { bus.stop() }
         let bridge = try env.startBridge(devices: Self.camera, bus: bus.address, logLevel: "debug")
         let log = await Self.waitForLog(env, "org.bluez not on the bus")

@@ -9,7 +9,7 @@ import Testing
 /// stopped and then the loop shut down, whatever happens (close the connections in `body`).
 func withBus(_ body: (PrivateBus, EventLoop) async throws -> Void) async throws {
     try await withEventLoop(name: "t-dbus") { loop in
-        let bus = try PrivateBus()
+        let bus = try await PrivateBus.started()
         defer { bus.stop() }
         try await body(bus, loop)
     }

@@ -2,6 +2,7 @@ import BinaryCoding
 import BridgeConfig
 import DeviceProfiles
 import Foundation
+import TestSupport
 import Testing
 
 /// The configuration's JSON Schema (docs/config-schema.json) and the loader agree: every file in
@@ -29,8 +30,13 @@ import Testing
         print(json.dumps(out))
         """
 
-    /// The first schema error of each instance (nil: valid), from `python3 -c script`.
-    static func schemaErrors(_ instances: [JSONValue]) throws -> [String?] {
+    /// The first schema error of each instance (nil: valid), from `python3 -c script`, run off
+    /// the cooperative pool (python's start-up would hold one of its two threads).
+    static func schemaErrors(_ instances: [JSONValue]) async throws -> [String?] {
+        try await offThePool { try blockingSchemaErrors(instances) }
+    }
+
+    private static func blockingSchemaErrors(_ instances: [JSONValue]) throws -> [String?] {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("config-schema-\(getpid())-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: dir) }
@@ -64,7 +70,7 @@ import Testing
         }
     }
 
-    @Test func everyExampleLoadsAndValidatesAgainstTheSchema() throws {
+    @Test func everyExampleLoadsAndValidatesAgainstTheSchema() async throws {
         let files = try Self.configFiles()
         #expect(files.count >= 6)
         var instances: [JSONValue] = []
@@ -74,7 +80,7 @@ import Testing
             #expect(text.hasPrefix("# yaml-language-server: $schema="), "\(file.lastPathComponent) has no modeline")
             instances.append(try YAMLDocument.parse(text).value)
         }
-        for (file, error) in zip(files, try Self.schemaErrors(instances)) {
+        for (file, error) in zip(files, try await Self.schemaErrors(instances)) {
             #expect(error == nil, "\(file.lastPathComponent): \(error ?? "")")
         }
     }
@@ -134,13 +140,13 @@ import Testing
         "devices: [\(device), characteristics: [{uuid: 2A37, poll: often}]}]",
     ]
 
-    @Test func badFilesAreRefusedByTheLoaderAndTheSchema() throws {
+    @Test func badFilesAreRefusedByTheLoaderAndTheSchema() async throws {
         var instances: [JSONValue] = []
         for yaml in Self.bad {
             #expect(throws: ConfigError.self, "\(yaml)") { _ = try Configuration(yaml: yaml, profiles: DeviceProfiles.all) }
             instances.append(try YAMLDocument.parse(yaml).value)
         }
-        for (yaml, error) in zip(Self.bad, try Self.schemaErrors(instances)) {
+        for (yaml, error) in zip(Self.bad, try await Self.schemaErrors(instances)) {
             #expect(error != nil, "the schema accepts \(yaml)")
         }
     }
@@ -171,13 +177,13 @@ import Testing
         return node
     }
 
-    @Test func whatOnlyTheBridgeChecksIsListedAndDescribed() throws {
+    @Test func whatOnlyTheBridgeChecksIsListedAndDescribed() async throws {
         var instances: [JSONValue] = []
         for (yaml, _) in Self.onlyTheBridge {
             #expect(throws: ConfigError.self, "\(yaml)") { _ = try Configuration(yaml: yaml, profiles: DeviceProfiles.all) }
             instances.append(try YAMLDocument.parse(yaml).value)
         }
-        for ((yaml, key), error) in zip(Self.onlyTheBridge, try Self.schemaErrors(instances)) {
+        for ((yaml, key), error) in zip(Self.onlyTheBridge, try await Self.schemaErrors(instances)) {
             #expect(error == nil, "the schema now refuses \(yaml) (\(error ?? "")): move it to `bad`")
             let text = Self.property(key)?.jsonText ?? ""
             #expect(text.contains("checked by the bridge"), "\(key): \(text)")

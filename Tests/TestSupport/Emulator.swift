@@ -41,7 +41,7 @@ public func withEmulator(_ options: BlueZSimulator.Options = Emulator.fast, devi
 {
     try await withEventLoop(name: "t-bluez-sim") { simulatorLoop in
         try await withEventLoop(name: "t-bluez-client") { loop in
-            let bus = try PrivateBus()
+            let bus = try await PrivateBus.started()
             defer { bus.stop() }
             let sc = try await bus.connect(loop: simulatorLoop)
             defer { sc.close() }

@@ -120,11 +120,17 @@ public final class FakeCentral: BLECentral {
 public final class FakeAdapterCentral: BLECentral, BLEAdapterControl {
     public let inner: FakeCentral
     public let advertisements: [Advertisement]
+    /// How often a scan hands the advertisements again (nil: once per scan).
+    public let repeatInterval: Duration?
     public let log = CallLog()
 
-    public init(_ inner: FakeCentral, advertisements: [Advertisement] = []) {
+    /// - Parameter repeatingEvery: hand the advertisements again at this interval while a scan
+    ///   runs, as devices in range do. The cluster drops a sighting older than `lost_after`, and
+    ///   the test process can stall for longer than that while the suite runs in parallel.
+    public init(_ inner: FakeCentral, advertisements: [Advertisement] = [], repeatingEvery: Duration? = nil) {
         self.inner = inner
         self.advertisements = advertisements
+        repeatInterval = repeatingEvery
     }
 
     public func connect(address: String, notify: [CharacteristicID], timeout: Duration) async throws(BLEError) -> any BLELink {
@@ -135,8 +141,19 @@ public final class FakeAdapterCentral: BLECentral, BLEAdapterControl {
         log.add("scan")
         let (stream, continuation) = AsyncStream.makeStream(of: Advertisement.self)
         for ad in advertisements { continuation.yield(ad) }
+        let again = repeatInterval.map { interval in
+            Task { [advertisements] in
+                while !Task.isCancelled {
+                    try? await Task.sleep(for: interval)
+                    for ad in advertisements {
+                        if case .terminated = continuation.yield(ad) { return }
+                    }
+                }
+            }
+        }
         return BLEScan(advertisements: stream, stop: { [log] in
             log.add("stop")
+            again?.cancel()
             continuation.finish()
         })
     }
