@@ -48,8 +48,8 @@ import Testing
         sim.stop()
         sc.close()
         let empty = EventLoop.Registrations(watches: 0, timers: 0, hooks: 0)
-        #expect(await eventuallyAsync(timeout: .seconds(5)) { await clientLoop.registrations() == empty })
-        #expect(await eventuallyAsync(timeout: .seconds(5)) { await simLoop.registrations().watches == 0 })
+        #expect(await eventuallyAsync { await clientLoop.registrations() == empty })
+        #expect(await eventuallyAsync { await simLoop.registrations().watches == 0 })
     }
 
     @Test func writeAnsweredThroughAcquireNotifyOnBothLoopsThenLinkLoss() async throws {

@@ -88,7 +88,7 @@ import Testing
             #expect(env.client.isPairing(goproPath))
             let link = try await pairing.value
             #expect(link.pairedOnConnect)
-            let intruder = try await env.client.waitForDevice(Self.intruder, timeout: .seconds(5))
+            let intruder = try await env.client.waitForDevice(Self.intruder, timeout: .seconds(30))
             #expect(!env.client.isPaired(intruder))
             await link.disconnect()
         }
@@ -130,7 +130,7 @@ import Testing
             try await open.registerAgent(path: "/open/agent")
             try await open.call("/org/bluez", "org.bluez.AgentManager1", "RequestDefaultAgent", [.objectPath("/open/agent")])
             #expect(try await env.simulator.incomingPairing(Self.intruder) == .accepted)
-            let intruder = try await env.client.waitForDevice(Self.intruder, timeout: .seconds(5))
+            let intruder = try await env.client.waitForDevice(Self.intruder, timeout: .seconds(30))
             #expect(await eventually { env.client.isPaired(intruder) })
             // Over D-Bus too (gatt2mqtt simulate).
             let outcome = try await tool("/usr/bin/gdbus", ["call", "--address", env.bus.address, "--dest", "org.bluez",

@@ -92,7 +92,7 @@ import Testing
             b.handle(InboundMessage(topic: "gatt2mqtt/dev/set", payload: Array(#"{"command":"ping","value":7,"transaction":"p"}"#.utf8)))
             // The hello is written; 1 ms short of its bound nothing has ended, at the bound the
             // step fails (not at the 5 s command timeout).
-            #expect(await device.writeLog.wait(timeout: .seconds(5)) { $0 == [[1, 42]] } != nil)
+            #expect(await device.writeLog.wait(timeout: .seconds(30)) { $0 == [[1, 42]] } != nil)
             let session = try #require(b.session("dev"))
             clock.advance(by: .milliseconds(99))
             session.tick()

@@ -420,7 +420,7 @@ final class Commands {
             let delivered = try cluster.delivered()
             #expect(delivered.a == 3 && delivered.b == 0, "\(delivered.record)")
 
-            let states = await collect(try await hub.subscribe("gatt2mqtt/bridge/nodes/+/state"), count: 2, timeout: .seconds(5))
+            let states = await collect(try await hub.subscribe("gatt2mqtt/bridge/nodes/+/state"), count: 2, timeout: .seconds(30))
             #expect(Set(states.compactMap(Self.nodeState)) == ["a online", "b online"],
                     "\(states.map(\.payloadString))")
             #expect(states.allSatisfy { $0.retain }, "node states are retained")
@@ -437,13 +437,13 @@ final class Commands {
                 // The retained claim on broker 2 is a's, in the same epoch (a competing claim of b
                 // that lost would have been replaced by a's again: wait for it for a while).
                 let claimsThere = await collectUntil(try await other.subscribe("gatt2mqtt/bridge/owners/\(Cluster.device)"),
-                                                     timeout: .seconds(5)) { m in
+                                                     timeout: .seconds(30)) { m in
                     Claim(m).map { $0.node == "a" && $0.epoch == claim.epoch } ?? false
                 }
                 #expect(claimsThere.last.flatMap(Claim.init).map { $0.node == "a" && $0.epoch == claim.epoch } == true
                             && claimsThere.last?.retain == true,
                         "broker 2's owners/heart: \(claimsThere.map(\.payloadString)); broker 1's: \(claim)")
-                let statesThere = await collect(try await other.subscribe("gatt2mqtt/bridge/nodes/+/state"), count: 2, timeout: .seconds(5))
+                let statesThere = await collect(try await other.subscribe("gatt2mqtt/bridge/nodes/+/state"), count: 2, timeout: .seconds(30))
                 #expect(Set(statesThere.compactMap(Self.nodeState)) == ["a online", "b online"] && statesThere.allSatisfy { $0.retain },
                         "broker 2's node states: \(statesThere.map(\.payloadString))")
             }
@@ -497,13 +497,13 @@ final class Commands {
             let delivered = try cluster.delivered()
             #expect(delivered.a == 0 && delivered.b == 1, "\(delivered.record)")
 
-            let states = await collectUntil(stateA, timeout: .seconds(5)) { Self.nodeState($0) == "a offline" }
+            let states = await collectUntil(stateA, timeout: .seconds(30)) { Self.nodeState($0) == "a offline" }
             #expect(states.last.flatMap(Self.nodeState) == "a offline", "node a's Will; nodes/a/state: \(states.map(\.payloadString))")
-            let late = await collect(try await hub.subscribe("gatt2mqtt/bridge/nodes/a/state"), count: 1, timeout: .seconds(5))
+            let late = await collect(try await hub.subscribe("gatt2mqtt/bridge/nodes/a/state"), count: 1, timeout: .seconds(30))
             #expect(late.first?.retain == true && late.first.flatMap(Self.nodeState) == "a offline", "retained: \(late.map(\.payloadString))")
             guard brokers == 2 else { return }
             let there = try await cluster.withClient(on: 1) { other in
-                await collect(try await other.subscribe("gatt2mqtt/bridge/nodes/a/state"), count: 1, timeout: .seconds(5))
+                await collect(try await other.subscribe("gatt2mqtt/bridge/nodes/a/state"), count: 1, timeout: .seconds(30))
             }
             #expect(there.first?.retain == true && there.first.flatMap(Self.nodeState) == "a offline",
                     "retained on broker 2: \(there.map(\.payloadString))")
@@ -535,7 +535,7 @@ final class Commands {
 
             let after = try await commands.run("after")
             #expect(after.status == "ok" && after.node == other.node, "\(after)")
-            let retained = try await Claims(hub).waitFor("retained", timeout: .seconds(5)) { _ in true }
+            let retained = try await Claims(hub).waitFor("retained", timeout: .seconds(30)) { _ in true }
             #expect(retained.node == other.node, "the claim in force: \(retained); claims: \(claims.seen)")
             let delivered = try cluster.delivered()
             #expect(delivered.a == 1 && delivered.b == 1, "\(delivered.record)")

@@ -227,7 +227,7 @@ import Glibc
         #expect(survivors.isEmpty, "still running after scripts/run exited: \(survivors)\n\(script.output)")
 
         // The bridge stopped first: its offline state reached the broker.
-        let offline = await collectUntil(states, timeout: .seconds(5)) { $0.payloadString == #"{"state":"offline"}"# }
+        let offline = await collectUntil(states, timeout: .seconds(30)) { $0.payloadString == #"{"state":"offline"}"# }
         #expect(offline.last?.payloadString == #"{"state":"offline"}"#, "\(offline.map(\.payloadString))")
         if let ownBroker {
             #expect(acceptsConnections(port: ownBroker.port), "the script stopped a broker it did not start")

@@ -146,7 +146,7 @@ import Testing
         // Retained messages come at subscribe time, before the marker this client publishes after.
         let retained = try await hub.subscribe("gatt2mqtt/#")
         try await hub.publish(topic: "gatt2mqtt/e2e_marker/end", payload: Array("end".utf8), qos: .atLeastOnce)
-        let before = await collectUntil(retained, timeout: .seconds(5)) { $0.topic == "gatt2mqtt/e2e_marker/end" }
+        let before = await collectUntil(retained, timeout: .seconds(30)) { $0.topic == "gatt2mqtt/e2e_marker/end" }
         #expect(before.last?.topic == "gatt2mqtt/e2e_marker/end" && before.contains { $0.topic == "gatt2mqtt/porch" && $0.retain },
                 "\(before.map(\.topic))")
         #expect(!before.contains { $0.topic == "gatt2mqtt/wrongkey" }, "\(before.map(\.topic))")

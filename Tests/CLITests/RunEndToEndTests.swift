@@ -283,14 +283,14 @@ extension RunEndToEndTests {
         // Retained topics are back because the bridge published them again after reconnecting.
         let state = await collect(try await hub.subscribe("gatt2mqtt/bridge/state"), count: 1, timeout: .seconds(15))
         #expect(state.first?.payloadString == #"{"state":"online"}"#)
-        let avail = await collect(try await hub.subscribe("gatt2mqtt/heart/availability"), count: 1, timeout: .seconds(5))
+        let avail = await collect(try await hub.subscribe("gatt2mqtt/heart/availability"), count: 1, timeout: .seconds(30))
         #expect(avail.first?.payloadString == #"{"state":"online"}"#)
         let responses = try await hub.subscribe("gatt2mqtt/heart/response")
         try await hub.publish(topic: "gatt2mqtt/heart/control/write", payload: Array("01".utf8), qos: .atLeastOnce)
-        let r = await collect(responses, count: 1, timeout: .seconds(5))
+        let r = await collect(responses, count: 1, timeout: .seconds(30))
         #expect(r.first?.payloadString == #"{"status":"ok","command":{"write":"control","payload":"01"}}"#)
         // …and retained: a hub that subscribes now gets it from the broker's store.
-        let late = await collect(try await hub.subscribe("gatt2mqtt/heart/availability"), count: 1, timeout: .seconds(5))
+        let late = await collect(try await hub.subscribe("gatt2mqtt/heart/availability"), count: 1, timeout: .seconds(30))
         #expect(late.first?.retain == true && late.first?.payloadString == #"{"state":"online"}"#)
         await hub.disconnect()
     }
@@ -471,7 +471,7 @@ extension RunEndToEndTests {
         let cameraState = try await hub.subscribe("gatt2mqtt/camera")
         let settled = await Self.collectUntil(cameraState, { $0.payloadString.contains(#""serial_number""#) })
         #expect(settled.last?.payloadString.contains(#""video_lens""#) == true, "\(settled.map(\.payloadString))")
-        let before = await collect(try await hub.subscribe("gatt2mqtt/+"), count: 2, timeout: .seconds(5))
+        let before = await collect(try await hub.subscribe("gatt2mqtt/+"), count: 2, timeout: .seconds(30))
         #expect(before.count == 2)
 
         // GoPro: a continuation packet with no start packet, on the query response characteristic.
@@ -489,7 +489,7 @@ extension RunEndToEndTests {
         #expect(glassesError?.contains("Rokid") == true, "\(e)")
 
         // State unchanged: the retained states are still the ones from before.
-        let after = await collect(try await hub.subscribe("gatt2mqtt/+"), count: 2, timeout: .seconds(5))
+        let after = await collect(try await hub.subscribe("gatt2mqtt/+"), count: 2, timeout: .seconds(30))
         #expect(Set(after.map(\.payloadString)) == Set(before.map(\.payloadString)))
         // Both answer their next command.
         try await hub.publish(topic: "gatt2mqtt/camera/set", payload: Array(#"{"query":"get_status_values","transaction":"q1"}"#.utf8), qos: .atLeastOnce)

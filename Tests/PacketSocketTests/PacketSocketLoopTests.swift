@@ -53,7 +53,7 @@ import Testing
         let (ours, theirsFD) = try #require(PacketSocket.pair())
         let seen = Seen()
         Self.read(ours, on: loop, into: seen)
-        #expect(await eventuallyAsync(timeout: .seconds(5)) { await loop.registrations().watches == 1 })
+        #expect(await eventuallyAsync { await loop.registrations().watches == 1 })
         #expect([UInt8]([7, 8]).withUnsafeBytes { write(theirsFD, $0.baseAddress, 2) } == 2)
         close(theirsFD)
         #expect(await eventually { seen.closes.withLock { $0 } == 1 })
@@ -74,7 +74,7 @@ import Testing
         defer { close(theirsFD) }
         let seen = Seen()
         Self.read(ours, on: loop, into: seen)
-        #expect(await eventuallyAsync(timeout: .seconds(5)) { await loop.registrations().watches == 1 })
+        #expect(await eventuallyAsync { await loop.registrations().watches == 1 })
         await Task.detached { ours.shutdown() }.value
         #expect(await eventually { seen.closes.withLock { $0 } == 1 })
         #expect(await loop.registrations().watches == 0)

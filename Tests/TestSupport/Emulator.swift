@@ -92,7 +92,7 @@ public func echoDevice(address: String = "C0:FF:EE:00:00:02", mtu: Int = 23) -> 
 public func discover(_ env: Emulator, _ address: String, on adapter: BlueZAdapter? = nil) async throws -> BlueZDevice {
     let adapter = try adapter ?? env.client.adapter()
     let scan = try await env.client.scan(adapter)
-    let device = try await env.client.waitForDevice(address, adapter: adapter, timeout: .seconds(5))
+    let device = try await env.client.waitForDevice(address, adapter: adapter, timeout: .seconds(30))
     try await scan.stop()
     return device
 }
