@@ -18,7 +18,7 @@ public func collect<S: AsyncSequence & Sendable>(_ sequence: S, count: Int, time
 
 /// Collects from `sequence` until an element satisfies `predicate` (or `timeout`); returns
 /// everything collected, the matching element last.
-public func collectUntil<S: AsyncSequence & Sendable>(_ sequence: S, timeout: Duration = .seconds(10),
+public func collectUntil<S: AsyncSequence & Sendable>(_ sequence: S, timeout: Duration = .seconds(30),
                                                       _ predicate: (S.Element) -> Bool) async -> [S.Element]
     where S.Element: Sendable, S.Failure == Never
 {
@@ -34,7 +34,7 @@ public func collectUntil<S: AsyncSequence & Sendable>(_ sequence: S, timeout: Du
 
 /// Everything `sequence` yields until it ends; nil when it has not ended within `timeout`. For a
 /// stream that the code under test closes: what it carried, and that it was closed.
-public func collectToEnd<S: AsyncSequence & Sendable>(_ sequence: S, timeout: Duration = .seconds(10)) async -> [S.Element]?
+public func collectToEnd<S: AsyncSequence & Sendable>(_ sequence: S, timeout: Duration = .seconds(30)) async -> [S.Element]?
     where S.Element: Sendable, S.Failure == Never
 {
     let collected = Collected<S.Element>()
