@@ -75,6 +75,16 @@ extension BlueZCentral: BLEAdapterControl {
         return closed
     }
 
+    /// Whether the cache shows `address` connected on another adapter of this daemon (not this
+    /// one, nor `keeping`).
+    public func linkedThroughAnotherAdapter(_ address: String, keeping adapters: Set<String>) -> Bool {
+        let keep = adapters.union([adapter.name])
+        return client.devices(address).contains { device in
+            guard let parent = device.path.parent, !keep.contains(BlueZAdapter(path: parent).name) else { return false }
+            return client.connectionState(device).connected
+        }
+    }
+
     /// `Device1.Disconnect` when the cache shows the device connected; true when it was.
     @discardableResult
     func disconnectIfConnected(_ device: BlueZDevice) async throws(BlueZError) -> Bool {

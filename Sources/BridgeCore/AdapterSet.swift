@@ -276,6 +276,13 @@ public final class AdapterSet: BLECentral, BLEAdapterControl, Sendable {
         return await entries.first?.member.central.adapterControl?.takeOver(address: address, keeping: adapters.union(mine)) ?? []
     }
 
+    /// The same as ``takeOver(address:keeping:)``: one member answers for the daemon, every
+    /// adapter of the set kept out.
+    public func linkedThroughAnotherAdapter(_ address: String, keeping adapters: Set<String>) -> Bool {
+        let mine = Set(entries.map(\.name))
+        return entries.first?.member.central.adapterControl?.linkedThroughAnotherAdapter(address, keeping: adapters.union(mine)) ?? false
+    }
+
     /// The management sides of the adapters through which this set has no link to `address`.
     func unusedLinkHolders(_ address: String) -> [any BLEAdapterControl] {
         let a = address.uppercased()

@@ -89,6 +89,9 @@ public struct ClusterView: Sendable {
     public struct Sighting: Sendable, Equatable {
         /// The RSSI a report may give, in dBm: Bluetooth's -127 (none) to +20.
         public static let rssiRange = -127...20
+        /// -127: a sighting without a measured RSSI (a link BlueZ reports none for, a device in
+        /// reach through another adapter of the node's daemon).
+        public static let noRSSI = -127
         /// How old a reported sighting may be, in milliseconds: 0 to the longest duration
         /// (``DurationLimits/maximum``); older ones never count anyway (`lost_after`).
         public static let ageRange: ClosedRange<Int64> = 0...(DurationLimits.maximumSeconds * 1000)
@@ -285,7 +288,10 @@ public struct ClusterView: Sendable {
             if let at = claimedAt[device], now - at < parameters.lostAfter { return nil }
             return .release(OwnershipClaim(node: nil, epoch: claim.nextEpoch))
         }
-        guard let best = seen.first(where: { $0.node != me }), best.rssi >= mine.rssi + parameters.hysteresis else {
+        // Only a measured RSSI can be clearly better (with `hysteresis: 0`, -127 against an
+        // owner's -127 would hand the device to a node that has not heard it at all).
+        guard let best = seen.first(where: { $0.node != me }), best.rssi > Sighting.noRSSI,
+              best.rssi >= mine.rssi + parameters.hysteresis else {
             betterSince[device] = nil
             return nil
         }

@@ -216,6 +216,12 @@ public protocol BLEAdapterControl: Sendable {
     /// bridge's on this host that died with its link up: bluetoothd keeps it). Returns the
     /// adapters whose link it closed.
     func takeOver(address: String, keeping adapters: Set<String>) async -> [String]
+    /// Whether the same Bluetooth daemon holds a link to `address` through an adapter that is
+    /// neither this central's nor in `keeping`: another bridge's on this host, or one a bridge that died left up. The
+    /// device is then in reach of this host although it advertises to nobody (a connected
+    /// peripheral stops advertising), so a cluster node that never heard it advertise can still
+    /// report it and take it over when its owner dies. Answers from what is cached, at once.
+    func linkedThroughAnotherAdapter(_ address: String, keeping adapters: Set<String>) -> Bool
 }
 
 extension BLEAdapterControl {
@@ -223,6 +229,7 @@ extension BLEAdapterControl {
     public func holdsUnusedLink(to address: String) -> Bool { false }
     public func closeUnusedLink(to address: String) async throws(BLEError) {}
     public func takeOver(address: String, keeping adapters: Set<String>) async -> [String] { [] }
+    public func linkedThroughAnotherAdapter(_ address: String, keeping adapters: Set<String>) -> Bool { false }
 }
 
 extension BLECentral {

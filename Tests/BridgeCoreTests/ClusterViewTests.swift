@@ -177,6 +177,49 @@ struct ClusterViewTests {
         #expect(a.decide("cam", address: Self.address, at: Self.t0 + .seconds(41)) == .keep(OwnershipClaim(node: "a", epoch: 1)))
     }
 
+    /// A node on the owner's Bluetooth daemon that never heard the device advertise (it was
+    /// linked through the owner's adapter first) sees it "in reach, no RSSI": that takes it when
+    /// the owner dies, and never takes it from a live owner, even with `hysteresis: 0`.
+    @Test func aSightingWithoutRSSIClaimsAnUnownedDeviceButNeverWinsAHandover() {
+        var p = Self.parameters
+        p.hysteresis = 0
+        var a = ClusterView(me: "a", parameters: p)
+        a.node("b", online: true)
+        a.receive(OwnershipClaim(node: "a", epoch: 1), for: "cam", at: Self.t0)
+        let nearby = ClusterExtension.ownSightings([Self.address], linked: [], nearby: [Self.address], local: [:],
+                                                              lostAfter: .seconds(30), at: Self.t0)
+        #expect(nearby == sees(ClusterView.Sighting.noRSSI, at: Self.t0))
+        for t in [0, 20, 40] as [Int64] {
+            let now = Self.t0 + .seconds(t)
+            a.report(from: "a", sees(ClusterView.Sighting.noRSSI, at: now, connected: true))
+            a.report(from: "b", sees(ClusterView.Sighting.noRSSI, at: now))
+            #expect(a.decide("cam", address: Self.address, at: now) == nil, "at \(t) s")
+        }
+        // The owner's Will: b, the only node with a sighting, claims it.
+        var b = ClusterView(me: "b", parameters: p)
+        b.node("a", online: true)
+        b.receive(OwnershipClaim(node: "a", epoch: 1), for: "cam", at: Self.t0)
+        b.report(from: "b", nearby)
+        b.node("a", online: false)
+        #expect(b.decide("cam", address: Self.address, at: Self.t0) == .claim(OwnershipClaim(node: "b", epoch: 2)))
+    }
+
+    /// What a node reports of itself: a link (connected, at now), a recent scan, else a link of
+    /// its daemon through another adapter (no RSSI, at now); a stale scan alone is nothing.
+    @Test func ownSightingsPreferALinkThenARecentScanThenAnotherAdaptersLink() {
+        let now = Self.t0 + .seconds(100)
+        let (linked, heard, nearbyOnly, stale, none) = ("01", "02", "03", "04", "05")
+        let local: [String: (rssi: Int, at: ContinuousClock.Instant)] = [
+            linked: (-60, Self.t0), heard: (-70, now - .seconds(5)), stale: (-50, now - .seconds(31)),
+        ]
+        let out = ClusterExtension.ownSightings([linked, heard, nearbyOnly, stale, none], linked: [linked],
+                                                nearby: [linked, heard, nearbyOnly], local: local, lostAfter: .seconds(30), at: now)
+        #expect(out[linked] == .init(rssi: -60, at: now, connected: true))
+        #expect(out[heard] == .init(rssi: -70, at: now - .seconds(5), connected: false))
+        #expect(out[nearbyOnly] == .init(rssi: ClusterView.Sighting.noRSSI, at: now, connected: false))
+        #expect(out[stale] == nil && out[none] == nil && out.count == 3)
+    }
+
     @Test func anOwnerThatLostTheDeviceReleasesIt() {
         var a = view("a")
         a.receive(OwnershipClaim(node: "a", epoch: 2), for: "cam", at: Self.t0)

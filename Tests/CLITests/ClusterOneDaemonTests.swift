@@ -85,4 +85,43 @@ import Testing
         #expect(try RunEndToEndTests.writes(env, Self.address, on: "2a39").count == 2, "one write per command")
         await hub.disconnect()
     }
+
+    /// The same when b starts only after a linked the sensor, so b never hears it advertise (a
+    /// linked peripheral advertises to nobody; a CI run on the real stack had b start its scan
+    /// that late): b sees it in reach through a's adapter of their daemon (a sighting without
+    /// RSSI), leaves it to a while a lives, and claims it when a dies.
+    @Test func aNodeThatNeverHeardTheDeviceTakesItOverThroughTheSameDaemon() async throws {
+        let env = try await EndToEnd(simulate: ["--adapters", "hci0,hci1"])
+        defer { env.stop() }
+        let hub = try await env.broker.client(loop: env.loop)
+        let states = try await hub.subscribe("gatt2mqtt/bridge/nodes/+/state")
+        let owners = try await hub.subscribe("gatt2mqtt/bridge/owners/heart")
+        let seen = try await hub.subscribe("gatt2mqtt/bridge/nodes/b/seen")
+        let responses = try await hub.subscribe("gatt2mqtt/heart/response")
+        let a = try Self.start(env, "a", adapter: "hci0")
+        var b: Process?
+        defer {
+            for p in [a, b].compactMap({ $0 }) where p.isRunning { reap(p, SIGKILL) }
+        }
+        let claimed = await collectUntil(owners) { $0.payloadString == #"{"node":"a","epoch":1}"# }
+        try #require(claimed.last?.payloadString == #"{"node":"a","epoch":1}"#, "\(Self.log(env, "a"))")
+        try #require(await eventually { Self.connected(env, on: "hci0") }, "\(Self.log(env, "a"))")
+        b = try Self.start(env, "b", adapter: "hci1")
+        let (online, _) = await Cluster.online(states, nodes: ["b"], timeout: .seconds(30))
+        try #require(online.contains("b"), "\(Self.log(env, "b"))")
+        // b reports the sensor in reach without an RSSI, and a keeps it.
+        let report = await collectUntil(seen) { $0.payloadString.contains(#""rssi":-127"#) }
+        #expect(report.last?.payloadString.contains(#""\#(Self.address)":{"#) == true, "\(report.map(\.payloadString))\n\(Self.log(env, "b"))")
+
+        kill(a.processIdentifier, SIGKILL)
+        await a.exited()
+        let taken = await collectUntil(owners) { $0.payloadString == #"{"node":"b","epoch":2}"# }
+        #expect(taken.last?.payloadString == #"{"node":"b","epoch":2}"#, "\(taken.map(\.payloadString))\n\(Self.log(env, "b"))")
+        try await hub.publish(topic: "gatt2mqtt/heart/set", payload: Array(#"{"control":"01","transaction":"t1"}"#.utf8), qos: .atLeastOnce)
+        let answer = await collectUntil(responses) { $0.payloadString.contains(#""transaction":"t1""#) && $0.payloadString.contains(#""status":"ok""#) }
+        #expect(answer.last?.payloadString.contains(#""node":"b""#) == true, "\(answer.map(\.payloadString))\n\(Self.log(env, "b"))")
+        #expect(Self.connected(env, on: "hci1") && !Self.connected(env, on: "hci0"))
+        #expect(Self.log(env, "b").contains("closed a link another bridge left"), "\(Self.log(env, "b"))")
+        await hub.disconnect()
+    }
 }

@@ -34,8 +34,11 @@ extension ClusterExtension {
         if republish { republishOwned() }
         let devices = self.devices
         let linked = Set(devices.filter { $0.session.linked.withLock { $0 } }.map(\.address))
+        let control = bridge.central.adapterControl
+        let nearby = Set(devices.map(\.address).filter { !linked.contains($0) && control?.linkedThroughAnotherAdapter($0, keeping: []) == true })
         let (mine, reportDue) = state.withLock { s in
-            let mine = Self.ownSightings(devices.map(\.address), linked: linked, local: s.local, lostAfter: settings.lostAfter, at: now)
+            let mine = Self.ownSightings(devices.map(\.address), linked: linked, nearby: nearby, local: s.local,
+                                         lostAfter: settings.lostAfter, at: now)
             s.withView { $0.report(from: node, mine) }
             return (mine, s.reportDue(Set(mine.keys), at: now))
         }
@@ -54,14 +57,21 @@ extension ClusterExtension {
 
     /// What this node sees now: a linked device at its last advertised RSSI (BlueZ reports no
     /// RSSI for a connected LE device; -127 when none was seen), others from the scan while recent.
-    static func ownSightings(_ addresses: [String], linked: Set<String>, local: [String: (rssi: Int, at: ContinuousClock.Instant)],
+    /// A device in `nearby` (linked through another adapter of this node's Bluetooth daemon: it
+    /// advertises to nobody) and not heard recently is seen now at -127, "no RSSI": in reach, so
+    /// this node can claim it when nobody owns it, but never seen better than an owner
+    /// (``ClusterView/decide(_:address:at:)`` hands over to a measured RSSI only).
+    static func ownSightings(_ addresses: [String], linked: Set<String>, nearby: Set<String> = [],
+                             local: [String: (rssi: Int, at: ContinuousClock.Instant)],
                              lostAfter: Duration, at now: ContinuousClock.Instant) -> [String: ClusterView.Sighting] {
         var out: [String: ClusterView.Sighting] = [:]
         for address in addresses {
             if linked.contains(address) {
-                out[address] = ClusterView.Sighting(rssi: local[address]?.rssi ?? -127, at: now, connected: true)
+                out[address] = ClusterView.Sighting(rssi: local[address]?.rssi ?? ClusterView.Sighting.noRSSI, at: now, connected: true)
             } else if let s = local[address], now - s.at <= lostAfter {
                 out[address] = ClusterView.Sighting(rssi: s.rssi, at: s.at, connected: false)
+            } else if nearby.contains(address) {
+                out[address] = ClusterView.Sighting(rssi: ClusterView.Sighting.noRSSI, at: now, connected: false)
             }
         }
         return out
