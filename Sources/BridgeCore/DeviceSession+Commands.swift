@@ -83,6 +83,17 @@ extension DeviceSession {
         if let error { for cmd in waiting where !cmd.isInternal { finish(cmd, .error, error: error) } }
     }
 
+    /// The queued commands when another node that held them takes the device (a competing claim
+    /// of the same epoch won): the waiting ones leave the outbox unanswered, that node answers
+    /// them. One already written may be written again there, so it ends `interrupted` here.
+    func dropQueued() {
+        let (interrupted, waiting) = queue.stop()
+        if let f = interrupted {
+            finish(f.command, .error, error: CommandError(.interrupted, "\(id) was taken by another bridge after the command was written"))
+        }
+        for cmd in waiting { if let oid = cmd.outboxID { try? output.metrics.commit { try output.store.removeCommand(oid) } } }
+    }
+
     // MARK: Dispatch (one GATT operation in flight)
 
     func dispatch() {

@@ -50,7 +50,11 @@ extension DeviceSession {
         guard !on else { return link.gained() }
         linkDriver.signal.set(owned: false)
         let l = link.lost()
-        stopQueued(error ?? CommandError(.interrupted, "\(id) moved to another bridge before the command was sent (not repeated)"))
+        if let error {
+            stopQueued(error)
+        } else {
+            dropQueued()
+        }
         if let l {
             linkDown("handed over")
             await l.disconnect()

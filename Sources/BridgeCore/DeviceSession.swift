@@ -144,7 +144,8 @@ actor DeviceSession {
     nonisolated func observed(rssi: Int) { sink.yield(.observed(rssi: rssi)) }
 
     /// This node gained (`true`) or lost the device; returns once the session took it in (on a
-    /// loss: the waiting commands ended with `error`, the link closed).
+    /// loss: the waiting commands ended with `error`, or, when `error` is nil, dropped with their
+    /// outbox rows and not answered because the node that won holds them; the link closed).
     nonisolated func setOwned(_ owned: Bool, failingQueuedWith error: CommandError?) async {
         if owned { linkDriver.signal.set(owned: true) }  // the connect loop starts at once
         await withCheckedContinuation { sink.yield(.ownership(owned, error: error, done: $0)) }

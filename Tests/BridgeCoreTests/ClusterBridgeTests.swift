@@ -161,12 +161,25 @@ import Testing
             // claims again meanwhile: never another node's, never another epoch.)
             let again = try await b.claims { $0.count >= 2 }
             #expect(again.allSatisfy { $0 == #"{"node":"b","epoch":1}"# }, "\(again)")
+            // b took two commands: t1 is written and waits for its answer, t2 waits behind it.
+            b.device.setAnswering(false)
+            b.set(#"{"command":"ping","value":1,"transaction":"t1"}"#)
+            b.set(#"{"command":"ping","value":2,"transaction":"t2"}"#)
+            #expect(await eventually(timeout: .seconds(10)) { b.device.writes.count == 1 })
+            #expect(await eventually(timeout: .seconds(10)) { (try? b.bridge.store.pendingCommands(for: "dev").count) == 2 })
             // a's claim of the same epoch wins over b's: b gives the device up (link closed,
             // availability offline) and claims nothing.
             b.inject("nodes/a/state", #"{"state":"online","node":"a"}"#)
             b.inject("owners/dev", #"{"node":"a","epoch":1}"#)
             let availability = try await b.mqtt.wait(for: "gatt2mqtt/dev/availability", until: { $0.last?.text == #"{"state":"offline"}"# })
             #expect(availability.last?.retain == true)
+            // a, claiming meanwhile, held both and executes them: b leaves t2 to it unanswered
+            // and answers only t1, which it may have written (docs/scale-out.md, "Cold start").
+            let t1 = try await b.mqtt.wait(for: "gatt2mqtt/dev/response", until: { $0.contains { $0.text.contains(#""transaction":"t1","status":"error""#) } })
+            #expect(t1.last?.text.contains("after the command was written") == true, "\(t1.map(\.text))")
+            #expect(await eventually(timeout: .seconds(10)) { (try? b.bridge.store.pendingCommands(for: "dev").isEmpty) == true })
+            #expect(!b.mqtt.messages("gatt2mqtt/dev/response").contains { $0.text.contains(#""transaction":"t2","status":"error""#) },
+                    "\(b.mqtt.messages("gatt2mqtt/dev/response").map(\.text))")
             // The link closes right after (the session publishes offline, then disconnects).
             #expect(await eventually(timeout: .seconds(10)) { b.device.state.withLock { $0.link } == nil })
             // b does not fight for it: a's claim stands in its view, and b never claimed a later

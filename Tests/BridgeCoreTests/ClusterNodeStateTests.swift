@@ -45,6 +45,35 @@ struct ClusterNodeStateTests {
         #expect(s.heldAsOwner.isEmpty && s.active["mine"] == device.session)
     }
 
+    /// b's claim of epoch 1 settled before a's of the same epoch came (a claimed at the same
+    /// time and held every command meanwhile): b loses to the lower id and leaves its waiting
+    /// commands to a, unanswered. Lost to a later epoch (a took it after b's claim was in force,
+    /// dropping the commands as b's), b answers what it held.
+    @Test func aClaimLostAtItsOwnEpochLeavesTheCommandsToTheWinner() {
+        for (winner, holds) in [(OwnershipClaim(node: "a", epoch: 1), true), (OwnershipClaim(node: "a", epoch: 2), false)] {
+            var s = ClusterNodeState(node: "b", settings: ClusterSettings())
+            s.withView { v in
+                v.node("a", online: true)
+                _ = v.receive(OwnershipClaim(node: "b", epoch: 1), for: "cam", at: Self.t0)
+            }
+            let device = ClusterNodeState.Running(id: "cam", session: ObjectIdentifier(ClusterNodeStateTests.Token()))
+            guard case .activate? = s.update([device], at: Self.t1).first else { Issue.record("b never owned cam"); continue }
+            s.disconnected = true
+            #expect(s.route(command(), device: "cam", at: Self.t1) == .hold(asOwner: true))
+            s.disconnected = false
+            _ = s.withView { $0.receive(winner, for: "cam", at: Self.t1) }
+            let actions = s.update([device], at: Self.t1)
+            guard case let .lost(id, to, dropped, refused, deactivate, winnerHolds)? = actions.first else {
+                Issue.record("\(winner): \(actions)")
+                continue
+            }
+            #expect(id == "cam" && to == "a" && deactivate)
+            #expect(winnerHolds == holds, "\(winner)")
+            #expect((dropped.count, refused.count) == (holds ? (1, 0) : (0, 1)), "\(winner)")
+            #expect(s.active["cam"] == nil && s.activeEpoch["cam"] == nil)
+        }
+    }
+
     @Test func heldCommandsPastTheirDeadlineAreTakenOnce() {
         var s = state()
         _ = s.route(command(), device: "nobodys", at: Self.t0)

@@ -156,7 +156,7 @@ extension ClusterExtension {
             case let .handOver(id, to):
                 guard let session = registered[id]?.session else { continue }
                 jobSink.yield { await self.handOver(id, session, to: to) }
-            case let .lost(id, node, dropped, refused, deactivate):
+            case let .lost(id, node, dropped, refused, deactivate, winnerHolds):
                 for cmd in dropped { if let o = cmd.outboxID { try? store.removeCommand(o) } }
                 // Taken while this node thought it owned the device: nobody else will answer them.
                 for cmd in refused {
@@ -165,7 +165,12 @@ extension ClusterExtension {
                         .interrupted, "\(self.node) was cut off from the broker when the command came and \(id) is \(node)'s now: not executed"))
                 }
                 if deactivate, let session = registered[id]?.session {
-                    let error = CommandError(.interrupted, "\(id) moved to \(node) before the command was sent (not repeated)")
+                    // Lost to a claim of the same epoch: the winner held the commands and answers them.
+                    let error = winnerHolds ? nil : CommandError(.interrupted, "\(id) moved to \(node) before the command was sent (not repeated)")
+                    if winnerHolds {
+                        logger.info("cluster: a claim made at the same time won; the commands waiting here are left to its node",
+                                    metadata: ["device": "\(id)", "node": "\(node)"])
+                    }
                     jobSink.yield { await session.setOwned(false, failingQueuedWith: error) }
                 }
             case let .released(id):

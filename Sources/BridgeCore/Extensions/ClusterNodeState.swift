@@ -29,8 +29,11 @@ struct ClusterNodeState: Sendable {
         /// The device is being handed over to `to`: its commands drain first.
         case handOver(id: String, to: String)
         /// Another node took the device: `dropped` are removed, `refused` answered, the session
-        /// stops owning it when `deactivate`.
-        case lost(id: String, to: String, dropped: [PendingCommand], refused: [PendingCommand], deactivate: Bool)
+        /// stops owning it when `deactivate`. `winnerHolds`: this node lost a claim made at the
+        /// same epoch as the winner's (both claimed at once and this one settled before the
+        /// other's claim came): the winner, claiming meanwhile, held every command, so the
+        /// session's waiting commands are dropped, not answered (the winner answers them).
+        case lost(id: String, to: String, dropped: [PendingCommand], refused: [PendingCommand], deactivate: Bool, winnerHolds: Bool)
         /// Nobody owns the device now: its session stops owning it.
         case released(id: String)
     }
@@ -57,6 +60,8 @@ struct ClusterNodeState: Sendable {
     /// Devices whose session this node runs as their owner, with that session (a device
     /// reconfigured gets a new session, which starts not owning it).
     var active: [String: ObjectIdentifier] = [:]
+    /// The epoch of the claim under which each ``active`` device was activated.
+    var activeEpoch: [String: Int] = [:]
     /// Devices being handed over (their commands draining).
     var draining: Set<String> = []
     /// When the bridge started: decisions wait until the retained claims and reports are in.
@@ -193,6 +198,7 @@ struct ClusterNodeState: Sendable {
                     if !commands.isEmpty { actions.append(.deliver(id: id, commands)) }
                 } else {
                     active[id] = d.session
+                    activeEpoch[id] = view.claims[id]?.epoch
                     actions.append(.activate(id: id, commands))
                 }
             case let .handingOver(to):
@@ -201,15 +207,18 @@ struct ClusterNodeState: Sendable {
             case .claiming:
                 continue
             case let .other(node):
-                let dropped = held.removeValue(forKey: id) ?? []
-                let refused = heldAsOwner.removeValue(forKey: id) ?? []
-                if isActive { active[id] = nil }
+                var dropped = held.removeValue(forKey: id) ?? []
+                var refused = heldAsOwner.removeValue(forKey: id) ?? []
+                // Lost at the epoch it was won at: a competing claim of the same epoch won.
+                let winnerHolds = isActive && activeEpoch[id] != nil && activeEpoch[id] == view.claims[id]?.epoch
+                if winnerHolds { (dropped, refused) = (dropped + refused, []) }
+                if isActive { (active[id], activeEpoch[id]) = (nil, nil) }
                 if isActive || !dropped.isEmpty || !refused.isEmpty {
-                    actions.append(.lost(id: id, to: node, dropped: dropped, refused: refused, deactivate: isActive))
+                    actions.append(.lost(id: id, to: node, dropped: dropped, refused: refused, deactivate: isActive, winnerHolds: winnerHolds))
                 }
             case .unowned:
                 if isActive {
-                    active[id] = nil
+                    (active[id], activeEpoch[id]) = (nil, nil)
                     actions.append(.released(id: id))
                 }
             }
@@ -220,7 +229,7 @@ struct ClusterNodeState: Sendable {
     /// A handover ended: the device is no longer this node's, and the claim naming the next
     /// owner, when this node's note is still the claim in force.
     mutating func handedOver(_ id: String, to next: String, at now: ContinuousClock.Instant) -> OwnershipClaim? {
-        active[id] = nil
+        (active[id], activeEpoch[id]) = (nil, nil)
         draining.remove(id)
         noteEchoed.remove(id)
         guard let c = view.claims[id], c.node == view.me, c.handoverTo == next else { return nil }
