@@ -57,7 +57,7 @@ extension DeviceSession {
         }
         if let l {
             linkDown("handed over")
-            await l.disconnect()
+            await linkDriver.signal.working { await l.disconnect() }
         }
     }
 

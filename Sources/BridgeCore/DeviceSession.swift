@@ -207,7 +207,7 @@ actor DeviceSession {
                 linkUp(l)
                 for w in waiters { w.resume(returning: .up) }
             case .disconnect:
-                await l.disconnect()  // connected as it lost the device
+                await linkDriver.signal.working { await l.disconnect() }  // connected as it lost the device
             }
         case let .linkDown(reason):
             if link.linkLost() { linkDown(reason) }  // else closed when the device was handed over

@@ -88,7 +88,9 @@ struct LinkDriver: Sendable {
                     return link
                 }
                 // One adapter: one connect at a time. Several: each adapter's own gate (``AdapterSet``).
-                let link = central.serialisesConnects ? try await connect() : try await output.gate.withPermit(connect)
+                let link = try await signal.working { () async throws(BLEError) -> any BLELink in
+                    central.serialisesConnects ? try await connect() : try await output.gate.withPermit(connect)
+                }
                 backoff.reset()
                 events.yield(.linkUp(link))
                 await link.deliverNotifications { [events] n in events.yield(.notification(n)) }
@@ -116,6 +118,8 @@ final class LinkSignal: Sendable {
     private struct State {
         var owned: Bool
         var up = false
+        /// Connects and disconnects of this session under way.
+        var linkWork = 0
         var waiters: [Int: CheckedContinuation<Void, Never>] = [:]
         var next = 0
     }
@@ -127,6 +131,18 @@ final class LinkSignal: Sendable {
     var isUp: Bool { state.withLock { $0.up } }
 
     func set(up: Bool) { state.withLock { $0.up = up } }
+
+    /// Whether this session is connecting or disconnecting the device now: its link, if BlueZ
+    /// shows one, is this session's to finish, not a leftover for the cluster to close (a second
+    /// `Disconnect` sent meanwhile took bluetoothd 5.66 down on the real stack).
+    var isBusy: Bool { state.withLock { $0.linkWork > 0 } }
+
+    /// Runs `body` (a connect or a disconnect) with ``isBusy`` true.
+    func working<T, E: Error>(_ body: () async throws(E) -> T) async throws(E) -> T {
+        state.withLock { $0.linkWork += 1 }
+        defer { state.withLock { $0.linkWork -= 1 } }
+        return try await body()
+    }
 
     func set(owned: Bool) {
         let resumed = state.withLock { s -> [CheckedContinuation<Void, Never>] in

@@ -13,9 +13,11 @@ import Testing
     struct Node {
         let mqtt = FakeMQTT()
         let device = FakeDevice()
+        let central: FakeAdapterCentral
         let bridge: Bridge
 
-        init(_ node: String, rssi: Int? = -70, deadline: Duration = .seconds(60), homeAssistant: Bool = false) throws {
+        init(_ node: String, rssi: Int? = -70, deadline: Duration = .seconds(60), homeAssistant: Bool = false,
+             connectDelay: Duration = .zero, reportsLinks: Bool = false) throws {
             var config = Configuration()
             config.nodeID = node
             config.homeAssistant.enabled = homeAssistant
@@ -32,9 +34,10 @@ import Testing
             d.characteristics = [CharacteristicMapping(uuid: "FFF2", codec: .raw, directions: [.notify], topic: "reading")]
             config.devices = [d]
             let ads = rssi.map { [Advertisement(address: ClusterBridgeTests.address, rssi: $0)] } ?? []
+            central = FakeAdapterCentral(FakeCentral([ClusterBridgeTests.address: device], connectDelay: connectDelay),
+                                         advertisements: ads, repeatingEvery: .milliseconds(200), reportsLinks: reportsLinks)
             bridge = try Bridge(configuration: config, store: try BridgeStore.inMemory(), mqtt: mqtt,
-                                central: FakeAdapterCentral(FakeCentral([ClusterBridgeTests.address: device]), advertisements: ads,
-                                                            repeatingEvery: .milliseconds(200)),
+                                central: central,
                                 drivers: { _ in TestDriver() }, tick: .milliseconds(10))
         }
 
@@ -187,6 +190,27 @@ import Testing
             #expect(b.bridge.cluster!.state.withLock { $0.view.claims["dev"] } == OwnershipClaim(node: "a", epoch: 1))
             let said = b.mqtt.messages("gatt2mqtt/bridge/owners/dev").map(\.text)
             #expect(said.allSatisfy { $0 == #"{"node":"b","epoch":1}"# }, "\(said)")
+        }
+    }
+
+    /// b's claim loses to a's of the same epoch while b is still connecting (the real stack: a
+    /// connect takes seconds). BlueZ shows the device connected meanwhile, but that link is b's
+    /// own connect's to finish: the cluster does not close it as a leftover (on the real stack a
+    /// second `Disconnect` sent then took bluetoothd down); b's session closes it itself when the
+    /// connect returns.
+    @Test func aLinkTheNodeIsStillConnectingIsNotClosedAsALeftover() async throws {
+        let b = try Node("b", connectDelay: .seconds(5), reportsLinks: true)
+        let central = b.central
+        try await b.running {
+            _ = try await b.claims { $0.contains { $0.text == #"{"node":"b","epoch":1}"# } }
+            #expect(await eventually(timeout: .seconds(10)) { b.device.state.withLock { $0.connecting } })
+            b.inject("nodes/a/state", #"{"state":"online","node":"a"}"#)
+            b.inject("owners/dev", #"{"node":"a","epoch":1}"#)
+            // The connect returns and b, no longer the owner, closes the link it got.
+            #expect(await eventually(timeout: .seconds(20)) {
+                b.device.state.withLock { !$0.connecting && $0.connects == 1 && $0.link == nil }
+            })
+            #expect(!central.log.calls.contains { $0.hasPrefix("close") }, "\(central.log.calls)")
         }
     }
 

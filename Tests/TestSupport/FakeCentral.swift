@@ -13,6 +13,13 @@ public final class FakeDevice: Sendable {
         /// Writes answer at once but BlueZ's return of the write is held until `releaseWrites()`.
         public var holdWrites = false
         public var held: [CheckedContinuation<Void, Never>] = []
+        /// Its links take a GATT operation's writes by `startWrites` (with a completion, as
+        /// BlueZ's do) instead of only by `write`; how many operations went that way.
+        public var startsWrites = false
+        public var startedWrites = 0
+        /// A connect to it is under way (BlueZ shows such a device `Connected` while it resolves
+        /// the services, before `Connect` returns).
+        public var connecting = false
     }
 
     public let state = Mutex(State())
@@ -27,6 +34,7 @@ public final class FakeDevice: Sendable {
     public func setPresent(_ on: Bool) { state.withLock { $0.present = on } }
     public func setAnswering(_ on: Bool) { state.withLock { $0.answer = on } }
     public func setHoldingWrites(_ on: Bool) { state.withLock { $0.holdWrites = on } }
+    public func setStartingWrites(_ on: Bool) { state.withLock { $0.startsWrites = on } }
     public var heldWrites: Int { state.withLock { $0.held.count } }
 
     /// Returns every held write (and stops holding new ones).
@@ -73,6 +81,24 @@ public final class FakeLink: BLELink {
         }
     }
 
+    /// When the device ``FakeDevice/State/startsWrites``: the writes as `write` does them, in a
+    /// task of their own, the outcome to `completion`.
+    public func startWrites(_ writes: [DeviceRequest.Write], completion: @escaping @Sendable (Result<Void, BLEError>) -> Void) -> Bool {
+        guard device.state.withLock({ s in
+            if s.startsWrites { s.startedWrites += 1 }
+            return s.startsWrites
+        }) else { return false }
+        Task {
+            do throws(BLEError) {
+                for w in writes { try await write(w.value, to: w.characteristic, withResponse: w.withResponse) }
+                completion(.success(()))
+            } catch {
+                completion(.failure(error))
+            }
+        }
+        return true
+    }
+
     public func read(_ characteristic: CharacteristicID) async throws(BLEError) -> [UInt8] {
         device.state.withLock { $0.reads += 1 }
         device.readLog.append(characteristic)
@@ -104,7 +130,11 @@ public final class FakeCentral: BLECentral {
         concurrency.withLock { $0.now += 1; $0.max = max($0.max, $0.now) }
         defer { concurrency.withLock { $0.now -= 1 } }
         // The time a connect or a scan takes (the fake's behaviour, not a wait of the test).
-        if connectDelay > .zero { try? await Task.sleep(for: connectDelay) }
+        if connectDelay > .zero {
+            devices[address]?.state.withLock { $0.connecting = true }
+            try? await Task.sleep(for: connectDelay)
+            devices[address]?.state.withLock { $0.connecting = false }
+        }
         guard let d = devices[address], d.state.withLock({ $0.present }) else {
             try? await Task.sleep(for: scanUntilTimeout ? timeout : .milliseconds(20))
             throw BLEError(.notFound, "le-connection-abort-by-local")
@@ -123,14 +153,30 @@ public final class FakeAdapterCentral: BLECentral, BLEAdapterControl {
     /// How often a scan hands the advertisements again (nil: once per scan).
     public let repeatInterval: Duration?
     public let log = CallLog()
+    /// Answers ``holdsUnusedLink(to:)`` from the device (a link, or a connect under way) and
+    /// closes it on ``closeUnusedLink(to:)`` (logged `close <address>`); false: neither, as a
+    /// central that cannot tell.
+    public let reportsLinks: Bool
 
     /// - Parameter repeatingEvery: hand the advertisements again at this interval while a scan
     ///   runs, as devices in range do. The cluster drops a sighting older than `lost_after`, and
     ///   the test process can stall for longer than that while the suite runs in parallel.
-    public init(_ inner: FakeCentral, advertisements: [Advertisement] = [], repeatingEvery: Duration? = nil) {
+    public init(_ inner: FakeCentral, advertisements: [Advertisement] = [], repeatingEvery: Duration? = nil, reportsLinks: Bool = false) {
         self.inner = inner
         self.advertisements = advertisements
         repeatInterval = repeatingEvery
+        self.reportsLinks = reportsLinks
+    }
+
+    public func holdsUnusedLink(to address: String) -> Bool {
+        guard reportsLinks, let d = inner.devices[address] else { return false }
+        return d.state.withLock { $0.link != nil || $0.connecting }
+    }
+
+    public func closeUnusedLink(to address: String) async throws(BLEError) {
+        guard reportsLinks else { return }
+        log.add("close \(address)")
+        inner.devices[address]?.dropLink()
     }
 
     public func connect(address: String, notify: [CharacteristicID], timeout: Duration) async throws(BLEError) -> any BLELink {

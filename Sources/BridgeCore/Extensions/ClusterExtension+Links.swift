@@ -36,7 +36,8 @@ extension ClusterExtension {
                 state.withLock { $0.unusedLinks[d.id] = nil }
                 continue
             }
-            let used = active || d.session.linked.withLock { $0 }
+            // The session's own connect or disconnect under way: that link is its to finish.
+            let used = active || d.session.linked.withLock { $0 } || d.session.linkDriver.signal.isBusy
             guard !used, control.holdsUnusedLink(to: d.address) else {
                 state.withLock { $0.unusedLinks[d.id] = nil }
                 continue
