@@ -362,6 +362,17 @@ public final class BlueZClient: Sendable {
         }
     }
 
+    /// The same call, its outcome handed to `completion` (on the connection's loop thread, or at
+    /// once when it cannot be sent), with no task waiting for it.
+    package func call(_ path: DBusObjectPath, _ interface: String, _ method: String, _ args: [DBusValue] = [],
+                      timeout: Duration? = nil, completion: @escaping @Sendable (Result<DBusMessage, BlueZError>) -> Void)
+    {
+        connection.call(destination: Self.busName, path: path, interface: interface, method: method, arguments: args,
+                        timeout: timeout ?? callTimeout) { result in
+            completion(result.mapError { BlueZError($0, context: "\(method) on \(path)") })
+        }
+    }
+
     /// Sets a property through `org.freedesktop.DBus.Properties.Set`.
     func setProperty(_ path: DBusObjectPath, _ interface: String, _ name: String, _ value: DBusValue) async throws(BlueZError) {
         try await call(path, "org.freedesktop.DBus.Properties", "Set", [.string(interface), .string(name), .variant(value)])

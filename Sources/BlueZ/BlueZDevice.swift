@@ -314,6 +314,35 @@ extension BlueZClient {
                        [.bytes(value), .properties(["type": .string(type.rawValue)])], timeout: timeout)
     }
 
+    /// ``write(_:to:type:split:timeout:)`` with its outcome handed to `completion` (once, on the
+    /// connection's loop thread, or at once when the call cannot be sent) instead of awaited: a
+    /// write without commands split into chunks (the bridge's GATT operations, whose caller runs on
+    /// that loop) costs no task and no continuation. The chunks of a split command go one after
+    /// the other, each sent from the completion of the one before.
+    public func write(_ value: [UInt8], to characteristic: BlueZCharacteristic, type: WriteType = .request,
+                      split: Bool = true, timeout: Duration? = nil,
+                      completion: @escaping @Sendable (Result<Void, BlueZError>) -> Void)
+    {
+        let chunk = max(1, characteristic.mtu - 3)
+        var parts: [[UInt8]] = [value]
+        if type == .command, split, value.count > chunk {
+            parts = stride(from: 0, to: value.count, by: chunk).map { Array(value[$0..<min(value.count, $0 + chunk)]) }
+        }
+        writeParts(parts[...], to: characteristic.path, type: type, timeout: timeout, completion: completion)
+    }
+
+    private func writeParts(_ parts: ArraySlice<[UInt8]>, to path: DBusObjectPath, type: WriteType, timeout: Duration?,
+                            completion: @escaping @Sendable (Result<Void, BlueZError>) -> Void)
+    {
+        guard let part = parts.first else { return completion(.success(())) }
+        call(path, Self.char1, "WriteValue", [.bytes(part), .properties(["type": .string(type.rawValue)])], timeout: timeout) { result in
+            switch result {
+            case .success: self.writeParts(parts.dropFirst(), to: path, type: type, timeout: timeout, completion: completion)
+            case let .failure(error): completion(.failure(error))
+            }
+        }
+    }
+
     /// Subscribes to notifications: the stream yields device notifications only and finishes when
     /// the link drops, the characteristic goes away or the client closes.
     ///

@@ -317,6 +317,31 @@ final class BlueZLink: BLELink {
         }
     }
 
+    /// Each write through `BlueZClient.write(…, completion:)`, the next one sent from the
+    /// completion of the one before: no task waits, the outcome comes on the D-Bus loop.
+    func startWrites(_ writes: [DeviceRequest.Write], completion: @escaping @Sendable (Result<Void, BLEError>) -> Void) -> Bool {
+        var targets: [(BlueZCharacteristic, DeviceRequest.Write)] = []
+        do throws(BlueZError) {
+            for w in writes { targets.append((try characteristic(w.characteristic), w)) }
+        } catch {
+            completion(.failure(BLEError(error)))
+            return true
+        }
+        write(targets[...], completion: completion)
+        return true
+    }
+
+    private func write(_ targets: ArraySlice<(BlueZCharacteristic, DeviceRequest.Write)>,
+                       completion: @escaping @Sendable (Result<Void, BLEError>) -> Void) {
+        guard let (c, w) = targets.first else { return completion(.success(())) }
+        client.write(w.value, to: c, type: w.withResponse ? .request : .command) { result in
+            switch result {
+            case .success: self.write(targets.dropFirst(), completion: completion)
+            case let .failure(error): completion(.failure(BLEError(error)))
+            }
+        }
+    }
+
     func read(_ characteristic: CharacteristicID) async throws(BLEError) -> [UInt8] {
         do throws(BlueZError) {
             let c = try self.characteristic(characteristic)

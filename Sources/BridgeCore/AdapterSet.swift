@@ -329,6 +329,10 @@ final class AdapterLink: BLELink {
 
     func read(_ characteristic: CharacteristicID) async throws(BLEError) -> [UInt8] { try await inner.read(characteristic) }
 
+    func startWrites(_ writes: [DeviceRequest.Write], completion: @escaping @Sendable (Result<Void, BLEError>) -> Void) -> Bool {
+        inner.startWrites(writes, completion: completion)
+    }
+
     func disconnect() async {
         await inner.disconnect()
         release()

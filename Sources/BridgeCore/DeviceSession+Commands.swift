@@ -134,7 +134,14 @@ extension DeviceSession {
             switch queue.start(cmd, request, commandTimeout: config.commandTimeout, now: output.clock.now()) {
             case .done: finish(cmd, .ok)
             case .awaiting: break
-            case let .write(sequence): linkDriver.write(.init(sequence: sequence, link: l, request: request))
+            case let .write(sequence):
+                // Writes only: started here, their outcome an event straight from where it comes
+                // (the writer task stays for a link that cannot, and for reads).
+                let events = sink
+                let started = request.read == nil && l.startWrites(request.writes) { result in
+                    events.yield(.written(sequence: sequence, result.map { nil }))
+                }
+                if !started { linkDriver.write(.init(sequence: sequence, link: l, request: request)) }
             }
         }
     }

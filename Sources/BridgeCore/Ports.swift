@@ -137,6 +137,12 @@ public protocol BLELink: Sendable {
     /// Hands every notification to `handler` in arrival order (the handler must not block);
     /// returns when the link is lost. Use either this or `notifications`, not both.
     func deliverNotifications(to handler: @escaping @Sendable (GATTNotification) -> Void) async
+    /// Starts `writes`, one after the other, and hands the outcome to `completion` once (from
+    /// any thread; it must not block): the first failure, or success after the last write.
+    /// Returns false, calling nothing, when this link cannot work this way; the caller then
+    /// awaits ``write(_:to:withResponse:)`` for each. A link that can answer from where the
+    /// replies arrive (BlueZ: the D-Bus loop) saves the caller a task and a hand-off per write.
+    func startWrites(_ writes: [DeviceRequest.Write], completion: @escaping @Sendable (Result<Void, BLEError>) -> Void) -> Bool
 }
 
 extension BLELink {
@@ -148,6 +154,11 @@ extension BLELink {
     /// where the values arrive (no hand-off between threads per notification) overrides it.
     public func deliverNotifications(to handler: @escaping @Sendable (GATTNotification) -> Void) async {
         for await n in notifications { handler(n) }
+    }
+
+    /// This default cannot: the caller awaits each write.
+    public func startWrites(_ writes: [DeviceRequest.Write], completion: @escaping @Sendable (Result<Void, BLEError>) -> Void) -> Bool {
+        false
     }
 }
 

@@ -313,6 +313,8 @@ final class PendingBox: Sendable {
     let method: String
     let timeoutMs: Int
     weak let connection: ConnectionBox?
+    /// Takes the outcome instead of a continuation (``DBusConnection/call(destination:path:interface:method:arguments:timeout:completion:)``).
+    let callback: (@Sendable (Result<DBusMessage, DBusError>) -> Void)?
 
     private struct State {
         var continuation: CheckedContinuation<Result<DBusMessage, DBusError>, Never>?
@@ -321,11 +323,13 @@ final class PendingBox: Sendable {
     }
     private let state = Mutex(State())
 
-    init(id: UInt64, method: String, timeoutMs: Int, connection: ConnectionBox) {
+    init(id: UInt64, method: String, timeoutMs: Int, connection: ConnectionBox,
+         callback: (@Sendable (Result<DBusMessage, DBusError>) -> Void)? = nil) {
         self.id = id
         self.method = method
         self.timeoutMs = timeoutMs
         self.connection = connection
+        self.callback = callback
     }
 
     func attach(_ c: CheckedContinuation<Result<DBusMessage, DBusError>, Never>) {
@@ -338,6 +342,14 @@ final class PendingBox: Sendable {
     }
 
     func resolve(_ r: Result<DBusMessage, DBusError>) {
+        if let callback {
+            let first = state.withLock { s in
+                defer { s.done = true }
+                return !s.done
+            }
+            if first { callback(r) }
+            return
+        }
         let c: CheckedContinuation<Result<DBusMessage, DBusError>, Never>? = state.withLock { s in
             guard !s.done else { return nil }
             s.done = true

@@ -20,6 +20,24 @@ extension DBusConnection {
                            arguments: arguments, timeout: timeout)
     }
 
+    /// The same call, its outcome handed to `completion` instead of returned: called once, on the
+    /// connection's loop thread when the reply (or the timeout) comes, or on the caller's thread
+    /// when the call cannot be sent; it must not block. No task waits meanwhile, so a caller that
+    /// already runs on the loop pays no hand-off to a task and back (docs/dbus.md, "Calls").
+    /// Nothing cancels it but the connection's end (``DBusError/disconnected``).
+    public func call(
+        destination: String?, path: DBusObjectPath, interface: String?, method: String,
+        arguments: [DBusValue] = [], timeout: Duration = DBusConnection.defaultTimeout,
+        completion: @escaping @Sendable (Result<DBusMessage, DBusError>) -> Void
+    ) {
+        do throws(DBusError) {
+            _ = try box.startCall(destination: destination, path: path, interface: interface, method: method,
+                                  arguments: arguments, timeout: timeout, callback: completion)
+        } catch {
+            completion(.failure(error))
+        }
+    }
+
     /// Sends a method call without waiting for (or wanting) a reply.
     public func callNoReply(destination: String?, path: DBusObjectPath, interface: String?, method: String,
                             arguments: [DBusValue] = []) throws(DBusError)
@@ -102,6 +120,24 @@ extension ConnectionBox {
         destination: String?, path: DBusObjectPath, interface: String?, method: String,
         arguments: [DBusValue], timeout: Duration
     ) async throws(DBusError) -> DBusMessage {
+        let pending = try startCall(destination: destination, path: path, interface: interface, method: method,
+                                    arguments: arguments, timeout: timeout, callback: nil)
+        let b = self
+        let result = await withTaskCancellationHandler {
+            await withCheckedContinuation { pending.attach($0) }
+        } onCancel: {
+            pending.resolve(.failure(.cancelled))
+            _ = b.perform(.cancel(pending.id))
+        }
+        return try result.get()
+    }
+
+    /// Builds and sends the call; its outcome goes to `callback` when there is one, else to the
+    /// continuation attached to the returned box.
+    func startCall(
+        destination: String?, path: DBusObjectPath, interface: String?, method: String,
+        arguments: [DBusValue], timeout: Duration, callback: (@Sendable (Result<DBusMessage, DBusError>) -> Void)?
+    ) throws(DBusError) -> PendingBox {
         let msg = try MessageBuilder.methodCall(destination: destination, path: path, interface: interface,
                                                 member: method, arguments: arguments)
         if dbus_message_contains_unix_fds(msg) != 0 {
@@ -121,7 +157,7 @@ extension ConnectionBox {
         let b = self
         let pending = b.state.withLock { s -> PendingBox? in
             guard !s.closed else { return nil }
-            let p = PendingBox(id: s.makeID(), method: name, timeoutMs: ms, connection: b)
+            let p = PendingBox(id: s.makeID(), method: name, timeoutMs: ms, connection: b, callback: callback)
             s.pendingBoxes[p.id] = p
             return p
         }
@@ -134,13 +170,7 @@ extension ConnectionBox {
             b.state.withLock { _ = $0.pendingBoxes.removeValue(forKey: pending.id) }
             throw .disconnected
         }
-        let result = await withTaskCancellationHandler {
-            await withCheckedContinuation { pending.attach($0) }
-        } onCancel: {
-            pending.resolve(.failure(.cancelled))
-            _ = b.perform(.cancel(pending.id))
-        }
-        return try result.get()
+        return pending
     }
 
 }

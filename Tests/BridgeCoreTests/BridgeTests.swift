@@ -18,7 +18,7 @@ import Testing
         let clock: ManualClock?
 
         init(policy: OfflinePolicy = .queue, deadline: Duration = .seconds(60), timeout: Duration = .seconds(5),
-             present: Bool = true, store: BridgeStore? = nil, clock: ManualClock? = nil,
+             present: Bool = true, startsWrites: Bool = false, store: BridgeStore? = nil, clock: ManualClock? = nil,
              mappings: [CharacteristicMapping] = [CharacteristicMapping(uuid: "FFF2", codec: .raw, directions: [.notify], topic: "reading")]) throws {
             var config = Configuration()
             config.mqtt.reconnectMin = .milliseconds(20)
@@ -31,6 +31,7 @@ import Testing
             d.characteristics = mappings
             config.devices = [d]
             device.setPresent(present)
+            device.setStartingWrites(startsWrites)
             self.store = try store ?? BridgeStore.inMemory()
             self.clock = clock
             bridge = try Bridge(configuration: config, store: self.store, mqtt: mqtt,
@@ -87,8 +88,10 @@ import Testing
         #expect(h.mqtt.messages("gatt2mqtt/bridge/state").last?.text == #"{"state":"offline"}"#)
     }
 
-    @Test func commandToReadyDeviceAnswersOkOnly() async throws {
-        let h = try Harness()
+    /// Both ways a link takes an operation's writes: awaited by the session's writer task, or
+    /// started with a completion (`BLELink.startWrites`, as BlueZ's links do).
+    @Test(arguments: [false, true]) func commandToReadyDeviceAnswersOkOnly(startsWrites: Bool) async throws {
+        let h = try Harness(startsWrites: startsWrites)
         try await h.running {
             _ = try await h.mqtt.wait(for: "gatt2mqtt/dev/availability")
             h.set(#"{"command":"ping","value":7,"transaction":"t1"}"#)
@@ -101,6 +104,7 @@ import Testing
             #expect(h.device.writes == [[1, 7]])
             #expect(try h.store.pendingCommands().isEmpty)
             #expect(try h.store.states()["dev"].map(JSONValue.object) == JSONValue(parsing: state[1].payload))
+            #expect(h.device.state.withLock { $0.startedWrites } == (startsWrites ? 1 : 0))
         }
     }
 
@@ -111,8 +115,8 @@ import Testing
     /// The device's answer may come before BlueZ returns the write (the notification is direct,
     /// the method return goes through the bus): the command ends `ok` at once, and the next
     /// command still waits until the write returned — one GATT operation in flight per device.
-    @Test func answerBeforeTheWriteReturnsEndsTheCommandButNotTheOperation() async throws {
-        let h = try Harness()
+    @Test(arguments: [false, true]) func answerBeforeTheWriteReturnsEndsTheCommandButNotTheOperation(startsWrites: Bool) async throws {
+        let h = try Harness(startsWrites: startsWrites)
         try await h.running {
             _ = try await h.mqtt.wait(for: "gatt2mqtt/dev/availability")
             h.device.setHoldingWrites(true)
@@ -133,6 +137,7 @@ import Testing
             #expect(both[1]["transaction"] == "b")
             #expect(both[1]["status"] == "ok")
             #expect(h.device.writes == [[1, 5], [1, 6]])
+            #expect(h.device.state.withLock { $0.startedWrites } == (startsWrites ? 2 : 0))
         }
     }
 

@@ -1,3 +1,4 @@
+import Synchronization
 import DBus
 import Foundation
 import Reactor
@@ -86,6 +87,67 @@ import Testing
             #expect(ContinuousClock.now - start < .seconds(2))
             // A call that finishes in time still works.
             _ = try await client.echo("Sleep", [.uint32(10)])
+        }
+    }
+
+    /// The call whose outcome goes to a completion: each outcome once — a reply, an error reply
+    /// with its name, a timeout, a call that cannot be sent (at once, on the caller's thread) and
+    /// a connection that closes under a call (`disconnected`) — and a hundred from pool threads
+    /// and the loop at once, each answered once.
+    @Test func callsWithACompletionGetEachOutcomeOnce() async throws {
+        try await withBus { bus, loop in
+            let server = try await EchoServer.start(bus, loop: loop)
+            defer { server.close() }
+            let client = try await bus.connect(loop: loop)
+            defer { client.close() }
+            func call(_ method: String, _ args: [DBusValue], timeout: Duration = .seconds(5),
+                      on connection: DBusConnection? = nil) async -> [Result<DBusMessage, DBusError>] {
+                let outcomes = Mutex<[Result<DBusMessage, DBusError>]>([])
+                (connection ?? client).call(destination: EchoServer.name, path: EchoServer.path, interface: EchoServer.interface,
+                                            method: method, arguments: args, timeout: timeout) { r in outcomes.withLock { $0.append(r) } }
+                _ = await eventually { !outcomes.withLock { $0 }.isEmpty }
+                return outcomes.withLock { $0 }
+            }
+            let upper = await call("Upper", [.string("abc"), .int32(21)])
+            #expect(upper.count == 1)
+            #expect(try upper.first?.get().decode(1, as: Int32.self) == 42)
+            let failed = await call("Fail", [.string("org.bluez.Error.Failed"), .string("Not connected")])
+            #expect(failed.count == 1 && failed.first.map { if case .failure(.remote("org.bluez.Error.Failed", "Not connected")) = $0 { true } else { false } } == true, "\(failed)")
+            let late = await call("Sleep", [.uint32(1000)], timeout: .milliseconds(200))
+            #expect(late.count == 1 && late.first.map { if case .failure(.timeout) = $0 { true } else { false } } == true, "\(late)")
+            let invalid = Mutex<[Result<DBusMessage, DBusError>]>([])
+            client.call(destination: EchoServer.name, path: EchoServer.path, interface: "not an interface", method: "Upper") { r in
+                invalid.withLock { $0.append(r) }
+            }
+            #expect(invalid.withLock { $0.count } == 1, "called before call returned")
+            #expect(invalid.withLock { $0.first.map { if case .failure(.invalidArgument) = $0 { true } else { false } } } == true)
+
+            // Closed under a call: disconnected, once.
+            let other = try await bus.connect(loop: loop)
+            let closing = Mutex<[Result<DBusMessage, DBusError>]>([])
+            other.call(destination: EchoServer.name, path: EchoServer.path, interface: EchoServer.interface, method: "Sleep",
+                       arguments: [.uint32(5000)], timeout: .seconds(20)) { r in closing.withLock { $0.append(r) } }
+            #expect(await eventually { other.box.state.withLock { !$0.pendingCalls.isEmpty } })
+            other.close()
+            #expect(await eventually { closing.withLock { !$0.isEmpty } })
+            #expect(closing.withLock { $0.count } == 1)
+            #expect(closing.withLock { $0.first.map { if case .failure(.disconnected) = $0 { true } else { false } } } == true)
+
+            // Many at once, from pool threads and from the loop: each answered once, right.
+            let answers = Mutex<[Int32: Int]>([:])
+            let total: Int32 = 100  // in flight at once: under the daemon's max_replies_per_connection (128)
+            for n in 0..<total {
+                let send: @Sendable () -> Void = {
+                    client.call(destination: EchoServer.name, path: EchoServer.path, interface: EchoServer.interface, method: "Upper",
+                                arguments: [.string("r"), .int32(n)]) { r in
+                        let doubled = (try? r.get().decode(1, as: Int32.self)) ?? -1
+                        answers.withLock { $0[doubled, default: 0] += 1 }
+                    }
+                }
+                if n % 2 == 0 { send() } else { loop.execute(send) }
+            }
+            #expect(await eventually { answers.withLock { $0.values.reduce(0, +) } == Int(total) })
+            #expect(answers.withLock { a in a.count == Int(total) && (0..<total).allSatisfy { a[$0 * 2] == 1 } })
         }
     }
 
