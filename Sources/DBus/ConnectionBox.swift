@@ -320,6 +320,11 @@ final class PendingBox: Sendable {
         var continuation: CheckedContinuation<Result<DBusMessage, DBusError>, Never>?
         var early: Result<DBusMessage, DBusError>?
         var done = false
+        /// The callback may be called: the call that sent this box has returned from
+        /// ``ConnectionBox/perform(_:)`` (a reply found completed there is resolved under the
+        /// connection's `io` lock, where a callback that starts the next call would take that
+        /// lock again).
+        var armed = false
     }
     private let state = Mutex(State())
 
@@ -341,13 +346,26 @@ final class PendingBox: Sendable {
         if let early { c.resume(returning: early) }
     }
 
+    /// Lets the callback be called: at once with an outcome that came before, else when it comes.
+    func arm() {
+        let early = state.withLock { s -> Result<DBusMessage, DBusError>? in
+            s.armed = true
+            defer { s.early = nil }
+            return s.early
+        }
+        if let early { callback?(early) }
+    }
+
     func resolve(_ r: Result<DBusMessage, DBusError>) {
         if let callback {
-            let first = state.withLock { s in
-                defer { s.done = true }
-                return !s.done
+            let now = state.withLock { s -> Bool in
+                guard !s.done else { return false }
+                s.done = true
+                if s.armed { return true }
+                s.early = r
+                return false
             }
-            if first { callback(r) }
+            if now { callback(r) }
             return
         }
         let c: CheckedContinuation<Result<DBusMessage, DBusError>, Never>? = state.withLock { s in

@@ -22,7 +22,8 @@ extension DBusConnection {
 
     /// The same call, its outcome handed to `completion` instead of returned: called once, on the
     /// connection's loop thread when the reply (or the timeout) comes, or on the caller's thread
-    /// when the call cannot be sent; it must not block. No task waits meanwhile, so a caller that
+    /// when the call cannot be sent or its reply was already in when it was sent (never inside
+    /// the connection's lock: a completion may make the next call); it must not block. No task waits meanwhile, so a caller that
     /// already runs on the loop pays no hand-off to a task and back (docs/dbus.md, "Calls").
     /// Nothing cancels it but the connection's end (``DBusError/disconnected``).
     public func call(
@@ -170,6 +171,7 @@ extension ConnectionBox {
             b.state.withLock { _ = $0.pendingBoxes.removeValue(forKey: pending.id) }
             throw .disconnected
         }
+        if callback != nil { pending.arm() }  // out of `perform`'s lock: a completion may call again
         return pending
     }
 

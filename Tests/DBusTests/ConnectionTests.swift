@@ -133,6 +133,42 @@ import Testing
             #expect(closing.withLock { $0.count } == 1)
             #expect(closing.withLock { $0.first.map { if case .failure(.disconnected) = $0 { true } else { false } } } == true)
 
+            // An outcome that comes while the call is still being sent (a reply libdbus already
+            // holds, a connection going down) waits until the call returned from the connection's
+            // lock, then goes to the completion once (a CI run trapped on "Recursive call to lock
+            // Mutex" when that completion made the next call from inside the lock).
+            let calls = Mutex<[Result<DBusMessage, DBusError>]>([])
+            let early = PendingBox(id: .max, method: "x", timeoutMs: 1, connection: client.box) { r in calls.withLock { $0.append(r) } }
+            early.resolve(.failure(.disconnected))
+            #expect(calls.withLock { $0.isEmpty })
+            early.arm()
+            early.resolve(.failure(.outOfMemory))
+            #expect(calls.withLock { $0.count } == 1)
+            #expect(calls.withLock { $0.first.map { if case .failure(.disconnected) = $0 { true } else { false } } } == true)
+            let armedFirst = PendingBox(id: .max - 1, method: "x", timeoutMs: 1, connection: client.box) { r in calls.withLock { $0.append(r) } }
+            armedFirst.arm()
+            #expect(calls.withLock { $0.count } == 1)
+            armedFirst.resolve(.failure(.outOfMemory))
+            armedFirst.resolve(.failure(.disconnected))
+            #expect(calls.withLock { $0.count } == 2)
+
+            // A chain: each call made from the completion of the one before, on the loop and
+            // off it (a reply found in while the call is sent must not call back under the
+            // connection's lock; a CI run trapped on "Recursive call to lock Mutex" there).
+            for onLoop in [false, true] {
+                let chained = Mutex<[Int32]>([])
+                @Sendable func next(_ n: Int32) {
+                    client.call(destination: EchoServer.name, path: EchoServer.path, interface: EchoServer.interface, method: "Upper",
+                                arguments: [.string("c"), .int32(n)]) { r in
+                        chained.withLock { $0.append((try? r.get().decode(1, as: Int32.self)) ?? -1) }
+                        if n < 49 { next(n + 1) }
+                    }
+                }
+                if onLoop { loop.execute { next(0) } } else { next(0) }
+                #expect(await eventually { chained.withLock { $0.count } == 50 }, "on the loop: \(onLoop)")
+                #expect(chained.withLock { $0 } == (0..<50).map { $0 * 2 }, "on the loop: \(onLoop)")
+            }
+
             // Many at once, from pool threads and from the loop: each answered once, right.
             let answers = Mutex<[Int32: Int]>([:])
             let total: Int32 = 100  // in flight at once: under the daemon's max_replies_per_connection (128)

@@ -124,8 +124,11 @@ struct EventLoopTests {
         let loop = EventLoop(name: "t-many-timers")
         defer { loop.shutdown() }
         let fired = Mutex<[Int]>([])
-        // Delays 2 ms apart (scheduling all of them takes far less), several timers per delay.
-        let delays = (0..<120).map { ($0 * 37) % 15 * 2 }
+        // Delays 20 ms apart, several timers per delay. Each deadline is taken when its timer is
+        // scheduled, so scheduling them all must take less than the gap: a CI run on a loaded
+        // machine took more than 2 ms (the gap before) for 80 of them, and a later timer of delay 0
+        // came after an earlier one of delay 2.
+        let delays = (0..<120).map { ($0 * 37) % 15 * 20 }
         let cancelled = Set(stride(from: 3, to: 120, by: 7))
         let expected = delays.indices.filter { !cancelled.contains($0) }.sorted { (delays[$0], $0) < (delays[$1], $1) }
         // A last timer after every other deadline: by the time it fires, so would have a
