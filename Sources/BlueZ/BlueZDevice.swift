@@ -44,20 +44,18 @@ public enum WriteType: String, Sendable {
 extension BlueZClient {
     /// The device with `address` under `adapter` (any adapter when nil), as cached now.
     public func device(_ address: String, adapter: BlueZAdapter? = nil) -> BlueZDevice? {
-        let wanted = address.uppercased()
-        return objects.sorted { $0.key < $1.key }.first { path, ifaces in
-            guard let a = ifaces[Self.device1]?["Address"]?.stringValue, a.uppercased() == wanted else { return false }
-            return adapter == nil || path.parent == adapter?.path
-        }.map { BlueZDevice(path: $0.key, address: wanted) }
+        devices(address).first { adapter == nil || $0.path.parent == adapter?.path }
     }
 
-    /// The device with `address` under every adapter that knows it, as cached now.
+    /// The device with `address` under every adapter that knows it, as cached now (by path).
     public func devices(_ address: String) -> [BlueZDevice] {
+        // Matched first, then sorted: the cache holds every service, characteristic and
+        // descriptor too, and the cluster asks at every tick.
         let wanted = address.uppercased()
-        return objects.sorted { $0.key < $1.key }.compactMap { path, ifaces in
+        return objects.compactMap { path, ifaces -> BlueZDevice? in
             guard let a = ifaces[Self.device1]?["Address"]?.stringValue, a.uppercased() == wanted else { return nil }
             return BlueZDevice(path: path, address: wanted)
-        }
+        }.sorted { $0.path < $1.path }
     }
 
     /// Waits for a device to appear in the cache (e.g. while a scan runs).

@@ -64,12 +64,8 @@ extension BlueZCentral: BLEAdapterControl {
     /// The same on the daemon's other adapters (not this one, nor `keeping`); a failure leaves
     /// that link and goes on with the next.
     public func takeOver(address: String, keeping adapters: Set<String>) async -> [String] {
-        let keep = adapters.union([adapter.name])
         var closed: [String] = []
-        for device in client.devices(address) {
-            guard let parent = device.path.parent else { continue }
-            let name = BlueZAdapter(path: parent).name
-            guard !keep.contains(name), (try? await disconnectIfConnected(device)) == true else { continue }
+        for (device, name) in elsewhere(address, keeping: adapters) where (try? await disconnectIfConnected(device)) == true {
             closed.append(name)
         }
         return closed
@@ -78,10 +74,17 @@ extension BlueZCentral: BLEAdapterControl {
     /// Whether the cache shows `address` connected on another adapter of this daemon (not this
     /// one, nor `keeping`).
     public func linkedThroughAnotherAdapter(_ address: String, keeping adapters: Set<String>) -> Bool {
+        elsewhere(address, keeping: adapters).contains { client.connectionState($0.device).connected }
+    }
+
+    /// The cached objects of `address` under the daemon's other adapters (not this one, nor
+    /// `keeping`), with their adapter's name.
+    func elsewhere(_ address: String, keeping adapters: Set<String>) -> [(device: BlueZDevice, adapter: String)] {
         let keep = adapters.union([adapter.name])
-        return client.devices(address).contains { device in
-            guard let parent = device.path.parent, !keep.contains(BlueZAdapter(path: parent).name) else { return false }
-            return client.connectionState(device).connected
+        return client.devices(address).compactMap { device in
+            guard let parent = device.path.parent else { return nil }
+            let name = BlueZAdapter(path: parent).name
+            return keep.contains(name) ? nil : (device, name)
         }
     }
 

@@ -186,8 +186,9 @@ struct ClusterViewTests {
         var a = ClusterView(me: "a", parameters: p)
         a.node("b", online: true)
         a.receive(OwnershipClaim(node: "a", epoch: 1), for: "cam", at: Self.t0)
-        let nearby = ClusterExtension.ownSightings([Self.address], linked: [], nearby: [Self.address], local: [:],
-                                                              lostAfter: .seconds(30), at: Self.t0)
+        let nearby = ClusterExtension.ownSightings([Self.address], linked: [], local: [:], lostAfter: .seconds(30), at: Self.t0) {
+            $0 == Self.address
+        }
         #expect(nearby == sees(ClusterView.Sighting.noRSSI, at: Self.t0))
         for t in [0, 20, 40] as [Int64] {
             let now = Self.t0 + .seconds(t)
@@ -205,15 +206,21 @@ struct ClusterViewTests {
     }
 
     /// What a node reports of itself: a link (connected, at now), a recent scan, else a link of
-    /// its daemon through another adapter (no RSSI, at now); a stale scan alone is nothing.
+    /// its daemon through another adapter (no RSSI, at now); a stale scan alone is nothing. The
+    /// daemon's cache is asked only about a device neither linked nor heard.
     @Test func ownSightingsPreferALinkThenARecentScanThenAnotherAdaptersLink() {
         let now = Self.t0 + .seconds(100)
         let (linked, heard, nearbyOnly, stale, none) = ("01", "02", "03", "04", "05")
         let local: [String: (rssi: Int, at: ContinuousClock.Instant)] = [
             linked: (-60, Self.t0), heard: (-70, now - .seconds(5)), stale: (-50, now - .seconds(31)),
         ]
-        let out = ClusterExtension.ownSightings([linked, heard, nearbyOnly, stale, none], linked: [linked],
-                                                nearby: [linked, heard, nearbyOnly], local: local, lostAfter: .seconds(30), at: now)
+        var asked: [String] = []
+        let out = ClusterExtension.ownSightings([linked, heard, nearbyOnly, stale, none], linked: [linked], local: local,
+                                                lostAfter: .seconds(30), at: now) {
+            asked.append($0)
+            return [linked, heard, nearbyOnly].contains($0)
+        }
+        #expect(asked == [nearbyOnly, stale, none])
         #expect(out[linked] == .init(rssi: -60, at: now, connected: true))
         #expect(out[heard] == .init(rssi: -70, at: now - .seconds(5), connected: false))
         #expect(out[nearbyOnly] == .init(rssi: ClusterView.Sighting.noRSSI, at: now, connected: false))

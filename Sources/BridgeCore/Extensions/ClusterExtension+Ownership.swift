@@ -34,13 +34,16 @@ extension ClusterExtension {
         if republish { republishOwned() }
         let devices = self.devices
         let linked = Set(devices.filter { $0.session.linked.withLock { $0 } }.map(\.address))
+        // Asked only of a device neither linked nor heard recently, at the tick (50 ms): a look
+        // through the BlueZ object cache, not a D-Bus call.
         let control = bridge.central.adapterControl
-        let nearby = Set(devices.map(\.address).filter { !linked.contains($0) && control?.linkedThroughAnotherAdapter($0, keeping: []) == true })
-        let (mine, reportDue) = state.withLock { s in
-            let mine = Self.ownSightings(devices.map(\.address), linked: linked, nearby: nearby, local: s.local,
-                                         lostAfter: settings.lostAfter, at: now)
+        let local = state.withLock { $0.local }
+        let mine = Self.ownSightings(devices.map(\.address), linked: linked, local: local, lostAfter: settings.lostAfter, at: now) {
+            control?.linkedThroughAnotherAdapter($0, keeping: []) == true
+        }
+        let reportDue = state.withLock { s in
             s.withView { $0.report(from: node, mine) }
-            return (mine, s.reportDue(Set(mine.keys), at: now))
+            return s.reportDue(Set(mine.keys), at: now)
         }
         if reportDue { publishSeen(mine, at: now) }
         // Until the retained claims and reports have had time to arrive, decide nothing.
@@ -57,20 +60,22 @@ extension ClusterExtension {
 
     /// What this node sees now: a linked device at its last advertised RSSI (BlueZ reports no
     /// RSSI for a connected LE device; -127 when none was seen), others from the scan while recent.
-    /// A device in `nearby` (linked through another adapter of this node's Bluetooth daemon: it
-    /// advertises to nobody) and not heard recently is seen now at -127, "no RSSI": in reach, so
+    /// A device for which `nearby` says yes (linked through another adapter of this node's
+    /// Bluetooth daemon: it advertises to nobody; asked only of a device neither linked nor heard
+    /// recently) is seen now at -127, "no RSSI": in reach, so
     /// this node can claim it when nobody owns it, but never seen better than an owner
     /// (``ClusterView/decide(_:address:at:)`` hands over to a measured RSSI only).
-    static func ownSightings(_ addresses: [String], linked: Set<String>, nearby: Set<String> = [],
+    static func ownSightings(_ addresses: [String], linked: Set<String>,
                              local: [String: (rssi: Int, at: ContinuousClock.Instant)],
-                             lostAfter: Duration, at now: ContinuousClock.Instant) -> [String: ClusterView.Sighting] {
+                             lostAfter: Duration, at now: ContinuousClock.Instant,
+                             nearby: (String) -> Bool = { _ in false }) -> [String: ClusterView.Sighting] {
         var out: [String: ClusterView.Sighting] = [:]
         for address in addresses {
             if linked.contains(address) {
                 out[address] = ClusterView.Sighting(rssi: local[address]?.rssi ?? ClusterView.Sighting.noRSSI, at: now, connected: true)
             } else if let s = local[address], now - s.at <= lostAfter {
                 out[address] = ClusterView.Sighting(rssi: s.rssi, at: s.at, connected: false)
-            } else if nearby.contains(address) {
+            } else if nearby(address) {
                 out[address] = ClusterView.Sighting(rssi: ClusterView.Sighting.noRSSI, at: now, connected: false)
             }
         }
