@@ -29,21 +29,36 @@ public struct Topics: Sendable, Equatable {
     /// Routes an inbound topic; nil for topics that are not ours to act on (including our own
     /// output topics, so the bridge ignores its own publishes).
     public func route(_ topic: String) -> Route? {
-        guard topic.hasPrefix(base + "/") else { return nil }
-        let parts = topic.dropFirst(base.count + 1).split(separator: "/", omittingEmptySubsequences: false).map(String.init)
-        guard parts.allSatisfy({ !$0.isEmpty }) else { return nil }
-        if parts.first == "bridge" {
-            if parts.count >= 3, parts[1] == "request" { return .bridgeRequest(operation: parts[2...].joined(separator: "/")) }
+        guard let parts = Self.levels(of: topic, after: base) else { return nil }
+        if parts[0].elementsEqual("bridge".utf8) {
+            if parts.count >= 3, parts[1].elementsEqual("request".utf8) {
+                return .bridgeRequest(operation: parts[2...].map(Self.name).joined(separator: "/"))
+            }
             return nil
         }
         switch parts.count {
-        case 2 where parts[1] == "set": return .set(device: parts[0])
-        case 2 where parts[1] == "get": return .get(device: parts[0])
-        case 3 where parts[1] == "set": return .setAttribute(device: parts[0], attribute: parts[2])
-        case 3 where parts[2] == "write": return .write(device: parts[0], characteristic: parts[1])
+        case 2 where parts[1].elementsEqual("set".utf8): return .set(device: Self.name(parts[0]))
+        case 2 where parts[1].elementsEqual("get".utf8): return .get(device: Self.name(parts[0]))
+        case 3 where parts[1].elementsEqual("set".utf8): return .setAttribute(device: Self.name(parts[0]), attribute: Self.name(parts[2]))
+        case 3 where parts[2].elementsEqual("write".utf8): return .write(device: Self.name(parts[0]), characteristic: Self.name(parts[1]))
         default: return nil
         }
     }
+
+    /// The levels of `topic` after `prefix` and a `/` (MQTT's level separator is that byte,
+    /// whatever follows it); nil when the topic does not start so, or a level is empty. On the
+    /// UTF-8 bytes: every inbound message is routed, several times.
+    static func levels(of topic: String, after prefix: String) -> [Substring.UTF8View]? {
+        let slash = UInt8(ascii: "/")
+        let u = topic.utf8
+        guard u.count > prefix.utf8.count + 1, u.starts(with: prefix.utf8) else { return nil }
+        let rest = u.dropFirst(prefix.utf8.count)
+        guard rest.first == slash else { return nil }
+        let parts = rest.dropFirst().split(separator: slash, omittingEmptySubsequences: false)
+        return parts.contains(where: \.isEmpty) ? nil : parts
+    }
+
+    static func name(_ level: Substring.UTF8View) -> String { String(Substring(level)) }
 
     public func state(_ device: String) -> String { "\(base)/\(device)" }
     public func availability(_ device: String) -> String { "\(base)/\(device)/availability" }
@@ -80,10 +95,8 @@ public struct Topics: Sendable, Equatable {
     }
 
     public func clusterRoute(_ topic: String) -> ClusterRoute? {
-        let prefix = base + "/bridge/"
-        guard topic.hasPrefix(prefix) else { return nil }
-        let parts = topic.dropFirst(prefix.count).split(separator: "/", omittingEmptySubsequences: false).map(String.init)
-        guard parts.allSatisfy({ !$0.isEmpty }) else { return nil }
+        guard let levels = Self.levels(of: topic, after: base + "/bridge") else { return nil }
+        let parts = levels.map(Self.name)
         switch (parts.count, parts.first) {
         case (3, "nodes") where parts[2] == "state": return .nodeState(parts[1])
         case (3, "nodes") where parts[2] == "seen": return .nodeSeen(parts[1])

@@ -14,12 +14,27 @@ import Testing
         #expect(t.route("gatt2mqtt/bridge/request/device/add") == .bridgeRequest(operation: "device/add"))
         #expect(t.route("gatt2mqtt/bridge/request/config/reload") == .bridgeRequest(operation: "config/reload"))
         #expect(t.route("gatt2mqtt/bridge/request/device//add") == nil)
+        // Levels are split at the byte "/" (MQTT's separator), names kept whole in UTF-8.
+        #expect(t.route("gatt2mqtt/café/set") == .set(device: "café"))
+        #expect(t.route("gatt2mqtt/cam\u{301}/set/e\u{301}") == .setAttribute(device: "cam\u{301}", attribute: "e\u{301}"))
+        #expect(t.route("gatt2mqtt/cam/\u{301}set") == nil)
+    }
+
+    @Test func routesClusterTopics() {
+        #expect(t.clusterRoute("gatt2mqtt/bridge/nodes/a/state") == .nodeState("a"))
+        #expect(t.clusterRoute("gatt2mqtt/bridge/nodes/b/seen") == .nodeSeen("b"))
+        #expect(t.clusterRoute("gatt2mqtt/bridge/owners/cam") == .owner(device: "cam"))
+        for topic in ["gatt2mqtt/bridge/owners", "gatt2mqtt/bridge/owners/", "gatt2mqtt/bridge/nodes/a/x", "gatt2mqtt/bridgeowners/cam",
+                      "gatt2mqtt/bridge/owners/cam/x", "gatt2mqtt/bridge//owners/cam", "other/bridge/owners/cam"] {
+            #expect(t.clusterRoute(topic) == nil, "\(topic)")
+        }
     }
 
     @Test func ignoresOwnOutputAndForeignTopics() {
         for topic in ["gatt2mqtt/camera", "gatt2mqtt/camera/response", "gatt2mqtt/camera/availability",
                       "gatt2mqtt/bridge/state", "gatt2mqtt/bridge/response/x", "other/camera/set",
-                      "gatt2mqtt//set", "gatt2mqtt/camera/set/", "gatt2mqttx/camera/set", "gatt2mqtt/a/b/c/d"] {
+                      "gatt2mqtt//set", "gatt2mqtt/camera/set/", "gatt2mqttx/camera/set", "gatt2mqtt/a/b/c/d",
+                      "gatt2mqtt", "gatt2mqtt/", "gatt2mqtt/bridge", "gatt2mqtt/bridge/request", "gatt2mqtt/bridge/request/"] {
             #expect(t.route(topic) == nil, "\(topic)")
         }
     }
