@@ -247,9 +247,10 @@ struct CommandQueue: Sendable {
     /// When ``expire(at:)`` has something to do next: the earliest deadline of a waiting user
     /// command, or the answer timeout of the command under way (nil: none).
     var nextDeadline: ContinuousClock.Instant? {
+        // By index: the session asks after every event, and a loop over the elements copies each.
         var next = inFlight?.timeoutAt
-        for cmd in waiting where !cmd.isInternal {
-            if let d = cmd.deadline, next.map({ d < $0 }) ?? true { next = d }
+        for i in waiting.indices where !waiting[i].isInternal {
+            if let d = waiting[i].deadline, next.map({ d < $0 }) ?? true { next = d }
         }
         return next
     }

@@ -74,8 +74,18 @@ import Testing
         #expect(throws: JSONParseError.self) { try JSONValue(parsing: deep) }
     }
 
-    @Test func escapesControlCharacters() {
+    @Test func escapesControlCharacters() throws {
         #expect(JSONValue.string("a\"\\\n\u{01}").jsonText == #""a\"\\\n\u0001""#)
+        // Runs between escapes are copied whole: escapes first, last, side by side, none at all.
+        #expect(JSONValue.string("").jsonText == #""""#)
+        #expect(JSONValue.string("plain é 😀").jsonText == "\"plain é 😀\"")
+        #expect(JSONValue.string("\"x\"").jsonText == #""\"x\"""#)
+        #expect(JSONValue.string("\t\r\u{1f}ab\\").jsonText == #""\t\r\u001fab\\""#)
+        // Every ASCII character reads back as itself, alone and around a non-ASCII one.
+        let ascii = String(decoding: (0..<128).map { UInt8($0) }, as: UTF8.self)
+        for s in [ascii, ascii + "é" + ascii] {
+            #expect(try JSONValue(parsing: JSONValue.string(s).jsonText) == .string(s))
+        }
     }
 }
 
