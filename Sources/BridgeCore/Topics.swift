@@ -29,36 +29,45 @@ public struct Topics: Sendable, Equatable {
     /// Routes an inbound topic; nil for topics that are not ours to act on (including our own
     /// output topics, so the bridge ignores its own publishes).
     public func route(_ topic: String) -> Route? {
-        guard let parts = Self.levels(of: topic, after: base) else { return nil }
-        if parts[0].elementsEqual("bridge".utf8) {
-            if parts.count >= 3, parts[1].elementsEqual("request".utf8) {
-                return .bridgeRequest(operation: parts[2...].map(Self.name).joined(separator: "/"))
+        var topic = topic
+        return topic.withUTF8 { t -> Route? in
+            guard let parts = Self.levels(t, after: base) else { return nil }
+            func name(_ r: Range<Int>) -> String { String(decoding: UnsafeBufferPointer(rebasing: t[r]), as: UTF8.self) }
+            func level(_ i: Int, is word: StaticString) -> Bool {
+                t[parts[i]].elementsEqual(UnsafeBufferPointer(start: word.utf8Start, count: word.utf8CodeUnitCount))
             }
-            return nil
-        }
-        switch parts.count {
-        case 2 where parts[1].elementsEqual("set".utf8): return .set(device: Self.name(parts[0]))
-        case 2 where parts[1].elementsEqual("get".utf8): return .get(device: Self.name(parts[0]))
-        case 3 where parts[1].elementsEqual("set".utf8): return .setAttribute(device: Self.name(parts[0]), attribute: Self.name(parts[2]))
-        case 3 where parts[2].elementsEqual("write".utf8): return .write(device: Self.name(parts[0]), characteristic: Self.name(parts[1]))
-        default: return nil
+            if level(0, is: "bridge") {
+                if parts.count >= 3, level(1, is: "request") { return .bridgeRequest(operation: name(parts[2].lowerBound..<t.count)) }
+                return nil
+            }
+            switch parts.count {
+            case 2 where level(1, is: "set"): return .set(device: name(parts[0]))
+            case 2 where level(1, is: "get"): return .get(device: name(parts[0]))
+            case 3 where level(1, is: "set"): return .setAttribute(device: name(parts[0]), attribute: name(parts[2]))
+            case 3 where level(2, is: "write"): return .write(device: name(parts[0]), characteristic: name(parts[1]))
+            default: return nil
+            }
         }
     }
 
-    /// The levels of `topic` after `prefix` and a `/` (MQTT's level separator is that byte,
-    /// whatever follows it); nil when the topic does not start so, or a level is empty. On the
-    /// UTF-8 bytes: every inbound message is routed, several times.
-    static func levels(of topic: String, after prefix: String) -> [Substring.UTF8View]? {
+    /// Where the levels of `topic` after `prefix` and a `/` lie (MQTT's level separator is that
+    /// byte, whatever follows it); nil when the topic does not start so, or a level is empty. On
+    /// the UTF-8 bytes: every inbound message is routed, several times.
+    static func levels(_ topic: UnsafeBufferPointer<UInt8>, after prefix: String) -> [Range<Int>]? {
         let slash = UInt8(ascii: "/")
-        let u = topic.utf8
-        guard u.count > prefix.utf8.count + 1, u.starts(with: prefix.utf8) else { return nil }
-        let rest = u.dropFirst(prefix.utf8.count)
-        guard rest.first == slash else { return nil }
-        let parts = rest.dropFirst().split(separator: slash, omittingEmptySubsequences: false)
-        return parts.contains(where: \.isEmpty) ? nil : parts
+        var prefix = prefix
+        let start = prefix.withUTF8 { p in topic.count > p.count + 1 && topic.starts(with: p) && topic[p.count] == slash ? p.count + 1 : nil }
+        guard var from = start else { return nil }
+        var parts: [Range<Int>] = []
+        parts.reserveCapacity(4)
+        while true {
+            let end = topic[from...].firstIndex(of: slash) ?? topic.count
+            guard end > from else { return nil }  // an empty level
+            parts.append(from..<end)
+            if end == topic.count { return parts }
+            from = end + 1
+        }
     }
-
-    static func name(_ level: Substring.UTF8View) -> String { String(Substring(level)) }
 
     public func state(_ device: String) -> String { "\(base)/\(device)" }
     public func availability(_ device: String) -> String { "\(base)/\(device)/availability" }
@@ -95,8 +104,11 @@ public struct Topics: Sendable, Equatable {
     }
 
     public func clusterRoute(_ topic: String) -> ClusterRoute? {
-        guard let levels = Self.levels(of: topic, after: base + "/bridge") else { return nil }
-        let parts = levels.map(Self.name)
+        var topic = topic
+        let parts = topic.withUTF8 { t in
+            Self.levels(t, after: base + "/bridge")?.map { String(decoding: UnsafeBufferPointer(rebasing: t[$0]), as: UTF8.self) }
+        }
+        guard let parts else { return nil }
         switch (parts.count, parts.first) {
         case (3, "nodes") where parts[2] == "state": return .nodeState(parts[1])
         case (3, "nodes") where parts[2] == "seen": return .nodeSeen(parts[1])
