@@ -373,6 +373,7 @@ extension JSONValue {
     /// codecs that must keep them map them to strings first.
     public var jsonText: String {
         var out = [UInt8]()
+        out.reserveCapacity(256)
         write(to: &out, pretty: false, indent: 0)
         return String(decoding: out, as: UTF8.self)
     }
@@ -388,8 +389,10 @@ extension JSONValue {
         switch self {
         case .null: out.append(contentsOf: "null".utf8)
         case let .bool(v): out.append(contentsOf: (v ? "true" : "false").utf8)
-        case let .int(v): out.append(contentsOf: String(v).utf8)
-        case let .uint(v): out.append(contentsOf: String(v).utf8)
+        case let .int(v):
+            if v < 0 { out.append(UInt8(ascii: "-")) }
+            JSONValue.writeDigits(v.magnitude, to: &out)
+        case let .uint(v): JSONValue.writeDigits(v, to: &out)
         case let .double(v):
             if !v.isFinite {
                 out.append(contentsOf: "null".utf8)
@@ -430,6 +433,18 @@ extension JSONValue {
     }
 
     static let hexDigits: [UInt8] = Array("0123456789abcdef".utf8)
+
+    /// `v` in decimal, without the `String` a conversion would allocate.
+    static func writeDigits(_ v: UInt64, to out: inout [UInt8]) {
+        guard v >= 10 else { return out.append(UInt8(ascii: "0") + UInt8(v)) }
+        let first = out.count
+        var v = v
+        while v > 0 {
+            out.append(UInt8(ascii: "0") + UInt8(v % 10))
+            v /= 10
+        }
+        out[first...].reverse()
+    }
 
     /// `s` as a JSON string: the runs that need no escape copied whole, the rest escaped.
     static func writeString(_ s: String, to out: inout [UInt8]) {

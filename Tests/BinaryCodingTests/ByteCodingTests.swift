@@ -74,6 +74,14 @@ import Testing
         #expect(throws: JSONParseError.self) { try JSONValue(parsing: deep) }
     }
 
+    @Test func writesIntegersInDecimal() {
+        for v: Int64 in [0, 7, 9, 10, 99, 100, -1, -9, -10, 1_000_000_007, .max, .min] {
+            #expect(JSONValue.int(v).jsonText == String(v))
+        }
+        for v: UInt64 in [0, 10, .max] { #expect(JSONValue.uint(v).jsonText == String(v)) }
+        #expect(JSONValue.array([.int(-12), .uint(340), .int(5)]).jsonText == "[-12,340,5]")
+    }
+
     @Test func escapesControlCharacters() throws {
         #expect(JSONValue.string("a\"\\\n\u{01}").jsonText == #""a\"\\\n\u0001""#)
         // Runs between escapes are copied whole: escapes first, last, side by side, none at all.
