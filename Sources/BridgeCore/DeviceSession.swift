@@ -43,8 +43,8 @@ actor DeviceSession {
 
     let config: DeviceConfig
     let output: SessionOutput
-    nonisolated let events: AsyncStream<Event>
-    nonisolated let sink: AsyncStream<Event>.Continuation
+    /// The events, in order, from any thread (``SessionEvents``).
+    nonisolated let sink = SessionEvents()
     nonisolated let metrics: DeviceMetrics
     /// The connect loop and the writer task.
     nonisolated let linkDriver: LinkDriver
@@ -88,7 +88,6 @@ actor DeviceSession {
         link = LinkStateMachine(owned: owned)
         schedule = LinkSchedule(now: output.clock.now())
         metrics = output.metrics.device(config.id)
-        (events, sink) = AsyncStream.makeStream(of: Event.self, bufferingPolicy: .unbounded)
         linkDriver = LinkDriver(address: config.address ?? "", notify: driver.notifyCharacteristics, pair: driver.requiresPairing,
                                 central: central, output: output, metrics: metrics, reconnect: reconnect,
                                 connectAttempt: connectAttempt, owned: owned, events: sink)
@@ -160,7 +159,7 @@ actor DeviceSession {
                 group.addTask { await self.linkDriver.maintainLink() }
                 group.addTask { await self.linkDriver.runWrites() }
             }
-            for await event in events {
+            while let event = await sink.next() {
                 if case let .stop(error, done) = event {
                     stopped.append(done)
                     if error == nil { storeDeferredRows() }  // left in the outbox for the next session
@@ -180,7 +179,7 @@ actor DeviceSession {
         await shutdown()
         // Events that came after the stop: their commands and waiters must not hang.
         sink.finish()
-        for await event in events {
+        while let event = await sink.next() {
             switch event {
             case let .stop(_, done): done.resume()
             case let .waitForLink(_, c): c.resume(returning: .stopped)

@@ -26,13 +26,13 @@ struct LinkDriver: Sendable {
     /// The connect loop's gate (this node owns the device) and the cluster's view of the link.
     let signal: LinkSignal
     /// Where the session takes its events.
-    let events: AsyncStream<DeviceSession.Event>.Continuation
+    let events: SessionEvents
     let jobs: AsyncStream<WriteJob>
     let jobSink: AsyncStream<WriteJob>.Continuation
 
     init(address: String, notify: [CharacteristicID], pair: Bool, central: any BLECentral, output: SessionOutput,
          metrics: DeviceMetrics, reconnect: (min: Duration, max: Duration), connectAttempt: Duration, owned: Bool,
-         events: AsyncStream<DeviceSession.Event>.Continuation) {
+         events: SessionEvents) {
         self.address = address
         self.notify = notify
         self.pair = pair
