@@ -34,6 +34,9 @@ final class SessionEvents: Sendable {
 
     private let state = Mutex(State())
 
+    /// Whether a ``next()`` waits now (for tests).
+    var hasWaiter: Bool { state.withLock { $0.waiter != nil } }
+
     /// Posts `event` (any thread); dropped after ``finish()``.
     func yield(_ event: DeviceSession.Event) {
         let waiter = state.withLock { s -> UnsafeContinuation<DeviceSession.Event?, Never>? in
