@@ -15,6 +15,8 @@
 #   Benchmarks/Bridge/run.sh [COMMANDS=5000] [IDLE_SECONDS=10] [ROUNDS=3]
 #   BENCH_BRIDGE_BIN=/tmp/gatt2mqtt-before Benchmarks/Bridge/run.sh   # another build of the bridge
 #   BENCH_BRIDGE_ENV="GATT2MQTT_X=1" …                                 # extra environment for the bridge only
+#   BENCH_FLOOR_ENV=…, BENCH_BRIDGE_ENV=…   # may name a wrapper too: "valgrind --tool=callgrind --callgrind-out-file=F"
+#                                           (instructions per command: Benchmarks/Bridge/instructions.sh)
 #   BENCH_MALLOC_PROBE=1 …               # also malloc calls per command (first: perf probe -x /lib/x86_64-linux-gnu/libc.so.6 --add malloc)
 #   BENCH_COPY=0 …                       # the bridge binary run where it is (scripts/gen-order's profiler wants its path)
 #
@@ -86,7 +88,7 @@ measure() {
   for i in 0 1 2 3 4 5 6 7; do mosquitto_pub -h 127.0.0.1 -p "$port" -r -n -t "gatt2mqtt/camera$i/availability"; done
   if [ "$side" = floor ]; then
     cp "$work/floor_bridge" "$work/floor-$round"
-    DBUS_SYSTEM_BUS_ADDRESS=$bus "$work/floor-$round" -H 127.0.0.1 -p "$port" -n "$ids" -a "$addresses" \
+    DBUS_SYSTEM_BUS_ADDRESS=$bus env ${BENCH_FLOOR_ENV:-} "$work/floor-$round" -H 127.0.0.1 -p "$port" -n "$ids" -a "$addresses" \
       -d "$work/floor-$round.sqlite" -s 0 > "$work/floor-$round.out" 2>"$work/floor-$round.err" & pid=$!
   else
     local exe=$bridge_bin
