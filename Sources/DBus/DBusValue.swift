@@ -77,7 +77,15 @@ public indirect enum DBusValue: Hashable, Sendable, CustomStringConvertible {
         case let .variant(inner):
             try inner.validate(depth: depth + 1)
         case let .array(element, items):
-            _ = try DBusType(signature: element.signature)
+            // A basic element type is valid as it is (no signature to parse); a byte array, the
+            // body of every GATT write, is checked without a type per element.
+            if element == .byte {
+                guard items.allSatisfy({ if case .byte = $0 { true } else { false } }) else {
+                    throw .invalidArgument("array element of another type in an array of y")
+                }
+                return
+            }
+            if !element.isBasic { _ = try DBusType(signature: element.signature) }
             for item in items {
                 guard item.type == element else {
                     throw .invalidArgument("array element of type \(item.signature) in an array of \(element.signature)")
@@ -85,7 +93,8 @@ public indirect enum DBusValue: Hashable, Sendable, CustomStringConvertible {
                 try item.validate(depth: depth + 1)
             }
         case let .dictionary(k, v, entries):
-            _ = try DBusType(signature: "a{" + k.signature + v.signature + "}")
+            guard k.isBasic else { throw .invalidArgument("dictionary key of type \(k.signature): keys are basic types") }
+            if !v.isBasic, v != .variant { _ = try DBusType(signature: "a{" + k.signature + v.signature + "}") }
             for e in entries {
                 guard e.key.type == k, e.value.type == v else {
                     throw .invalidArgument("dict entry {\(e.key.signature)\(e.value.signature)} in a{\(k.signature)\(v.signature)}")

@@ -59,6 +59,21 @@ import Testing
         #expect(throws: Never.self) { try DBusValue.objectPath("/org/bluez/hci0/dev_C0_FF_EE_00_00_01").validate() }
         #expect(throws: Never.self) { try DBusValue.objectPath("/").validate() }
         #expect(throws: Never.self) { try DBusValue.array(element: .properties, []).validate() }
+        // Byte arrays (every GATT write) and the common dictionaries take a short path: same verdicts.
+        #expect(throws: Never.self) { try DBusValue.bytes([0, 1, 0xFF]).validate() }
+        #expect(throws: DBusError.self) { try DBusValue.array(element: .byte, [.byte(1), .int32(2)]).validate() }
+        #expect(throws: Never.self) { try DBusValue.array(element: .array(.byte), [.bytes([1]), .bytes([])]).validate() }
+        #expect(throws: DBusError.self) { try DBusValue.array(element: .array(.byte), [.bytes([1]), .string("x")]).validate() }
+        #expect(throws: Never.self) { try DBusValue.properties(["type": .string("request"), "offset": .uint16(0)]).validate() }
+        #expect(throws: Never.self) {
+            try DBusValue.dictionary(key: .string, value: .array(.string), [DBusDictEntry(.string("k"), .array(element: .string, [.string("v")]))]).validate()
+        }
+        #expect(throws: DBusError.self) {
+            try DBusValue.dictionary(key: .array(.byte), value: .string, []).validate()
+        }
+        #expect(throws: DBusError.self) {
+            try DBusValue.dictionary(key: .string, value: .struct([]), []).validate()
+        }
     }
 
     @Test func emptyContainersKeepTheirSignature() {
