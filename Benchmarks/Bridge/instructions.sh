@@ -11,6 +11,8 @@
 # each sustained at 1 in flight, 8 in flight on one device and 8 over 8 devices.
 #   Benchmarks/Bridge/instructions.sh [SMALL=200] [LARGE=1000]
 #   BENCH_BRIDGE_BIN=/tmp/gatt2mqtt-before Benchmarks/Bridge/instructions.sh   # another build
+#   INSTRUCTIONS_KEEP=DIR …   # keeps the callgrind files (floor-N.cg, bridge-N.cg): per function and
+#                             # command with Benchmarks/Bridge/per-command.py
 # Valgrind 3.19 (Debian 12) cannot read the DWARF 5 the Swift toolchain writes: the bridge runs
 # from a copy without its debug sections (`objcopy --strip-debug`; the symbols stay).
 set -euo pipefail
@@ -41,6 +43,7 @@ for n in "$small" "$large"; do
     || { echo "instructions.sh: commands failed in the run of $n" >&2; tail -30 "$out/run-$n.log" >&2; exit 1; }
 done
 
+if [ -n "${INSTRUCTIONS_KEEP:-}" ]; then mkdir -p "$INSTRUCTIONS_KEEP" && cp "$out"/*.cg "$INSTRUCTIONS_KEEP"/; fi
 d=$(( $(commands "$large") - $(commands "$small") ))
 floor=$(( ($(collected "$out/floor-$large.cg") - $(collected "$out/floor-$small.cg")) / d ))
 bridge=$(( ($(collected "$out/bridge-$large.cg") - $(collected "$out/bridge-$small.cg")) / d ))
