@@ -71,7 +71,9 @@ import Testing
             #expect(!env.simulator.received(Self.address).contains { $0.method == "Pair" })
             #expect(await eventually { env.client.object(d.path)?["org.bluez.Device1"]?["Paired"]?.boolValue == true })
             #expect(env.client.object(d.path)?["org.bluez.Device1"]?["Bonded"]?.boolValue == true)
-            // The signal a pairing gives: Paired and Bonded in one PropertiesChanged.
+            // The signal a pairing gives: Paired and Bonded in one PropertiesChanged (the watcher's
+            // own connection may receive it after the client's cache took it: waited for).
+            #expect(await eventually { signals.all.contains { $0.path == d.path && $0.changed["Paired"] != nil } })
             let pairing = signals.all.filter { $0.path == d.path && $0.changed["Paired"] != nil }
             #expect(pairing.map(\.changed) == [["Paired": .boolean(true), "Bonded": .boolean(true)]])
             // Bonded: the next encrypted access needs no pairing.
