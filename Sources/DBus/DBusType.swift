@@ -2,12 +2,12 @@
 ///
 /// Dictionaries are arrays of dict entries in D-Bus; here they are one case,
 /// ``dictionary(key:value:)``, whose signature is `a{KV}`.
-public indirect enum DBusType: Hashable, Sendable, CustomStringConvertible {
+public enum DBusType: Hashable, Sendable, CustomStringConvertible {
     case byte, boolean, int16, uint16, int32, uint32, int64, uint64, double
     case string, objectPath, signature, unixFD
     case variant
-    case array(DBusType)
-    case dictionary(key: DBusType, value: DBusType)
+    indirect case array(DBusType)
+    indirect case dictionary(key: DBusType, value: DBusType)
     case `struct`([DBusType])
 
     /// The type's signature, e.g. `a{sv}`.

@@ -6,7 +6,11 @@ import Darwin
 
 /// One D-Bus value with its type (D-Bus Specification, "Type System"). Containers carry their
 /// element types so that an empty array or dictionary still has a signature.
-public indirect enum DBusValue: Hashable, Sendable, CustomStringConvertible {
+///
+/// Only the variant and the dictionary are boxed (`indirect`): a scalar, a string or an array
+/// is stored inline, so an array of bytes (every GATT write and read) is one allocation, not one
+/// per byte (docs/benchmarks.md, "Instructions per command").
+public enum DBusValue: Hashable, Sendable, CustomStringConvertible {
     case byte(UInt8)
     case boolean(Bool)
     case int16(Int16)
@@ -23,11 +27,11 @@ public indirect enum DBusValue: Hashable, Sendable, CustomStringConvertible {
     /// An `h` value: a file descriptor passed over the socket (`AcquireWrite`/`AcquireNotify`).
     case unixFD(DBusUnixFD)
     /// A `v` value: any single complete value.
-    case variant(DBusValue)
+    indirect case variant(DBusValue)
     /// An array of `element`-typed values.
     case array(element: DBusType, [DBusValue])
     /// A dictionary `a{KV}`; entries keep their wire order.
-    case dictionary(key: DBusType, value: DBusType, [DBusDictEntry])
+    indirect case dictionary(key: DBusType, value: DBusType, [DBusDictEntry])
     /// A struct; at least one field.
     case `struct`([DBusValue])
 
