@@ -81,17 +81,60 @@ public enum CrashTrace {
     /// formatting is done here, not in the handler).
     public static func noteMessage(topic: String, payload: [UInt8]) {
         guard let prepared else { return }
-        var line = Array("gatt2mqtt: the last MQTT message received: topic ".utf8)
-        line += topic.utf8.prefix(200)
-        line += Array(", \(payload.count) byte(s): ".utf8)
-        line += payload.prefix(160).map { $0 >= 0x20 && $0 < 0x7F ? $0 : UInt8(ascii: ".") }
-        if payload.count > 160 { line += Array("…".utf8) }
-        line.append(UInt8(ascii: "\n"))
-        let n = min(line.count, messageCapacity)
+        // Written straight into the prepared buffer (once per message: no array or string made).
         writer.withLock { _ in
             messageLength.store(0, ordering: .sequentiallyConsistent)
-            line.withUnsafeBufferPointer { prepared.message.update(from: $0.baseAddress!, count: n) }
-            messageLength.store(n, ordering: .sequentiallyConsistent)
+            var line = LineWriter(base: prepared.message, capacity: messageCapacity)
+            line.append("gatt2mqtt: the last MQTT message received: topic ")
+            var topic = topic
+            topic.withUTF8 { line.append(UnsafeBufferPointer(rebasing: $0.prefix(200))) }
+            line.append(", ")
+            line.append(decimal: payload.count)
+            line.append(" byte(s): ")
+            payload.withUnsafeBufferPointer { bytes in
+                for b in bytes.prefix(160) { line.append(byte: b >= 0x20 && b < 0x7F ? b : UInt8(ascii: ".")) }
+            }
+            if payload.count > 160 { line.append("…") }
+            line.append(byte: UInt8(ascii: "\n"))
+            messageLength.store(line.count, ordering: .sequentiallyConsistent)
+        }
+    }
+
+    /// Appends to a fixed buffer; what does not fit is dropped.
+    struct LineWriter {
+        let base: UnsafeMutablePointer<UInt8>
+        let capacity: Int
+        private(set) var count = 0
+
+        init(base: UnsafeMutablePointer<UInt8>, capacity: Int) {
+            self.base = base
+            self.capacity = capacity
+        }
+
+        mutating func append(byte: UInt8) {
+            guard count < capacity else { return }
+            base[count] = byte
+            count += 1
+        }
+
+        mutating func append(_ bytes: UnsafeBufferPointer<UInt8>) {
+            for b in bytes { append(byte: b) }
+        }
+
+        mutating func append(_ text: StaticString) {
+            text.withUTF8Buffer { append($0) }
+        }
+
+        /// A non-negative number in decimal (a negative one as its magnitude).
+        mutating func append(decimal value: Int) {
+            var divisor = 1
+            while value.magnitude / UInt(divisor) >= 10 { divisor *= 10 }
+            var rest = value.magnitude
+            repeat {
+                append(byte: UInt8(ascii: "0") + UInt8(rest / UInt(divisor)))
+                rest %= UInt(divisor)
+                divisor /= 10
+            } while divisor > 0
         }
     }
 
