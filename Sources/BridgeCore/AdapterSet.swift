@@ -34,11 +34,11 @@ public final class AdapterSet: BLECentral, BLEAdapterControl, Sendable {
         var links: [String: Set<String>] = [:]
         /// The last sighting of each address through each adapter (of the ``ScanState/capacity``
         /// addresses heard last: random addresses must not grow this).
-        var sightings = RecentMap<String, [String: (rssi: Int, at: ContinuousClock.Instant)]>(capacity: ScanState.capacity)
+        var sightings = RecentMap<String, [String: (rssi: Int, at: BridgeInstant)]>(capacity: ScanState.capacity)
         /// When a connect to an address through an adapter last failed.
-        var failures: [String: [String: ContinuousClock.Instant]] = [:]
+        var failures: [String: [String: BridgeInstant]] = [:]
         /// When each address was last surveyed (``survey(_:within:)``).
-        var surveyed: [String: ContinuousClock.Instant] = [:]
+        var surveyed: [String: BridgeInstant] = [:]
     }
 
     /// How long a sighting counts when choosing an adapter.
@@ -88,7 +88,7 @@ public final class AdapterSet: BLECentral, BLEAdapterControl, Sendable {
     }
 
     /// The adapters to try for `address`, best first.
-    func order(for address: String, at now: ContinuousClock.Instant) -> [Entry] {
+    func order(for address: String, at now: BridgeInstant) -> [Entry] {
         if let pin = pins[address] { return entries.filter { $0.name == pin } }
         return state.withLock { s in
             let seen = s.sightings[address] ?? [:]
@@ -147,7 +147,7 @@ public final class AdapterSet: BLECentral, BLEAdapterControl, Sendable {
 
     /// Whether a connect to `address` should survey first: not pinned, more than one adapter
     /// could take it, and some of them has no recent sighting of it.
-    func needsSurvey(_ address: String, at now: ContinuousClock.Instant) -> Bool {
+    func needsSurvey(_ address: String, at now: BridgeInstant) -> Bool {
         guard pins[address] == nil else { return false }
         let open = order(for: address, at: now).filter { $0.member.central.adapterControl != nil }
         guard open.count > 1 else { return false }

@@ -14,9 +14,9 @@ struct OwnClears: Sendable {
     /// At most this many clears are remembered (a flood of retained requests on made-up actions).
     static let capacity = 1024
 
-    private var until: [String: ContinuousClock.Instant] = [:]
+    private var until: [String: BridgeInstant] = [:]
 
-    mutating func cleared(_ topic: String, at now: ContinuousClock.Instant) {
+    mutating func cleared(_ topic: String, at now: BridgeInstant) {
         if until.count >= Self.capacity { until = until.filter { $0.value > now } }
         if until.count >= Self.capacity { return }
         until[topic] = now + Self.window
@@ -24,7 +24,7 @@ struct OwnClears: Sendable {
 
     /// Whether an empty payload on `topic` now is the echo of the bridge's own clear (then
     /// forgotten: the next one is a request).
-    mutating func isEcho(_ topic: String, at now: ContinuousClock.Instant) -> Bool {
+    mutating func isEcho(_ topic: String, at now: BridgeInstant) -> Bool {
         guard let end = until.removeValue(forKey: topic) else { return false }
         return now <= end
     }

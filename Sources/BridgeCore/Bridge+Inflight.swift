@@ -14,7 +14,7 @@ struct AfterCrash: Sendable {
     var toAnswer: [InflightMessage] = []
     /// Dropped when delivered again within ``Redeliveries/window`` of `since`.
     var toDrop: [InflightMessage] = []
-    var since: ContinuousClock.Instant?
+    var since: BridgeInstant?
 }
 
 /// What ``Bridge/beginHandling(_:)`` decided for one message.
@@ -80,7 +80,7 @@ extension Bridge {
     }
 
     /// Takes the markers left by the previous run, once (at the first message or at start).
-    private func loadCrashed(_ s: inout AfterCrash, at now: ContinuousClock.Instant) {
+    private func loadCrashed(_ s: inout AfterCrash, at now: BridgeInstant) {
         guard !s.loaded else { return }
         s.loaded = true
         let left: [InflightMessage]

@@ -9,12 +9,12 @@ import Foundation
 /// `Date`s: they must survive a restart, which a monotonic instant does not. They are converted
 /// at the store's edge (``date(of:now:)`` and ``instant(of:now:)``).
 public struct BridgeClock: Sendable {
-    /// The current instant. Instants of one `BridgeClock` compare only with each other.
-    public let now: @Sendable () -> ContinuousClock.Instant
+    /// The current instant (``BridgeInstant``). Instants of one `BridgeClock` compare only with each other.
+    public let now: @Sendable () -> BridgeInstant
     /// Waits for a duration of this clock (throws when the task is cancelled).
     public let sleep: Sleep
 
-    public init(now: @escaping @Sendable () -> ContinuousClock.Instant, sleep: Sleep) {
+    public init(now: @escaping @Sendable () -> BridgeInstant, sleep: Sleep) {
         self.now = now
         self.sleep = sleep
     }
@@ -26,12 +26,12 @@ public struct BridgeClock: Sendable {
     public static func continuous(sleep: Sleep) -> BridgeClock { BridgeClock(now: { .now }, sleep: sleep) }
 
     /// The wall-clock date of `instant`, for the store (`wallNow` is the date at `now`).
-    static func date(of instant: ContinuousClock.Instant, now: ContinuousClock.Instant, wallNow: Date) -> Date {
+    static func date(of instant: BridgeInstant, now: BridgeInstant, wallNow: Date) -> Date {
         wallNow.addingTimeInterval((instant - now).seconds)
     }
 
     /// The instant of a stored wall-clock `date` (`wallNow` is the date at `now`).
-    static func instant(of date: Date, now: ContinuousClock.Instant, wallNow: Date) -> ContinuousClock.Instant {
+    static func instant(of date: Date, now: BridgeInstant, wallNow: Date) -> BridgeInstant {
         now + .seconds(date.timeIntervalSince(wallNow))
     }
 }

@@ -74,7 +74,7 @@ public final class BridgeMetrics: Sendable {
     /// A command ended (`ok`, `error`, `expired`): counted by command and status, its error by
     /// code, and its time since it came in over MQTT observed (commands resumed from the outbox
     /// of an earlier run have no arrival instant). Other statuses are ignored.
-    func ended(_ cmd: PendingCommand, device: String, _ status: CommandStatus, error: CommandError?, at now: ContinuousClock.Instant) {
+    func ended(_ cmd: PendingCommand, device: String, _ status: CommandStatus, error: CommandError?, at now: BridgeInstant) {
         guard status.isTerminal, !cmd.isInternal else { return }
         let d = self.device(device)
         let c = d.command(Self.label(cmd, error: error))

@@ -97,11 +97,11 @@ public struct ClusterView: Sendable {
         public static let ageRange: ClosedRange<Int64> = 0...(DurationLimits.maximumSeconds * 1000)
 
         public var rssi: Int
-        public var at: ContinuousClock.Instant
+        public var at: BridgeInstant
         /// The node holds a link to it (its RSSI is the last one seen before connecting).
         public var connected: Bool
 
-        public init(rssi: Int, at: ContinuousClock.Instant, connected: Bool) {
+        public init(rssi: Int, at: BridgeInstant, connected: Bool) {
             self.rssi = rssi
             self.at = at
             self.connected = connected
@@ -143,14 +143,14 @@ public struct ClusterView: Sendable {
     /// The claim in force per device id.
     public private(set) var claims: [String: OwnershipClaim] = [:]
     /// When this node's claim of a device took effect (for the settle time).
-    private var claimedAt: [String: ContinuousClock.Instant] = [:]
+    private var claimedAt: [String: BridgeInstant] = [:]
     /// The other node that has seen a device better than this node (its owner), and since when.
-    private var betterSince: [String: (node: String, since: ContinuousClock.Instant)] = [:]
+    private var betterSince: [String: (node: String, since: BridgeInstant)] = [:]
     /// How many reports each node has made (as received).
     private var reportCount: [String: Int] = [:]
     /// Devices never claimed that this node sees best: since when it waits to claim one, and
     /// how many reports each node had made then (``decide(_:address:at:)``).
-    private var firstClaimWait: [String: (since: ContinuousClock.Instant, reports: [String: Int])] = [:]
+    private var firstClaimWait: [String: (since: BridgeInstant, reports: [String: Int])] = [:]
 
     public init(me: String, parameters: Parameters) {
         self.me = me
@@ -176,7 +176,7 @@ public struct ClusterView: Sendable {
     /// The devices of a node's report (`{"<address>":{"rssi","age_ms","connected"}}`) as
     /// sightings at `now`, or what is wrong with it: every number range-checked (``Sighting/rssiRange``,
     /// ``Sighting/ageRange``), so garbage is refused whole rather than taken in part.
-    public static func sightings(_ devices: JSONObject, at now: ContinuousClock.Instant) -> Result<[String: Sighting], ReportError> {
+    public static func sightings(_ devices: JSONObject, at now: BridgeInstant) -> Result<[String: Sighting], ReportError> {
         var seen: [String: Sighting] = [:]
         for (address, value) in devices {
             guard let o = value.objectValue else { return .failure(ReportError("\(address): expected {\"rssi\",\"age_ms\",\"connected\"}")) }
@@ -204,7 +204,7 @@ public struct ClusterView: Sendable {
     /// A claim arrived (or this node publishes one). Returns whether it is now the claim in
     /// force, and whether the owner changed.
     @discardableResult
-    public mutating func receive(_ claim: OwnershipClaim, for device: String, at now: ContinuousClock.Instant) -> Bool {
+    public mutating func receive(_ claim: OwnershipClaim, for device: String, at now: BridgeInstant) -> Bool {
         let current = claims[device]
         guard claim.supersedes(current) else { return false }
         claims[device] = claim
@@ -223,7 +223,7 @@ public struct ClusterView: Sendable {
         return n
     }
 
-    public func role(of device: String, at now: ContinuousClock.Instant) -> Role {
+    public func role(of device: String, at now: BridgeInstant) -> Role {
         guard let owner = owner(of: device), let claim = claims[device] else { return .unowned }
         if owner == me {
             if let to = claim.handoverTo { return .handingOver(to: to) }
@@ -234,7 +234,7 @@ public struct ClusterView: Sendable {
     }
 
     /// The sightings of `address` that count at `now`: online nodes, recent enough.
-    func candidates(_ address: String, at now: ContinuousClock.Instant) -> [(node: String, rssi: Int)] {
+    func candidates(_ address: String, at now: BridgeInstant) -> [(node: String, rssi: Int)] {
         var out: [(node: String, rssi: Int)] = []
         for (node, seen) in sightings where online.contains(node) {
             guard let s = seen[address], now - s.at <= parameters.lostAfter else { continue }
@@ -250,9 +250,9 @@ public struct ClusterView: Sendable {
     /// the same time and sees the device better is not claimed over, then handed the device a
     /// moment later. Bounded: after ``Parameters/seenInterval`` of waiting (every node reports
     /// that often) it claims anyway.
-    mutating func othersHaveReported(_ device: String, address: String, at now: ContinuousClock.Instant) -> Bool {
+    mutating func othersHaveReported(_ device: String, address: String, at now: BridgeInstant) -> Bool {
         guard parameters.seenInterval > .zero else { return true }
-        let wait: (since: ContinuousClock.Instant, reports: [String: Int])
+        let wait: (since: BridgeInstant, reports: [String: Int])
         if let w = firstClaimWait[device] {
             wait = w
         } else {
@@ -266,7 +266,7 @@ public struct ClusterView: Sendable {
     }
 
     /// What this node should publish about `device` (at `address`) now, if anything.
-    public mutating func decide(_ device: String, address: String, at now: ContinuousClock.Instant) -> Decision? {
+    public mutating func decide(_ device: String, address: String, at now: BridgeInstant) -> Decision? {
         let claim = claims[device]
         let seen = candidates(address, at: now)
         guard let owner = owner(of: device), let claim else {

@@ -18,7 +18,7 @@ struct CommandQueue: Sendable {
         var sequence: UInt64
         /// How long the answer may take (the request's own timeout, else the command timeout).
         var limit: Duration
-        var timeoutAt: ContinuousClock.Instant
+        var timeoutAt: BridgeInstant
     }
 
     /// Commands and internal requests waiting, in order.
@@ -172,7 +172,7 @@ struct CommandQueue: Sendable {
     }
 
     /// `cmd` (taken by ``next(busy:)``, its outbox row `sent`) goes out as `request` at `now`.
-    mutating func start(_ cmd: PendingCommand, _ request: DeviceRequest, commandTimeout: Duration, now: ContinuousClock.Instant) -> Start {
+    mutating func start(_ cmd: PendingCommand, _ request: DeviceRequest, commandTimeout: Duration, now: BridgeInstant) -> Start {
         let limit = request.timeout ?? commandTimeout
         if request.writes.isEmpty, request.read == nil {
             guard let key = request.expect else { return .done }
@@ -246,9 +246,12 @@ struct CommandQueue: Sendable {
 
     /// When ``expire(at:)`` has something to do next: the earliest deadline of a waiting user
     /// command, or the answer timeout of the command under way (nil: none).
-    var nextDeadline: ContinuousClock.Instant? {
+    var nextDeadline: BridgeInstant? { earliest(inFlight?.timeoutAt, waitingDeadline) }
+
+    /// The earliest deadline of a waiting user command (nil: none).
+    var waitingDeadline: BridgeInstant? {
         // By index: the session asks after every event, and a loop over the elements copies each.
-        var next = inFlight?.timeoutAt
+        var next: BridgeInstant?
         for i in waiting.indices where !waiting[i].isInternal {
             if let d = waiting[i].deadline, next.map({ d < $0 }) ?? true { next = d }
         }
@@ -257,7 +260,7 @@ struct CommandQueue: Sendable {
 
     /// At `now`: the waiting user commands whose deadline passed (in order, removed), and the
     /// command under way whose answer is late (ended).
-    mutating func expire(at now: ContinuousClock.Instant) -> (expired: [PendingCommand], timedOut: InFlight?) {
+    mutating func expire(at now: BridgeInstant) -> (expired: [PendingCommand], timedOut: InFlight?) {
         func due(_ cmd: PendingCommand) -> Bool {
             if let d = cmd.deadline, d <= now, !cmd.isInternal { return true }
             return false

@@ -73,9 +73,16 @@ extension DeviceSession {
     /// do next: the earliest of the link's waiters, the waiting commands' deadlines, the answer
     /// timeout, the availability silence, the polls and the keep-alive (nil: nothing until
     /// another event). Each is the first instant at which its check fires.
-    var nextDeadline: ContinuousClock.Instant? {
-        if let passive { return link.isOwned ? passive.tracker.nextDue : nil }
-        let next = earliest(earliest(link.nextDeadline, queue.nextDeadline), schedule.nextDue)
+    var nextDeadline: BridgeInstant? {
+        if passive != nil { return link.isOwned ? passive?.tracker.nextDue : nil }
+        // Asked after every event: the parts are read where they are stored, and a part's getter
+        // is called only when it has something to say (calling a getter of `queue`, `link` or
+        // `schedule` copies that struct out of the session first — the command under way with
+        // it — which made this ~5k instructions a call; docs/benchmarks.md).
+        var next = queue.inFlight?.timeoutAt
+        if !queue.waiting.isEmpty { next = earliest(next, queue.waitingDeadline) }
+        if !link.waiters.isEmpty { next = earliest(next, link.nextDeadline) }
+        if !schedule.nextPolls.isEmpty || schedule.nextKeepAlive != nil { next = earliest(next, schedule.nextDue) }
         return link.available ? earliest(next, schedule.silence(timeout: config.availabilityTimeout)) : next
     }
 

@@ -15,7 +15,7 @@ extension DeviceSession {
         var decoder: LastDecoded
         var tracker: PassiveTracker
         /// The last decode error reported on `bridge/event` (they are counted every time).
-        var lastReported: ContinuousClock.Instant?
+        var lastReported: BridgeInstant?
 
         init(decoder: any PassiveDecoder, config: DeviceConfig, state: JSONObject, lastCounter: UInt32?) {
             self.decoder = LastDecoded(decoder)

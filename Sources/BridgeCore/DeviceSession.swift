@@ -30,7 +30,7 @@ actor DeviceSession {
         /// commands (nil: they stay in the outbox for the session that replaces this one).
         case stop(error: CommandError?, done: CheckedContinuation<Void, Never>)
         /// Someone waits for the link (``waitForLink(timeout:)``).
-        case waitForLink(deadline: ContinuousClock.Instant, CheckedContinuation<LinkWait, Never>)
+        case waitForLink(deadline: BridgeInstant, CheckedContinuation<LinkWait, Never>)
         /// Resumed once every event before it was handled (``settled()``).
         case settle(CheckedContinuation<Void, Never>)
         /// Store the waiting commands whose `queued` row was put off (``accept(_:)``).
@@ -73,7 +73,7 @@ actor DeviceSession {
     nonisolated let isPassive: Bool
     /// The next deadline last posted to the bridge's timer (``postDeadline()``); `.none`: none
     /// posted since the timer took the last one.
-    var postedDeadline: ContinuousClock.Instant?? = .none
+    var postedDeadline: BridgeInstant?? = .none
 
     init(config: DeviceConfig, driver: any DeviceDriver, central: any BLECentral, output: SessionOutput,
          initialState: JSONObject, reconnect: (min: Duration, max: Duration),

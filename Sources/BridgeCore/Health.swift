@@ -17,7 +17,7 @@ final class BridgeCounters: Sendable {
     let counts = Mutex(Counts())
 
     /// A command ended: its health count and its metrics (by command, status, error, duration).
-    func ended(_ cmd: PendingCommand, device: String, _ status: CommandStatus, error: CommandError?, at now: ContinuousClock.Instant) {
+    func ended(_ cmd: PendingCommand, device: String, _ status: CommandStatus, error: CommandError?, at now: BridgeInstant) {
         command(status, error)
         metrics.ended(cmd, device: device, status, error: error, at: now)
     }

@@ -3,16 +3,16 @@
 /// bridge's clock's instants; whether the link is up is ``LinkStateMachine``'s.
 struct LinkSchedule: Sendable {
     /// The last good exchange with the device (link up, a write returned, a notification).
-    private(set) var lastHeard: ContinuousClock.Instant
-    private(set) var nextKeepAlive: ContinuousClock.Instant?
+    private(set) var lastHeard: BridgeInstant
+    private(set) var nextKeepAlive: BridgeInstant?
     /// When each of the driver's polls is due next (empty while the link is down).
-    private(set) var nextPolls: [ContinuousClock.Instant] = []
+    private(set) var nextPolls: [BridgeInstant] = []
 
-    init(now: ContinuousClock.Instant) { lastHeard = now }
+    init(now: BridgeInstant) { lastHeard = now }
 
     /// The link came up at `now`: the keep-alive is due one interval later, every poll at once
     /// (a connect re-reads them).
-    mutating func up(at now: ContinuousClock.Instant, keepAlive: Duration?, polls: Int) {
+    mutating func up(at now: BridgeInstant, keepAlive: Duration?, polls: Int) {
         lastHeard = now
         nextKeepAlive = keepAlive.map { now + $0 }
         nextPolls = Array(repeating: now, count: polls)
@@ -25,21 +25,21 @@ struct LinkSchedule: Sendable {
     }
 
     /// A good exchange with the device at `now`.
-    mutating func heard(at now: ContinuousClock.Instant) { lastHeard = now }
+    mutating func heard(at now: BridgeInstant) { lastHeard = now }
 
     /// Whether the device has been silent for longer than `timeout` (asked while the link is up).
-    func silent(at now: ContinuousClock.Instant, timeout: Duration) -> Bool { now - lastHeard > timeout }
+    func silent(at now: BridgeInstant, timeout: Duration) -> Bool { now - lastHeard > timeout }
 
     /// When ``silent(at:timeout:)`` turns true: the first instant past `timeout` after the
     /// last exchange.
-    func silence(timeout: Duration) -> ContinuousClock.Instant { lastHeard + timeout + .nanoseconds(1) }
+    @inline(__always) func silence(timeout: Duration) -> BridgeInstant { lastHeard + timeout + .nanoseconds(1) }
 
     /// The earliest instant a poll or the keep-alive is due (nil: none while the link is down).
-    var nextDue: ContinuousClock.Instant? { earliest(nextPolls.min(), nextKeepAlive) }
+    var nextDue: BridgeInstant? { earliest(nextPolls.min(), nextKeepAlive) }
 
     /// Hands `body` the requests of the polls due at `now`, in order (each is due again one
     /// interval later).
-    mutating func duePolls(at now: ContinuousClock.Instant, _ polls: [(interval: Duration, request: DeviceRequest)],
+    mutating func duePolls(at now: BridgeInstant, _ polls: [(interval: Duration, request: DeviceRequest)],
                            _ body: (DeviceRequest) -> Void) {
         for i in nextPolls.indices where i < polls.count && now >= nextPolls[i] {
             nextPolls[i] = now + polls[i].interval
@@ -48,7 +48,7 @@ struct LinkSchedule: Sendable {
     }
 
     /// Whether the keep-alive is due at `now` (then it is due again one `interval` later).
-    mutating func keepAliveDue(at now: ContinuousClock.Instant, interval: Duration?) -> Bool {
+    mutating func keepAliveDue(at now: BridgeInstant, interval: Duration?) -> Bool {
         guard let interval, let next = nextKeepAlive, now >= next else { return false }
         nextKeepAlive = now + interval
         return true
@@ -57,7 +57,7 @@ struct LinkSchedule: Sendable {
 
 /// The earlier of two instants, either of which may be absent (no array: it runs after every
 /// event of a session).
-func earliest(_ a: ContinuousClock.Instant?, _ b: ContinuousClock.Instant?) -> ContinuousClock.Instant? {
+@inline(__always) func earliest(_ a: BridgeInstant?, _ b: BridgeInstant?) -> BridgeInstant? {
     guard let a else { return b }
     guard let b else { return a }
     return min(a, b)

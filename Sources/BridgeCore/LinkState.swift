@@ -30,7 +30,7 @@ enum LinkWait: Sendable, Equatable {
 struct LinkStateMachine<Waiter: Sendable>: Sendable {
     private(set) var state: LinkState
     /// Waiting for the link, with their deadlines, in arrival order.
-    private(set) var waiters: [(deadline: ContinuousClock.Instant, waiter: Waiter)] = []
+    private(set) var waiters: [(deadline: BridgeInstant, waiter: Waiter)] = []
 
     init(owned: Bool) { state = owned ? .connecting : .notOwned }
 
@@ -38,7 +38,7 @@ struct LinkStateMachine<Waiter: Sendable>: Sendable {
     var link: (any BLELink)? { if case let .up(l, _) = state { l } else { nil } }
     var isUp: Bool { link != nil }
     /// What the availability topic says: online only while the link is up and the device heard.
-    var available: Bool { if case .up(_, true) = state { true } else { false } }
+    @inline(__always) var available: Bool { if case .up(_, true) = state { true } else { false } }
     /// This node runs the device (not handed over, not stopped).
     var isOwned: Bool { state.isLive }
 
@@ -75,7 +75,7 @@ struct LinkStateMachine<Waiter: Sendable>: Sendable {
 
     /// Someone waits for the link until `deadline`: the answer now (up, or stopped), or nil
     /// when it waits.
-    mutating func wait(_ waiter: Waiter, until deadline: ContinuousClock.Instant) -> LinkWait? {
+    mutating func wait(_ waiter: Waiter, until deadline: BridgeInstant) -> LinkWait? {
         if isUp { return .up }
         if case .stopped = state { return .stopped }
         waiters.append((deadline, waiter))
@@ -83,10 +83,10 @@ struct LinkStateMachine<Waiter: Sendable>: Sendable {
     }
 
     /// The earliest deadline of a waiter (``expire(at:)`` answers it then).
-    var nextDeadline: ContinuousClock.Instant? { waiters.reduce(nil) { earliest($0, $1.deadline) } }
+    var nextDeadline: BridgeInstant? { waiters.reduce(nil) { earliest($0, $1.deadline) } }
 
     /// The waiters whose deadline passed at `now` (removed), each with its answer.
-    mutating func expire(at now: ContinuousClock.Instant) -> [(waiter: Waiter, answer: LinkWait)] {
+    mutating func expire(at now: BridgeInstant) -> [(waiter: Waiter, answer: LinkWait)] {
         guard waiters.contains(where: { $0.deadline <= now }) else { return [] }
         var lastError: BLEError?
         if case let .down(e) = state { lastError = e }

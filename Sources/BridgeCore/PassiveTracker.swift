@@ -104,9 +104,9 @@ public struct PassiveTracker: Sendable, Equatable {
     /// `passiveCounter`, and `init` takes it back at start: a replay stays refused across restarts).
     public private(set) var lastCounter: UInt32?
     /// When the last good advertisement came; nil: none yet (not online).
-    public private(set) var lastGood: ContinuousClock.Instant?
+    public private(set) var lastGood: BridgeInstant?
     public private(set) var online = false
-    var lastPublish: ContinuousClock.Instant?
+    var lastPublish: BridgeInstant?
 
     public init(minInterval: Duration, silence: Duration, state: JSONObject = [:], lastCounter: UInt32? = nil) {
         self.minInterval = minInterval
@@ -116,7 +116,7 @@ public struct PassiveTracker: Sendable, Equatable {
     }
 
     /// A good reading at `now`. The caller marks the device online when ``online`` turns true.
-    public mutating func accept(_ reading: PassiveReading, at now: ContinuousClock.Instant) -> Outcome {
+    public mutating func accept(_ reading: PassiveReading, at now: BridgeInstant) -> Outcome {
         if let counter = reading.counter, let last = lastCounter {
             // The same counter again is the sensor repeating its advertisement (each is sent
             // several times): not an error, but no proof of life either (anyone in range can
@@ -148,7 +148,7 @@ public struct PassiveTracker: Sendable, Equatable {
     }
 
     /// What is due at `now`: a held state whose interval has passed, or offline after the silence.
-    public mutating func tick(at now: ContinuousClock.Instant) -> [Due] {
+    public mutating func tick(at now: BridgeInstant) -> [Due] {
         var due: [Due] = []
         if let p = pending, let last = lastPublish, now - last >= minInterval, case let .publish(s) = publish(p, at: now) {
             due.append(.publish(s))
@@ -168,13 +168,13 @@ public struct PassiveTracker: Sendable, Equatable {
     }
 
     /// When ``tick(at:)`` has something to do next (nil: nothing until another reading).
-    public var nextDue: ContinuousClock.Instant? {
+    public var nextDue: BridgeInstant? {
         let held = pending != nil ? lastPublish.map { $0 + minInterval } : nil
         let quiet = online ? lastGood.map { $0 + silence } : nil
         return earliest(held, quiet)
     }
 
-    private mutating func publish(_ s: JSONObject, at now: ContinuousClock.Instant) -> Outcome {
+    private mutating func publish(_ s: JSONObject, at now: BridgeInstant) -> Outcome {
         state = s
         pending = nil
         lastPublish = now

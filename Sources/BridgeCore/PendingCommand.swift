@@ -15,13 +15,13 @@ struct PendingCommand: Sendable {
     var responseTopic: String?
     var correlationData: [UInt8]?
     /// When it expires unsent (`expired`), on the bridge's clock; nil: never (internal requests).
-    var deadline: ContinuousClock.Instant?
+    var deadline: BridgeInstant?
     var attribute: String?
     /// `queued` was published (the command waited), so `sent` carries news too.
     var announced = false
     /// When it came in over MQTT, on the bridge's clock (nil: resumed from the outbox, or
     /// internal), for its latency.
-    var received: ContinuousClock.Instant?
+    var received: BridgeInstant?
     /// Whether it may go out while the driver is busy (learnt when it was validated; an internal
     /// request says so itself, a raw write never may).
     var bypassesBusyGate = false
@@ -30,8 +30,8 @@ struct PendingCommand: Sendable {
     var encoded: DeviceRequest?
 
     init(payload: Payload, outboxID: Int64? = nil, transaction: JSONValue? = nil, responseTopic: String? = nil,
-         correlationData: [UInt8]? = nil, deadline: ContinuousClock.Instant?, attribute: String? = nil,
-         received: ContinuousClock.Instant? = nil) {
+         correlationData: [UInt8]? = nil, deadline: BridgeInstant?, attribute: String? = nil,
+         received: BridgeInstant? = nil) {
         self.payload = payload
         self.outboxID = outboxID
         self.transaction = transaction
@@ -46,7 +46,7 @@ struct PendingCommand: Sendable {
     /// A command found in the outbox (at start, or when its session was replaced), its
     /// deadline moved from the wall clock to the bridge's clock (`now` and `wallNow` are the same
     /// moment on each). Nil when the stored command is not a JSON object (the entry is dropped).
-    init?(outboxEntry entry: OutboxEntry, now: ContinuousClock.Instant, wallNow: Date) {
+    init?(outboxEntry entry: OutboxEntry, now: BridgeInstant, wallNow: Date) {
         guard let body = (try? JSONValue(parsing: entry.command))?.objectValue else { return nil }
         self.init(payload: .command(body), outboxID: entry.id, transaction: entry.transaction.flatMap { try? JSONValue(parsing: $0) },
                   responseTopic: entry.responseTopic, correlationData: entry.correlationData.map { Array($0) },
@@ -59,7 +59,7 @@ struct PendingCommand: Sendable {
 
     /// Its outbox entry for `device` with `status`, created at `wallNow` (its deadline moved from
     /// the bridge's clock, where it is `now`, to the wall clock; none: due at once).
-    func outboxEntry(device: String, _ status: OutboxEntry.Status, now: ContinuousClock.Instant, wallNow: Date) -> OutboxEntry {
+    func outboxEntry(device: String, _ status: OutboxEntry.Status, now: BridgeInstant, wallNow: Date) -> OutboxEntry {
         let deadline = deadline.map { BridgeClock.date(of: $0, now: now, wallNow: wallNow) } ?? wallNow
         return OutboxEntry(deviceID: device, transaction: transaction?.jsonText, command: commandJSON?.jsonText ?? "{}",
                            attribute: attribute, status: status, createdAt: wallNow, deadline: deadline,

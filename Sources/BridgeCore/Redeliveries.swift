@@ -31,8 +31,8 @@ public struct Redeliveries: Sendable {
 
     /// At most this many are remembered (the oldest go first).
     public let capacity: Int
-    private var seen: [Key: ContinuousClock.Instant] = [:]
-    private var order: [(Key, ContinuousClock.Instant)] = []
+    private var seen: [Key: BridgeInstant] = [:]
+    private var order: [(Key, BridgeInstant)] = []
     private var head = 0
 
     /// - Parameter budget: the bytes the remembered messages may take (0: none is remembered,
@@ -46,7 +46,7 @@ public struct Redeliveries: Sendable {
 
     /// Records `message` as handled at `now`; true when it is a redelivery of one handled before
     /// (then it must not be acted on again). Messages without a packet identifier are never one.
-    public mutating func isRedelivery(_ message: InboundMessage, at now: ContinuousClock.Instant) -> Bool {
+    public mutating func isRedelivery(_ message: InboundMessage, at now: BridgeInstant) -> Bool {
         guard let id = message.packetID, capacity > 0 else { return false }
         forget(before: now - Self.window)
         let key = Key(packetID: id, length: message.payload.count, digest: Self.digest(message.topic, message.payload))
@@ -66,7 +66,7 @@ public struct Redeliveries: Sendable {
         return h.value
     }
 
-    private mutating func forget(before limit: ContinuousClock.Instant) {
+    private mutating func forget(before limit: BridgeInstant) {
         while head < order.count, order[head].1 < limit { drop() }
     }
 

@@ -8,7 +8,7 @@ import Synchronization
 /// posted, so an idle bridge wakes only for work instead of at a fixed tick (issue 24 §4).
 /// One value behind one lock; any thread.
 final class WakeSchedule: Sendable {
-    typealias Instant = ContinuousClock.Instant
+    typealias Instant = BridgeInstant
 
     private struct State {
         /// Each session's next deadline (absent: none).

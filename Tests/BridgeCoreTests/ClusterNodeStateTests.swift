@@ -6,7 +6,7 @@ import Testing
 /// The node's state of several bridges on one broker as one value (``ClusterNodeState``): where a
 /// command goes, what the sessions' ownership becomes, and a frozen node's resync.
 struct ClusterNodeStateTests {
-    static let t0 = ContinuousClock.now
+    static let t0 = BridgeInstant.now
     /// After the claims settled (`claim_settle`, 1 s by default).
     static let t1 = t0 + .seconds(2)
 

@@ -4,7 +4,7 @@ import Testing
 
 /// The ownership rules of several bridges on one broker (docs/scale-out.md), on the pure view.
 struct ClusterViewTests {
-    static let t0 = ContinuousClock.now
+    static let t0 = BridgeInstant.now
     static let parameters = ClusterView.Parameters(hysteresis: 6, handoverAfter: .seconds(10), lostAfter: .seconds(30),
                                                    claimSettle: .seconds(1), seenInterval: .zero)
     static let address = "C0:FF:EE:00:00:01"
@@ -15,7 +15,7 @@ struct ClusterViewTests {
         return v
     }
 
-    func sees(_ rssi: Int, at: ContinuousClock.Instant = t0, connected: Bool = false) -> [String: ClusterView.Sighting] {
+    func sees(_ rssi: Int, at: BridgeInstant = t0, connected: Bool = false) -> [String: ClusterView.Sighting] {
         [Self.address: .init(rssi: rssi, at: at, connected: connected)]
     }
 
@@ -211,7 +211,7 @@ struct ClusterViewTests {
     @Test func ownSightingsPreferALinkThenARecentScanThenAnotherAdaptersLink() {
         let now = Self.t0 + .seconds(100)
         let (linked, heard, nearbyOnly, stale, none) = ("01", "02", "03", "04", "05")
-        let local: [String: (rssi: Int, at: ContinuousClock.Instant)] = [
+        let local: [String: (rssi: Int, at: BridgeInstant)] = [
             linked: (-60, Self.t0), heard: (-70, now - .seconds(5)), stale: (-50, now - .seconds(31)),
         ]
         var asked: [String] = []

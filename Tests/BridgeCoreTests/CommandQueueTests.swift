@@ -7,7 +7,7 @@ import Testing
 
 /// The command queue on its own: no session, no store, no clock but the instants passed in.
 @Suite struct CommandQueueTests {
-    let t0 = ContinuousClock.now
+    let t0 = BridgeInstant.now
     let timeout: Duration = .seconds(5)
 
     func command(_ n: Int, deadline: Duration? = .seconds(60), outbox: Int64? = nil, bypass: Bool = false) -> PendingCommand {

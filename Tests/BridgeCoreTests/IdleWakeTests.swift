@@ -111,24 +111,24 @@ import Testing
         let clock = ManualClock()
         let wake = WakeSchedule()
         let key = ObjectIdentifier(wake)
-        let far = clock.now + .seconds(3600)
+        let far = clock.bridgeNow + .seconds(3600)
         wake.set(key, far)
         let done = WaitableLog<Int>()
         let waiter = Task {
             await wake.wait(until: wake.earliest, clock: clock.bridgeClock)
             done.append(1)
         }
-        #expect(await clock.sleeper(until: far))
+        #expect(await clock.sleeper(until: far.continuous))
         wake.set(key, far + .seconds(1))  // later: keeps waiting
-        wake.set(key, clock.now + .seconds(5))  // earlier: ends it
+        wake.set(key, clock.bridgeNow + .seconds(5))  // earlier: ends it
         #expect(await done.wait(timeout: .seconds(30)) { !$0.isEmpty } != nil, "the earlier deadline ended the wait")
         #expect(clock.sleeping == 0, "its sleep was cancelled")
         // Posted after the earliest was read: the wait returns at once.
         let stale = wake.earliest
-        wake.set(key, clock.now + .seconds(1))
+        wake.set(key, clock.bridgeNow + .seconds(1))
         await wake.wait(until: stale, clock: clock.bridgeClock)
-        #expect(wake.takeDue(at: clock.now).isEmpty)
-        #expect(wake.takeDue(at: clock.now + .seconds(1)) == [key])
+        #expect(wake.takeDue(at: clock.bridgeNow).isEmpty)
+        #expect(wake.takeDue(at: clock.bridgeNow + .seconds(1)) == [key])
         #expect(wake.earliest == nil, "taken out once due")
         waiter.cancel()
     }

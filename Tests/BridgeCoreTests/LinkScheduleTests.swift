@@ -3,7 +3,7 @@ import Testing
 
 /// The link's timing on its own, driven by instants passed in.
 @Suite struct LinkScheduleTests {
-    let t0 = ContinuousClock.now
+    let t0 = BridgeInstant.now
     let read = DeviceRequest(writes: [], read: CharacteristicID("2A19"))
     let other = DeviceRequest(writes: [], read: CharacteristicID("2A1A"))
 
@@ -13,7 +13,7 @@ import Testing
         return out
     }
 
-    func ka(_ s: inout LinkSchedule, _ at: ContinuousClock.Instant) -> Bool { s.keepAliveDue(at: at, interval: .seconds(3)) }
+    func ka(_ s: inout LinkSchedule, _ at: BridgeInstant) -> Bool { s.keepAliveDue(at: at, interval: .seconds(3)) }
 
     @Test func pollsRunAtLinkUpThenEveryInterval() {
         var s = LinkSchedule(now: t0)

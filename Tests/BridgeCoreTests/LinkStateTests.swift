@@ -3,7 +3,7 @@ import Testing
 
 /// The link's state machine on its own: waiters are numbers, the link a stub, instants passed in.
 @Suite struct LinkStateTests {
-    let t0 = ContinuousClock.now
+    let t0 = BridgeInstant.now
 
     /// A link that is never used: the machine only holds it.
     struct StubLink: BLELink {

@@ -6,7 +6,7 @@ import Testing
 
 /// What a driver's outputs come to, without a session: the queue and state are values.
 @Suite struct OutputEffectsTests {
-    let t0 = ContinuousClock.now
+    let t0 = BridgeInstant.now
     let date = Date(timeIntervalSince1970: 1_700_000_000)
 
     /// A queue whose command (outbox row 7) awaits the answer `ping`.

@@ -5,7 +5,7 @@ import Testing
 
 /// ``PassiveTracker``: what a passive device's readings come to, on a clock the test moves.
 @Suite struct PassiveTrackerTests {
-    let t0 = ContinuousClock.now
+    let t0 = BridgeInstant.now
 
     func reading(_ temperature: Double, id: UInt32? = nil, counter: UInt32? = nil) -> PassiveReading {
         PassiveReading(values: ["temperature": .double(temperature)], packetID: id, counter: counter)

@@ -3,7 +3,7 @@ import Testing
 
 /// A QoS 1 command the broker delivers again after a reconnect is not acted on twice.
 struct RedeliveriesTests {
-    static let t0 = ContinuousClock.now
+    static let t0 = BridgeInstant.now
 
     func message(_ id: Int?, _ payload: String = #"{"control":"01"}"#, topic: String = "gatt2mqtt/heart/set") -> InboundMessage {
         InboundMessage(topic: topic, payload: Array(payload.utf8), packetID: id)

@@ -29,6 +29,9 @@ public final class ManualClock: Clock, Sendable {
 
     public var now: ContinuousClock.Instant { state.withLock { $0.now } }
 
+    /// ``now`` as an instant of the bridge's clock (``bridgeClock``'s `now`).
+    public var bridgeNow: BridgeInstant { BridgeInstant(now) }
+
     /// How many tasks sleep on this clock now.
     public var sleeping: Int { state.withLock { $0.sleepers.count } }
 
@@ -37,7 +40,7 @@ public final class ManualClock: Clock, Sendable {
 
     /// The clock for a ``Bridge`` (`clock:`).
     public var bridgeClock: BridgeClock {
-        BridgeClock(now: { [self] in now }, sleep: Sleep { [self] in try await sleep(for: $0) })
+        BridgeClock(now: { [self] in BridgeInstant(now) }, sleep: Sleep { [self] in try await sleep(for: $0) })
     }
 
     /// Waits (up to `timeout`) until a task sleeps until `instant` — e.g. the bridge's ticker,

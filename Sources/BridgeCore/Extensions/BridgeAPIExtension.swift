@@ -15,13 +15,13 @@ struct ScanState: Sendable {
     var scan: BLEScan?
     /// Bumped by every start and stop, so an old timer cannot stop a newer scan.
     var generation = 0
-    var until: ContinuousClock.Instant?
+    var until: BridgeInstant?
     /// The devices seen by the last scans, by address (kept for `device/add` without a profile):
     /// the ``capacity`` last heard (addresses can be random: a flood of them must not grow this).
     var seen = RecentMap<String, Advertisement>(capacity: ScanState.capacity)
     /// What was last published per address, and when (a sighting is published when it says
     /// something new, or once a second), for as many addresses.
-    var published = RecentMap<String, (at: ContinuousClock.Instant, payload: JSONValue)>(capacity: ScanState.capacity)
+    var published = RecentMap<String, (at: BridgeInstant, payload: JSONValue)>(capacity: ScanState.capacity)
     /// How many addresses a scan remembers.
     static let capacity = 1000
 }

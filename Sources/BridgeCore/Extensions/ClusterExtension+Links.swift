@@ -18,7 +18,7 @@ extension ClusterExtension {
     /// of every other node's reach; the node that comes back on this host frees it. Looked for
     /// once a second; a link closes after ``unusedLinkGrace``, one at a time, in the ownership
     /// jobs' order.
-    func closeUnusedLinks(_ devices: [(id: String, address: String, session: DeviceSession)], at now: ContinuousClock.Instant) {
+    func closeUnusedLinks(_ devices: [(id: String, address: String, session: DeviceSession)], at now: BridgeInstant) {
         guard let control = bridge.central.adapterControl else { return }
         let due = state.withLock { s -> Bool in
             if let last = s.lastUnusedLinkCheck, now - last < .seconds(1) { return false }

@@ -66,8 +66,8 @@ extension ClusterExtension {
     /// this node can claim it when nobody owns it, but never seen better than an owner
     /// (``ClusterView/decide(_:address:at:)`` hands over to a measured RSSI only).
     static func ownSightings(_ addresses: [String], linked: Set<String>,
-                             local: [String: (rssi: Int, at: ContinuousClock.Instant)],
-                             lostAfter: Duration, at now: ContinuousClock.Instant,
+                             local: [String: (rssi: Int, at: BridgeInstant)],
+                             lostAfter: Duration, at now: BridgeInstant,
                              nearby: (String) -> Bool = { _ in false }) -> [String: ClusterView.Sighting] {
         var out: [String: ClusterView.Sighting] = [:]
         for address in addresses {
@@ -83,7 +83,7 @@ extension ClusterExtension {
     }
 
     /// `<base>/bridge/nodes/<node>/seen`, retained.
-    func publishSeen(_ seen: [String: ClusterView.Sighting], at now: ContinuousClock.Instant) {
+    func publishSeen(_ seen: [String: ClusterView.Sighting], at now: BridgeInstant) {
         var devices = JSONObject()
         for address in seen.keys.sorted() {
             let s = seen[address]!
@@ -108,7 +108,7 @@ extension ClusterExtension {
 
     /// Held commands past their deadline end: answered `expired` by the leader (the lowest
     /// online node id), dropped by the others, so one answer goes out.
-    func expireHeld(at now: ContinuousClock.Instant) {
+    func expireHeld(at now: BridgeInstant) {
         let (expired, expiredOwn, leader) = state.withLock { s in
             let (unowned, own) = s.takeDue(at: now)
             return (unowned, own, s.view.leader == s.view.me)

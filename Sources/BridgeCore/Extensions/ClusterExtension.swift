@@ -32,7 +32,7 @@ final class ClusterExtension: BridgeExtension, CommandRouting {
 
     var topics: Topics { bridge.topics }
     var logger: Logger { bridge.logger }
-    var now: ContinuousClock.Instant { bridge.clock.now() }
+    var now: BridgeInstant { bridge.clock.now() }
 
     // MARK: Hooks
 
@@ -90,7 +90,7 @@ final class ClusterExtension: BridgeExtension, CommandRouting {
     }
 
     /// A node whose loop did not turn for a while resynchronises before it acts (said once).
-    func noticeStall(at now: ContinuousClock.Instant) {
+    func noticeStall(at now: BridgeInstant) {
         if let frozen = state.withLock({ $0.noticeStall(at: now) }) {
             logger.warning("cluster: this node did not run for \(frozen); holding commands until the claims are read again")
         }

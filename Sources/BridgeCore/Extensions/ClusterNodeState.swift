@@ -47,7 +47,7 @@ struct ClusterNodeState: Sendable {
     let settings: ClusterSettings
     private(set) var view: ClusterView
     /// This node's own sightings by address (the continuous scan).
-    var local: [String: (rssi: Int, at: ContinuousClock.Instant)] = [:]
+    var local: [String: (rssi: Int, at: BridgeInstant)] = [:]
     /// Commands held while a device has no owner, by device id.
     private(set) var held: [String: [PendingCommand]] = [:]
     /// Commands that came while this node owned the device by its view but that view may be
@@ -65,15 +65,15 @@ struct ClusterNodeState: Sendable {
     /// Devices being handed over (their commands draining).
     var draining: Set<String> = []
     /// When the bridge started: decisions wait until the retained claims and reports are in.
-    var started: ContinuousClock.Instant?
+    var started: BridgeInstant?
     /// When this node last published what it sees, and the addresses that report gave.
-    var lastReport: ContinuousClock.Instant?
+    var lastReport: BridgeInstant?
     var reported: Set<String> = []
     /// Links this node's adapter holds to devices it does not own and no session of its uses
     /// (by device id, since when), those being closed, and when it last looked for them.
-    var unusedLinks: [String: ContinuousClock.Instant] = [:]
+    var unusedLinks: [String: BridgeInstant] = [:]
     var closingLinks: Set<String> = []
-    var lastUnusedLinkCheck: ContinuousClock.Instant?
+    var lastUnusedLinkCheck: BridgeInstant?
     /// Devices whose handover note (this node's claim with `handover_to`) came back from the
     /// broker: commands ordered before it are still this node's to execute, those after it are
     /// held for the next owner (docs/scale-out.md, "Hand over").
@@ -83,10 +83,10 @@ struct ClusterNodeState: Sendable {
     /// (they are held), decides nothing and republishes nothing; when it ends, what it still
     /// owns is republished and held commands are delivered or dropped by the fresh view.
     var disconnected = false
-    var suspendedUntil: ContinuousClock.Instant?
+    var suspendedUntil: BridgeInstant?
     var republishDue = false
     /// The last tick, to notice that the node was frozen (SIGSTOP, a stalled host).
-    var lastTick: ContinuousClock.Instant?
+    var lastTick: BridgeInstant?
 
     /// A loop that did not turn for this long was frozen (its ticks are 50 ms apart).
     static let stallLimit: Duration = .seconds(1)
@@ -104,7 +104,7 @@ struct ClusterNodeState: Sendable {
     /// Whether this node publishes its report now, seeing `addresses`: every `seen_interval`, and
     /// at once when it sees a device its last report did not give — the other nodes wait for that
     /// before they first claim it (docs/scale-out.md, "Cold start"). Records the report when due.
-    mutating func reportDue(_ addresses: Set<String>, at now: ContinuousClock.Instant) -> Bool {
+    mutating func reportDue(_ addresses: Set<String>, at now: BridgeInstant) -> Bool {
         let periodic = lastReport.map { now - $0 >= settings.seenInterval } ?? true
         guard periodic || !addresses.isSubset(of: reported) else { return false }
         lastReport = now
@@ -113,12 +113,12 @@ struct ClusterNodeState: Sendable {
     }
 
     /// Whether the node's view may be stale now (``disconnected``, or resynchronising).
-    func suspended(at now: ContinuousClock.Instant) -> Bool {
+    func suspended(at now: BridgeInstant) -> Bool {
         disconnected || suspendedUntil.map { now < $0 } ?? false
     }
 
     /// Suspends the node for `claim_settle` from now: the retained claims and reports come in again.
-    mutating func resync(at now: ContinuousClock.Instant) {
+    mutating func resync(at now: BridgeInstant) {
         suspendedUntil = now + settings.claimSettle
         republishDue = true
     }
@@ -126,7 +126,7 @@ struct ClusterNodeState: Sendable {
     /// A loop that did not turn for a while (frozen: SIGSTOP, a stalled host) may have missed its
     /// own Will and another node's claim: the node resynchronises. Returns how long it was
     /// frozen when that is news (it was not suspended already), for the log.
-    mutating func noticeStall(at now: ContinuousClock.Instant) -> Duration? {
+    mutating func noticeStall(at now: BridgeInstant) -> Duration? {
         guard let last = lastTick, now - last > Self.stallLimit else { return nil }
         lastTick = now
         let news = !suspended(at: now)
@@ -136,7 +136,7 @@ struct ClusterNodeState: Sendable {
 
     /// Where a command for `device` goes now (the stall already noticed). Held commands are
     /// bounded: `full` when the device's hold is (the command is refused).
-    mutating func route(_ command: PendingCommand, device: String, at now: ContinuousClock.Instant) -> CommandRoute {
+    mutating func route(_ command: PendingCommand, device: String, at now: BridgeInstant) -> CommandRoute {
         var role = view.role(of: device, at: now)
         if willSeen { return .afterWill }
         if suspended(at: now), case .owner = role {
@@ -166,11 +166,11 @@ struct ClusterNodeState: Sendable {
 
     /// Takes the held commands whose deadline passed: those held for no owner (answered by the
     /// leader only) and those held as owner (answered by this node).
-    mutating func takeDue(at now: ContinuousClock.Instant) -> (unowned: [(String, PendingCommand)], own: [(String, PendingCommand)]) {
+    mutating func takeDue(at now: BridgeInstant) -> (unowned: [(String, PendingCommand)], own: [(String, PendingCommand)]) {
         (Self.takeDue(&held, at: now), Self.takeDue(&heldAsOwner, at: now))
     }
 
-    private static func takeDue(_ held: inout [String: [PendingCommand]], at now: ContinuousClock.Instant) -> [(String, PendingCommand)] {
+    private static func takeDue(_ held: inout [String: [PendingCommand]], at now: BridgeInstant) -> [(String, PendingCommand)] {
         var out: [(String, PendingCommand)] = []
         for (device, commands) in held {
             let due = { (c: PendingCommand) in c.deadline.map { $0 <= now } ?? false }
@@ -183,7 +183,7 @@ struct ClusterNodeState: Sendable {
 
     /// Brings the sessions' ownership in line with the roles (a stale view changes nothing):
     /// what to do for each device, in `devices`' order.
-    mutating func update(_ devices: [Running], at now: ContinuousClock.Instant) -> [OwnershipAction] {
+    mutating func update(_ devices: [Running], at now: BridgeInstant) -> [OwnershipAction] {
         var actions: [OwnershipAction] = []
         let stale = suspended(at: now)
         for d in devices {
@@ -228,7 +228,7 @@ struct ClusterNodeState: Sendable {
 
     /// A handover ended: the device is no longer this node's, and the claim naming the next
     /// owner, when this node's note is still the claim in force.
-    mutating func handedOver(_ id: String, to next: String, at now: ContinuousClock.Instant) -> OwnershipClaim? {
+    mutating func handedOver(_ id: String, to next: String, at now: BridgeInstant) -> OwnershipClaim? {
         (active[id], activeEpoch[id]) = (nil, nil)
         draining.remove(id)
         noteEchoed.remove(id)
@@ -240,7 +240,7 @@ struct ClusterNodeState: Sendable {
 
     /// The node's own decisions for its devices (claim, hand over, keep, release), each claim
     /// already in the view, with the kind of its `bridge/event`.
-    mutating func decide(_ devices: [(id: String, address: String)], at now: ContinuousClock.Instant) -> [(device: String, claim: OwnershipClaim, kind: String)] {
+    mutating func decide(_ devices: [(id: String, address: String)], at now: BridgeInstant) -> [(device: String, claim: OwnershipClaim, kind: String)] {
         var out: [(device: String, claim: OwnershipClaim, kind: String)] = []
         for d in devices {
             guard let decision = view.decide(d.id, address: d.address, at: now) else { continue }
