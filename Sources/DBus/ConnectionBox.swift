@@ -48,7 +48,13 @@ final class ConnectionBox: @unchecked Sendable {
         var closed = false
         var stopRequested = false
         var pendingBoxes: [UInt64: PendingBox] = [:]
-        var pendingCalls: [UInt64: Handle] = [:]
+        /// The calls sent and not yet answered, by the serial this connection gave them.
+        var calls: [UInt32: Call] = [:]
+        /// A pending box's call serial (for ``Command/cancel(_:)``).
+        var serials: [UInt64: UInt32] = [:]
+        /// The last serial given. Ours count from 2^31 up; libdbus numbers the few messages it
+        /// sends itself (`Hello` on a bus it registers with) from 1, so the two never meet.
+        var lastSerial: UInt32 = 0x8000_0000
         var subscriptions: [UInt64: Subscription] = [:]
         var nextID: UInt64 = 1
         var registry = ObjectRegistry()
@@ -57,6 +63,20 @@ final class ConnectionBox: @unchecked Sendable {
             defer { nextID += 1 }
             return nextID
         }
+
+        /// The next serial of ours that no unanswered call holds (after 2^32 - 1, 2^31 again).
+        mutating func takeSerial() -> UInt32 {
+            repeat {
+                lastSerial = lastSerial == .max ? 0x8000_0000 : lastSerial + 1
+            } while calls[lastSerial] != nil
+            return lastSerial
+        }
+    }
+
+    /// A call sent and not yet answered: its box, and the loop's timer for its timeout.
+    struct Call {
+        let box: PendingBox
+        var timer: EventLoop.Timer?
     }
 
     private init(raw: OpaquePointer, loop: EventLoop) {
@@ -126,7 +146,13 @@ final class ConnectionBox: @unchecked Sendable {
     static let filterFunction: DBusHandleMessageFunction = { _, message, data in
         // `message` is borrowed: libdbus keeps ownership, so it is never unref'd here.
         guard let message, let data else { return DBUS_HANDLER_RESULT_NOT_YET_HANDLED }
-        return ConnectionBox.from(data).handleIncoming(message)
+        let box = ConnectionBox.from(data)
+        switch dbus_message_get_type(message) {
+        case Int32(DBUS_MESSAGE_TYPE_METHOD_RETURN), Int32(DBUS_MESSAGE_TYPE_ERROR):
+            return box.answer(message) ? DBUS_HANDLER_RESULT_HANDLED : DBUS_HANDLER_RESULT_NOT_YET_HANDLED
+        default:
+            return box.handleIncoming(message)
+        }
     }
 
     // MARK: Commands, on the caller's thread
@@ -174,95 +200,88 @@ final class ConnectionBox: @unchecked Sendable {
         if first { loop.execute { [self] in beginLoopTeardown() } }
     }
 
+    // Calls are sent with `dbus_connection_send` under a serial of ours and their replies are
+    // matched here (the filter sees them), as `floor_bridge.c` does: `dbus_connection_send_with_reply`
+    // made a libdbus pending call, a timeout, and built in advance the `NoReply` error it would
+    // deliver on that timeout, ~25k instructions per call (docs/benchmarks.md, "Instructions per
+    // command, session 6"). The timeout is the loop's timer; a lost connection fails every call
+    // in `closeAndRelease`, after the last replies received were dispatched.
     func execute(_ command: Command) {
         switch command {
         case let .send(handle):
             let msg = handle.pointer
+            if dbus_message_get_serial(msg) == 0 { dbus_message_set_serial(msg, state.withLock { $0.takeSerial() }) }
             _ = dbus_connection_send(raw, msg, nil)
             dbus_message_unref(msg)
         case let .call(handle, timeoutMs, box):
             let msg = handle.pointer
-            var pending: OpaquePointer?
-            let ok = dbus_connection_send_with_reply(raw, msg, &pending, timeoutMs)
-            dbus_message_unref(msg)
-            guard ok != 0 else { return finish(box, .failure(.outOfMemory)) }
-            guard let pending else { return finish(box, .failure(.disconnected)) }
-            // Our reference (the one `pendingCalls` holds) is dropped by `complete`, which the
-            // loop runs as soon as the reply is dispatched: from `set_notify` on, the loop may do
-            // that while this thread still uses `pending`, and libdbus then frees it with its own
-            // last reference. Hold one more until this thread is done with it (a fresh-clone CI
-            // run crashed in `dbus_pending_call_get_completed` on a freed call).
-            dbus_pending_call_ref(pending)
-            defer { dbus_pending_call_unref(pending) }
-            let registered = state.withLock { s -> Bool in
-                guard s.pendingBoxes[box.id] != nil else { return false }  // cancelled meanwhile
-                s.pendingCalls[box.id] = Handle(pending)
-                return true
+            enum Registration { case sent(UInt32), cancelled, closed }
+            let registration = state.withLock { s -> Registration in
+                guard s.pendingBoxes[box.id] != nil else { return .cancelled }
+                guard !s.closed else { return .closed }
+                let serial = s.takeSerial()
+                s.calls[serial] = Call(box: box, timer: nil)
+                s.serials[box.id] = serial
+                return .sent(serial)
             }
-            guard registered else {
-                dbus_pending_call_cancel(pending)
-                dbus_pending_call_unref(pending)
+            guard case let .sent(serial) = registration else {
+                dbus_message_unref(msg)
+                if case .closed = registration { finish(box, .failure(.disconnected)) }
                 return
             }
-            let data = Unmanaged.passRetained(box).toOpaque()
-            let notifySet = dbus_pending_call_set_notify(pending, { pending, data in
-                let box = Unmanaged<PendingBox>.fromOpaque(data!).takeUnretainedValue()
-                box.connection?.complete(box, pending!)
-            }, data, { data in Unmanaged<PendingBox>.fromOpaque(data!).release() })
-            if notifySet == 0 {
-                Unmanaged<PendingBox>.fromOpaque(data).release()
-                dbus_pending_call_cancel(pending)
-                forgetPending(box.id)?.unref()
-                finish(box, .failure(.outOfMemory))
-            } else if dbus_pending_call_get_completed(pending) != 0 {
-                complete(box, pending)
+            dbus_message_set_serial(msg, serial)
+            let sent = dbus_connection_send(raw, msg, nil)
+            dbus_message_unref(msg)
+            guard sent != 0 else {
+                if takeCall(serial) != nil { finish(box, .failure(.outOfMemory)) }
+                return
             }
+            let timer = loop.schedule(after: .milliseconds(Int64(timeoutMs))) { [weak self] in self?.expire(serial) }
+            let kept = state.withLock { s -> Bool in
+                guard s.calls[serial] != nil else { return false }  // answered meanwhile
+                s.calls[serial]?.timer = timer
+                return true
+            }
+            if !kept { timer.cancel() }
         case let .cancel(id):
-            if let pending = forgetPending(id) {
-                dbus_pending_call_cancel(pending.pointer)
-                pending.unref()
+            let call = state.withLock { s -> Call? in
+                s.pendingBoxes.removeValue(forKey: id)
+                guard let serial = s.serials.removeValue(forKey: id) else { return nil }
+                return s.calls.removeValue(forKey: serial)
             }
+            call?.timer?.cancel()
         }
     }
 
-    private struct PendingRef {
-        let pointer: OpaquePointer
-        func unref() { dbus_pending_call_unref(pointer) }
-    }
-
-    private func forgetPending(_ id: UInt64) -> PendingRef? {
+    /// Takes the unanswered call with this serial out (nil: answered, timed out or cancelled).
+    private func takeCall(_ serial: UInt32) -> Call? {
         state.withLock { s in
-            s.pendingBoxes.removeValue(forKey: id)
-            return s.pendingCalls.removeValue(forKey: id).map { PendingRef(pointer: $0.pointer) }
+            guard let call = s.calls.removeValue(forKey: serial) else { return nil }
+            s.serials.removeValue(forKey: call.box.id)
+            return call
         }
     }
 
-    /// A pending call finished (on the loop): steal the reply and resolve the box.
-    func complete(_ box: PendingBox, _ pending: OpaquePointer) {
-        guard let ref = forgetPending(box.id) else { return }  // already resolved
-        defer { ref.unref() }
-        guard let reply = dbus_pending_call_steal_reply(pending) else {
-            return finish(box, .failure(.disconnected))
-        }
-        defer { dbus_message_unref(reply) }
+    /// A method return or error (loop thread, from the filter): whether it answered a call of
+    /// ours. One that did not (a reply to what libdbus sent itself) is left to libdbus.
+    func answer(_ reply: OpaquePointer) -> Bool {
+        guard let call = takeCall(dbus_message_get_reply_serial(reply)) else { return false }
+        call.timer?.cancel()
         let result: Result<DBusMessage, DBusError>
         do {
             let msg = try DBusMessage(copying: reply)
-            if let error = msg.asError {
-                if msg.errorName == DBusErrorName.noReply && msg.sender == nil {
-                    // Synthesised by libdbus: our timeout, or the connection went away.
-                    result = .failure(dbus_connection_get_is_connected(raw) == 0
-                        ? .disconnected : .timeout(method: box.method, milliseconds: box.timeoutMs))
-                } else {
-                    result = .failure(error)
-                }
-            } else {
-                result = .success(msg)
-            }
+            result = msg.asError.map { .failure($0) } ?? .success(msg)
         } catch {
             result = .failure(error)
         }
-        finish(box, result)
+        finish(call.box, result)
+        return true
+    }
+
+    /// A call's timeout passed (loop thread) before its reply came.
+    private func expire(_ serial: UInt32) {
+        guard let call = takeCall(serial) else { return }
+        finish(call.box, .failure(.timeout(method: call.box.method, milliseconds: call.box.timeoutMs)))
     }
 
     private func finish(_ box: PendingBox, _ result: Result<DBusMessage, DBusError>) {
@@ -287,16 +306,14 @@ final class ConnectionBox: @unchecked Sendable {
         dbus_connection_close(raw)
         while dbus_connection_dispatch(raw) == DBUS_DISPATCH_DATA_REMAINS {}
         let (boxes, calls) = state.withLock { s in
-            let r = (Array(s.pendingBoxes.values), Array(s.pendingCalls.values))
+            let r = (Array(s.pendingBoxes.values), Array(s.calls.values))
             s.pendingBoxes = [:]
-            s.pendingCalls = [:]
+            s.calls = [:]
+            s.serials = [:]
             s.registry = ObjectRegistry()
             return r
         }
-        for p in calls {
-            dbus_pending_call_cancel(p.pointer)
-            dbus_pending_call_unref(p.pointer)
-        }
+        for c in calls { c.timer?.cancel() }
         for b in boxes { b.resolve(.failure(.disconnected)) }
         dbus_connection_set_watch_functions(raw, nil, nil, nil, nil, nil)
         dbus_connection_set_timeout_functions(raw, nil, nil, nil, nil, nil)

@@ -90,6 +90,37 @@ import Testing
         }
     }
 
+    /// Replies are matched to calls by the serial the connection gave each call: a reply that
+    /// comes after its call timed out is dropped, and calls in flight together, a slow one among
+    /// them, each get their own reply, once.
+    @Test func repliesAreMatchedToTheirCallsBySerial() async throws {
+        try await withBus { bus, loop in
+            let server = try await EchoServer.start(bus, loop: loop)
+            defer { server.close() }
+            let client = try await bus.connect(loop: loop)
+            defer { client.close() }
+            await #expect(throws: DBusError.timeout(method: "org.example.Echo.Sleep", milliseconds: 100)) {
+                try await client.echo("Sleep", [.uint32(400)], timeout: .milliseconds(100))
+            }
+            #expect(client.box.state.withLock { $0.calls.isEmpty && $0.serials.isEmpty }, "the timed-out call is forgotten")
+            // The late reply arrives while these are in flight.
+            async let slow = client.echo("Sleep", [.uint32(700)], timeout: .seconds(10))
+            let results = try await withThrowingTaskGroup(of: (Int32, Int32).self) { group in
+                for n in Int32(1)...40 {
+                    group.addTask {
+                        try await Task.sleep(for: .milliseconds(Int64(n) * 15))
+                        let reply = try await client.echo("Upper", [.string("x"), .int32(n)])
+                        return (n, try reply.decode(1, as: Int32.self))
+                    }
+                }
+                return try await group.reduce(into: [:]) { $0[$1.0] = $1.1 }
+            }
+            #expect(results.count == 40 && results.allSatisfy { $0.value == $0.key * 2 }, "\(results)")
+            #expect(try await slow.body.isEmpty)
+            #expect(client.box.state.withLock { $0.calls.isEmpty && $0.serials.isEmpty })
+        }
+    }
+
     /// The call whose outcome goes to a completion: each outcome once — a reply, an error reply
     /// with its name, a timeout, a call that cannot be sent (at once, on the caller's thread) and
     /// a connection that closes under a call (`disconnected`) — and a hundred from pool threads
@@ -127,7 +158,7 @@ import Testing
             let closing = Mutex<[Result<DBusMessage, DBusError>]>([])
             other.call(destination: EchoServer.name, path: EchoServer.path, interface: EchoServer.interface, method: "Sleep",
                        arguments: [.uint32(5000)], timeout: .seconds(20)) { r in closing.withLock { $0.append(r) } }
-            #expect(await eventually { other.box.state.withLock { !$0.pendingCalls.isEmpty } })
+            #expect(await eventually { other.box.state.withLock { !$0.calls.isEmpty } })
             other.close()
             #expect(await eventually { closing.withLock { !$0.isEmpty } })
             #expect(closing.withLock { $0.count } == 1)
@@ -347,7 +378,7 @@ import Testing
             let start = ContinuousClock.now
             async let outcome = client.sleepCallError(milliseconds: 20_000, timeout: .seconds(30))
             // The call is under way (sent, awaiting its reply) when the daemon dies.
-            #expect(await eventually { client.box.state.withLock { !$0.pendingCalls.isEmpty } })
+            #expect(await eventually { client.box.state.withLock { !$0.calls.isEmpty } })
             bus.stop()
             #expect(await outcome == .disconnected)
             #expect(ContinuousClock.now - start < .seconds(5))
@@ -367,12 +398,12 @@ import Testing
             defer { server.close() }
             let client = try await bus.connect(loop: loop)
             let task = Task { await client.sleepCallError(milliseconds: 10_000, timeout: .seconds(20)) }
-            #expect(await eventually { client.box.state.withLock { !$0.pendingCalls.isEmpty } })
+            #expect(await eventually { client.box.state.withLock { !$0.calls.isEmpty } })
             task.cancel()
             #expect(await task.value == .cancelled)
 
             let pending = Task { await client.sleepCallError(milliseconds: 10_000, timeout: .seconds(20)) }
-            #expect(await eventually { client.box.state.withLock { !$0.pendingCalls.isEmpty } })
+            #expect(await eventually { client.box.state.withLock { !$0.calls.isEmpty } })
             client.close()
             #expect(await pending.value == .disconnected)
         }
@@ -681,7 +712,7 @@ import Testing
                 let pending = Task { () async throws -> DBusMessage in
                     try await client.echo("Sleep", [.uint32(5000)], timeout: .seconds(20))
                 }
-                #expect(await eventually { client.box.state.withLock { !$0.pendingCalls.isEmpty } })
+                #expect(await eventually { client.box.state.withLock { !$0.calls.isEmpty } })
                 let live = await loop.registrations()
                 #expect(live.watches >= 1 && live.timers >= 1 && live.hooks == 1)
                 client.close()
@@ -695,7 +726,7 @@ import Testing
                 let waiting = Task { () async throws -> DBusMessage in
                     try await again.echo("Sleep", [.uint32(5000)], timeout: .seconds(20))
                 }
-                #expect(await eventually { again.box.state.withLock { !$0.pendingCalls.isEmpty } })
+                #expect(await eventually { again.box.state.withLock { !$0.calls.isEmpty } })
                 bus.stop()
                 await #expect(throws: DBusError.disconnected) { try await waiting.value }
                 #expect(await stream.waitEnd() == .some(.disconnected))

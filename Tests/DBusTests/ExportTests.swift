@@ -283,7 +283,7 @@ import Testing
                 order.append("sleep")
             }()
             // The Sleep call is under way (sent, awaiting its reply) before the next one goes.
-            #expect(await eventually { client.box.state.withLock { !$0.pendingCalls.isEmpty } })
+            #expect(await eventually { client.box.state.withLock { !$0.calls.isEmpty } })
             _ = try await client.echo("Upper", [.string("a"), .int32(1)])
             order.append("upper")
             await slow
