@@ -2,7 +2,7 @@
 /// continuous clock, the process' origin. Deadlines, timeouts, the link's schedule and the
 /// cluster's views are kept in it.
 ///
-/// Not `BridgeInstant` itself: the standard library does not freeze that type's
+/// Not `ContinuousClock.Instant` itself: the standard library does not freeze that type's
 /// layout, so every struct of the core that held one (a command with its deadline, the queue,
 /// the link's schedule) had a size known only at run time and was copied, compared and
 /// destroyed through the runtime's value witnesses; the deadline computed after every event

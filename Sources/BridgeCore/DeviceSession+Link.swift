@@ -76,9 +76,10 @@ extension DeviceSession {
     var nextDeadline: BridgeInstant? {
         if passive != nil { return link.isOwned ? passive?.tracker.nextDue : nil }
         // Asked after every event: the parts are read where they are stored, and a part's getter
-        // is called only when it has something to say (calling a getter of `queue`, `link` or
-        // `schedule` copies that struct out of the session first — the command under way with
-        // it — which made this ~5k instructions a call; docs/benchmarks.md).
+        // is called only when it has something to say (a getter of `queue`, `link` or `schedule`
+        // may copy that struct out of the session first, the command under way with it; most of
+        // the ~5k instructions this once cost a call were `ContinuousClock.Instant`'s, see
+        // ``BridgeInstant``).
         var next = queue.inFlight?.timeoutAt
         if !queue.waiting.isEmpty { next = earliest(next, queue.waitingDeadline) }
         if !link.waiters.isEmpty { next = earliest(next, link.nextDeadline) }

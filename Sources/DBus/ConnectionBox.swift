@@ -18,7 +18,7 @@ final class ConnectionBox: @unchecked Sendable {
     /// libdbus' watches and timeouts as the loop's, and what teardown must undo.
     let loopState = Mutex(LoopState())
 
-    /// The address of a libdbus object (watch, timeout, message, pending call) as a plain value,
+    /// The address of a libdbus object (watch, timeout, message) as a plain value,
     /// so that it can sit in the locked state; it is turned back into a pointer by the thread
     /// that uses the object (watches and timers: the loop).
     struct Handle: Hashable, Sendable {
@@ -32,7 +32,7 @@ final class ConnectionBox: @unchecked Sendable {
         case send(Handle)
         /// Send an owned message as a call, completing `PendingBox`.
         case call(Handle, timeoutMs: Int32, PendingBox)
-        /// Cancel the pending call with this id.
+        /// Forget the unanswered call of the pending box with this id (its reply, should it come, is dropped).
         case cancel(UInt64)
     }
 

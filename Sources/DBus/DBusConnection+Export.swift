@@ -121,7 +121,7 @@ extension DBusConnection {
 }
 
 extension ConnectionBox {
-    /// Every incoming message that is not a reply to a pending call (the loop).
+    /// Every incoming message that is not a method return or error (the loop; those go to `answer`).
     func handleIncoming(_ raw: OpaquePointer) -> DBusHandlerResult {
         let m: DBusMessage
         do {
