@@ -162,8 +162,19 @@ def main():
         browser.shot("1-devices")
         print("browser-test: the demo devices are online")
 
+        # The devices table is redrawn after every message (the heart rate's, every second): what
+        # did not change stays the same element, so a link is not replaced between the press and
+        # the release of a click (which loses the click; this test's click once failed that way).
+        camera_link = browser.css('tr[data-device="camera"] a')
+        table_before = browser.text("#devices")
+        browser.wait("a redraw of the devices table", lambda d: browser.text("#devices") != table_before, 30)
+        try:
+            camera_link.is_displayed()
+        except StaleElementReferenceException:
+            raise AssertionError("the camera's link was replaced by a redraw of the devices table")
+
         # The GoPro: shutter → ok, encoding: true.
-        browser.css('tr[data-device="camera"] a').click()
+        camera_link.click()
         browser.wait("the camera's controls", lambda d: browser.css("#control-shutter_start").is_displayed())
         browser.css("#control-shutter_start").click()
         browser.wait("the shutter command ok", lambda d: browser.text("#commands tr[data-transaction] .status") == "ok")

@@ -148,7 +148,7 @@ function h(tag, attrs, ...children) {
   const el = document.createElement(tag);
   for (const [k, v] of Object.entries(attrs || {})) {
     if (v === undefined || v === null || v === false) continue;
-    if (k.startsWith("on")) el.addEventListener(k.slice(2), v);
+    if (k.startsWith("on")) { el.addEventListener(k.slice(2), v); el.handlers = true; }
     else if (k === "class") el.className = v;
     else el.setAttribute(k, v === true ? "" : v);
   }
@@ -236,8 +236,34 @@ function render() {
   });
 }
 function live(container, build) {
-  current.live.push(() => container.replaceChildren(...[build()].flat()));
+  current.live.push(() => patch(container, [build()].flat().filter((c) => c !== null && c !== undefined && c !== false)
+    .map((c) => c instanceof Node ? c : document.createTextNode(String(c)))));
   return container;
+}
+// Brings `parent`'s children to `wanted` keeping every node that is already right: a live part is
+// rebuilt after every message (the heart rate's, every second), and a link or a button replaced
+// between the press and the release of the mouse loses the click. An element is kept when its tag
+// is the same (its attributes and children are then brought over); one with handlers (`on…` in
+// `h`) is always the new one, since its handlers close over the data it was built from.
+function patch(parent, wanted) {
+  const have = Array.from(parent.childNodes);
+  wanted.forEach((want, i) => {
+    const old = have[i];
+    if (old === want) return;
+    if (old && old.nodeType === Node.TEXT_NODE && want.nodeType === Node.TEXT_NODE) {
+      if (old.data !== want.data) old.data = want.data;
+    } else if (old && old.nodeType === Node.ELEMENT_NODE && want.nodeType === Node.ELEMENT_NODE &&
+               old.tagName === want.tagName && !old.handlers && !want.handlers) {
+      for (const a of Array.from(old.attributes)) if (!want.hasAttribute(a.name)) old.removeAttribute(a.name);
+      for (const a of Array.from(want.attributes)) if (old.getAttribute(a.name) !== a.value) old.setAttribute(a.name, a.value);
+      patch(old, Array.from(want.childNodes));
+    } else if (old) {
+      parent.replaceChild(want, old);
+    } else {
+      parent.append(want);
+    }
+  });
+  for (const extra of have.slice(wanted.length)) if (extra.parentNode === parent) extra.remove();
 }
 
 function viewDevices(view) {
