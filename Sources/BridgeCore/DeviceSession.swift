@@ -166,7 +166,8 @@ actor DeviceSession {
                     stopQueued(error)
                     break
                 }
-                await handle(event)
+                if let wait = take(event) { await perform(wait) }
+                afterEvent(event)
                 if Task.isCancelled { break }
             }
             linkDriver.finishWrites()
@@ -195,7 +196,21 @@ actor DeviceSession {
         stopped = []
     }
 
-    func handle(_ event: Event) async {
+    /// What an event leaves to wait for: the only two that wait for I/O. Every other event is
+    /// handled without a suspension point, so the session's loop takes an event, handles it and
+    /// takes the next without leaving its executor (each `await` of an async call costs task
+    /// switches, an async frame and a look-up of the task's executor under a lock: 3 events per
+    /// command, ~12k instructions; docs/benchmarks.md).
+    enum Wait {
+        /// A link that came up after the device was lost to another node: closed.
+        case disconnect(any BLELink)
+        /// This node gained or lost the device; `done` is resumed after.
+        case ownership(Bool, error: CommandError?, done: CheckedContinuation<Void, Never>?)
+    }
+
+    /// Handles `event` up to what it must wait for (``perform(_:)``); ``afterEvent(_:)`` then does
+    /// what follows every event.
+    func take(_ event: Event) -> Wait? {
         switch event {
         case let .command(cmd):
             backlog.subtract(1, ordering: .relaxed)
@@ -206,13 +221,12 @@ actor DeviceSession {
                 linkUp(l)
                 for w in waiters { w.resume(returning: .up) }
             case .disconnect:
-                await linkDriver.signal.working { await l.disconnect() }  // connected as it lost the device
+                return .disconnect(l)  // connected as it lost the device
             }
         case let .linkDown(reason):
             if link.linkLost() { linkDown(reason) }  // else closed when the device was handed over
         case let .ownership(on, error, done):
-            await ownership(on, failingQueuedWith: error)
-            done?.resume()
+            return .ownership(on, error: error, done: done)
         case let .connectFailed(error):
             link.connectFailed(error)
             output.logger.debug("connect failed", metadata: ["device": "\(id)", "error": "\(error)"])
@@ -229,6 +243,22 @@ actor DeviceSession {
             if passive != nil { passiveTimers() } else { checkTimers() }
         case let .written(sequence, result): written(sequence, result)
         }
+        return nil
+    }
+
+    func perform(_ wait: Wait) async {
+        switch wait {
+        case let .disconnect(l):
+            await linkDriver.signal.working { await l.disconnect() }
+        case let .ownership(on, error, done):
+            await ownership(on, failingQueuedWith: error)
+            done?.resume()
+        }
+    }
+
+    /// After every event: the next command started, the next deadline posted, the answers'
+    /// writes committed (or left to the turn's end).
+    func afterEvent(_ event: Event) {
         dispatch()
         postDeadline()
         metrics.queueDepth.record(queue.count)

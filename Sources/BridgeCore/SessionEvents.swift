@@ -62,11 +62,13 @@ final class SessionEvents: Sendable {
     }
 
     /// The next event, waiting for one; nil once finished and drained, or when the task is
-    /// cancelled while it waits. One caller at a time (the session's run loop).
-    func next() async -> DeviceSession.Event? {
+    /// cancelled while it waits. One caller at a time (the session's run loop). Runs on the
+    /// caller's executor (`isolation`): a nonisolated async function would hop off the session's
+    /// actor and back for every event, buffered or not.
+    func next(isolation: isolated (any Actor)? = #isolation) async -> DeviceSession.Event? {
         if let event = state.withLock({ $0.take() }) { return event }
         return await withTaskCancellationHandler {
-            await withUnsafeContinuation { (c: UnsafeContinuation<DeviceSession.Event?, Never>) in
+            await withUnsafeContinuation(isolation: isolation) { (c: UnsafeContinuation<DeviceSession.Event?, Never>) in
                 let ready = state.withLock { s -> DeviceSession.Event?? in
                     if let event = s.take() { return .some(event) }
                     if s.finished || Task.isCancelled { return .some(nil) }
