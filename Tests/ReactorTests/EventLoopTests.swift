@@ -32,6 +32,31 @@ struct EventLoopTests {
         #expect(onLoop.withLock { $0.allSatisfy { $0 } })
     }
 
+    @Test("work queued by work on the loop runs after the work queued before it, in order, round after round")
+    func workQueuedFromTheLoop() async {
+        let loop = EventLoop(name: "t-nested")
+        defer { loop.shutdown() }
+        let seen = Mutex<[String]>([])
+        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+            loop.execute {
+                // On the loop: each closure queues the next level from inside the round being run.
+                for i in 0..<3 {
+                    loop.execute {
+                        seen.withLock { $0.append("a\(i)") }
+                        loop.execute {
+                            seen.withLock { $0.append("b\(i)") }
+                            loop.execute {
+                                seen.withLock { $0.append("c\(i)") }
+                                if i == 2 { c.resume() }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        #expect(seen.withLock { $0 } == ["a0", "a1", "a2", "b0", "b1", "b2", "c0", "c1", "c2"])
+    }
+
     @Test("tasks preferring the loop, and the default actors they call, run on the loop thread")
     func taskExecutorPreference() async {
         let loop = EventLoop(name: "t-tasks")
