@@ -203,11 +203,10 @@ struct JSONParser {
         while i < b.count, b[i] == 0x20 || b[i] == 0x0A || b[i] == 0x0D || b[i] == 0x09 { i += 1 }
     }
 
-    mutating func expectLiteral(_ lit: String, _ value: JSONValue) throws(JSONParseError) -> JSONValue {
-        let expected = Array(lit.utf8)
-        let n = expected.count
+    mutating func expectLiteral(_ lit: StaticString, _ value: JSONValue) throws(JSONParseError) -> JSONValue {
+        let n = lit.utf8CodeUnitCount
         guard i + n <= b.count else { throw error("unexpected end of input") }
-        for k in 0..<n where b[i + k] != expected[k] { throw error("invalid literal") }
+        for k in 0..<n where b[i + k] != lit.utf8Start[k] { throw error("invalid literal") }
         i += n
         return value
     }
@@ -221,6 +220,7 @@ struct JSONParser {
             var obj = JSONObject()
             skipWhitespace()
             if i < b.count, b[i] == UInt8(ascii: "}") { i += 1; return .object(obj) }
+            obj.reserveCapacity(4)  // not grown from 1 for the usual few members
             while true {
                 skipWhitespace()
                 guard i < b.count, b[i] == UInt8(ascii: "\"") else { throw error("expected a member name") }
@@ -322,7 +322,21 @@ struct JSONParser {
 
     mutating func parseString() throws(JSONParseError) -> String {
         i += 1  // opening quote
-        var out = [UInt8]()
+        let start = i
+        // Most strings have no escape: made from their bytes in the input at once (a short one
+        // without an allocation), not byte by byte into a growing array.
+        while i < b.count {
+            let c = b[i]
+            if c == UInt8(ascii: "\"") {
+                // Not UTF-8: the loop below throws, at the offset it always has.
+                guard let s = b.withUnsafeBufferPointer({ String(validating: UnsafeBufferPointer(rebasing: $0[start..<i]), as: UTF8.self) }) else { break }
+                i += 1
+                return s
+            }
+            if c == UInt8(ascii: "\\") || c < 0x20 { break }
+            i += 1
+        }
+        var out = Array(b[start..<i])
         while true {
             guard i < b.count else { throw error("unterminated string") }
             let c = b[i]

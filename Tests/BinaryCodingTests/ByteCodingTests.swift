@@ -69,6 +69,32 @@ import Testing
         #expect(throws: JSONParseError.self) { try JSONValue(parsing: text) }
     }
 
+    @Test func readsStringsWithAndWithoutEscapes() throws {
+        // Without an escape a string is taken from the input whole; with one, the run before it is
+        // kept and the rest read byte by byte: both ways give the same text.
+        let cases: [(String, String)] = [
+            (#""""#, ""), (#""plain""#, "plain"), ("\"é 😀 long enough not to be a small string\"", "é 😀 long enough not to be a small string"),
+            (#""a\"b""#, "a\"b"), (#""\n""#, "\n"), (#""run before\tand after""#, "run before\tand after"), (#""\u00e9x""#, "éx"),
+        ]
+        for (text, expected) in cases {
+            #expect(try JSONValue(parsing: text) == .string(expected), "\(text)")
+            #expect(try JSONValue(parsing: "{\(text):\(text)}") == .object([expected: .string(expected)]), "\(text) as a member")
+        }
+        // Errors name the same offset whichever way the string was read: after the closing quote
+        // for bytes that are not UTF-8, at the byte for a control character or a cut-off input.
+        func offset(_ bytes: [UInt8]) -> (Int, String)? {
+            do { _ = try JSONValue(parsing: bytes); return nil } catch { return (error.offset, error.reason) }
+        }
+        let quote = UInt8(ascii: "\""), backslash = UInt8(ascii: "\\"), n = UInt8(ascii: "n")
+        #expect(offset([quote, 0x61, 0xFF, quote])! == (4, "string is not valid UTF-8"))
+        #expect(offset([quote, backslash, n, 0xC3, quote])! == (5, "string is not valid UTF-8"))
+        #expect(offset([quote, 0x61, 0x01, quote])! == (2, "control character in string"))
+        #expect(offset([quote, 0x61, 0x62])! == (3, "unterminated string"))
+        #expect(offset(Array("[tru]".utf8))! == (1, "invalid literal"))
+        #expect(offset(Array("nul".utf8))! == (0, "unexpected end of input"))
+        #expect(try JSONValue(parsing: "[true,false,null]") == .array([.bool(true), .bool(false), .null]))
+    }
+
     @Test func rejectsExcessiveNesting() {
         let deep = String(repeating: "[", count: 10_000) + String(repeating: "]", count: 10_000)
         #expect(throws: JSONParseError.self) { try JSONValue(parsing: deep) }
