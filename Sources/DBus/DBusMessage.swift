@@ -80,7 +80,7 @@ enum Names {
                       _ validate: (UnsafePointer<CChar>?, UnsafeMutablePointer<CDBus.DBusError>?) -> dbus_bool_t)
         throws(DBusError)
     {
-        guard !s.utf8.contains(0), s.withCString({ validate($0, nil) }) != 0 else {
+        guard !s.containsNUL, s.withCString({ validate($0, nil) }) != 0 else {
             throw .invalidArgument("\(kind) \"\(s)\" is not valid")
         }
     }
