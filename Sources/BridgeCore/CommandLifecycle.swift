@@ -86,6 +86,7 @@ public struct CommandResponse: Sendable, Equatable {
 
     public var json: JSONValue {
         var o = JSONObject()
+        o.reserveCapacity(6)  // every member it may have: one allocation, not one per growth
         if let transaction { o["transaction"] = transaction }
         o["status"] = .string(status.rawValue)
         if let command { o["command"] = command }

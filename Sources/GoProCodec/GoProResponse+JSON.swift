@@ -45,7 +45,10 @@ extension GoProResponse {
     }()
 
     static func commandJSON(_ r: GoProTLVResponse) -> JSONObject {
-        var o: JSONObject = ["id": .int(Int64(r.id)), "status": .int(Int64(r.status))]
+        var o = JSONObject()
+        o.reserveCapacity(6)  // the usual members and one payload field without growing
+        o["id"] = .int(Int64(r.id))
+        o["status"] = .int(Int64(r.status))
         let command = GoProCommandID(rawValue: r.id)
         o["name"] = .string(command?.name ?? "command_\(r.id)")
         o["status_name"] = .string(GoProTLVStatus.name(r.status))
