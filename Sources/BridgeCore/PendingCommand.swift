@@ -9,19 +9,62 @@ struct PendingCommand: Sendable {
         case write(topic: String, payload: [UInt8])
         case `internal`(DeviceRequest)
     }
-    var payload: Payload
-    var outboxID: Int64?
-    var transaction: JSONValue?
-    var responseTopic: String?
-    var correlationData: [UInt8]?
+    /// What the command came in with, which stays as it is for its whole life.
+    struct Origin: Sendable {
+        var payload: Payload
+        var transaction: JSONValue?
+        var responseTopic: String?
+        var correlationData: [UInt8]?
+        var deadline: BridgeInstant?
+        var received: BridgeInstant?
+    }
+    /// ``Origin`` held by reference: a command is copied a dozen times on its way (admission,
+    /// the queue, the dispatch, the answer), and each copy of these fields inline cost a copy and
+    /// a retain of each (its payload alone: ~50 retains per command). Set only through the
+    /// properties below, which replace the box.
+    private final class Box: Sendable {
+        let origin: Origin
+        init(_ origin: Origin) { self.origin = origin }
+    }
+    private var box: Box
+    private mutating func change(_ body: (inout Origin) -> Void) {
+        var o = box.origin
+        body(&o)
+        box = Box(o)
+    }
+
+    var payload: Payload {
+        get { box.origin.payload }
+        set { change { $0.payload = newValue } }
+    }
+    var transaction: JSONValue? {
+        get { box.origin.transaction }
+        set { change { $0.transaction = newValue } }
+    }
+    var responseTopic: String? {
+        get { box.origin.responseTopic }
+        set { change { $0.responseTopic = newValue } }
+    }
+    var correlationData: [UInt8]? {
+        get { box.origin.correlationData }
+        set { change { $0.correlationData = newValue } }
+    }
     /// When it expires unsent (`expired`), on the bridge's clock; nil: never (internal requests).
-    var deadline: BridgeInstant?
+    var deadline: BridgeInstant? {
+        get { box.origin.deadline }
+        set { change { $0.deadline = newValue } }
+    }
+    /// When it came in over MQTT, on the bridge's clock (nil: resumed from the outbox, or
+    /// internal), for its latency.
+    var received: BridgeInstant? {
+        get { box.origin.received }
+        set { change { $0.received = newValue } }
+    }
+
+    var outboxID: Int64?
     var attribute: String?
     /// `queued` was published (the command waited), so `sent` carries news too.
     var announced = false
-    /// When it came in over MQTT, on the bridge's clock (nil: resumed from the outbox, or
-    /// internal), for its latency.
-    var received: BridgeInstant?
     /// Whether it may go out while the driver is busy (learnt when it was validated; an internal
     /// request says so itself, a raw write never may).
     var bypassesBusyGate = false
@@ -32,14 +75,10 @@ struct PendingCommand: Sendable {
     init(payload: Payload, outboxID: Int64? = nil, transaction: JSONValue? = nil, responseTopic: String? = nil,
          correlationData: [UInt8]? = nil, deadline: BridgeInstant?, attribute: String? = nil,
          received: BridgeInstant? = nil) {
-        self.payload = payload
+        box = Box(Origin(payload: payload, transaction: transaction, responseTopic: responseTopic, correlationData: correlationData,
+                         deadline: deadline, received: received))
         self.outboxID = outboxID
-        self.transaction = transaction
-        self.responseTopic = responseTopic
-        self.correlationData = correlationData
-        self.deadline = deadline
         self.attribute = attribute
-        self.received = received
         if case let .internal(r) = payload { bypassesBusyGate = r.bypassesBusyGate }
     }
 
