@@ -325,15 +325,23 @@ struct JSONParser {
         let start = i
         // Most strings have no escape: made from their bytes in the input at once (a short one
         // without an allocation), not byte by byte into a growing array.
+        var bits: UInt8 = 0  // every byte OR-ed: ASCII text needs no UTF-8 validation
         while i < b.count {
             let c = b[i]
             if c == UInt8(ascii: "\"") {
+                let s = b.withUnsafeBufferPointer { all -> String? in
+                    let run = UnsafeBufferPointer(rebasing: all[start..<i])
+                    // The standard library's validating initialiser is generic over the encoding
+                    // and costs ~1k instructions a string in metadata look-ups alone.
+                    return bits < 0x80 ? String(decoding: run, as: UTF8.self) : String(validating: run, as: UTF8.self)
+                }
                 // Not UTF-8: the loop below throws, at the offset it always has.
-                guard let s = b.withUnsafeBufferPointer({ String(validating: UnsafeBufferPointer(rebasing: $0[start..<i]), as: UTF8.self) }) else { break }
+                guard let s else { break }
                 i += 1
                 return s
             }
             if c == UInt8(ascii: "\\") || c < 0x20 { break }
+            bits |= c
             i += 1
         }
         var out = Array(b[start..<i])
