@@ -174,7 +174,11 @@ public struct DBusObjectPath: Hashable, Comparable, Sendable, ExpressibleByStrin
 
     /// Whether the path follows "Valid Object Paths".
     public var isValid: Bool {
-        let u = Array(rawValue.utf8)
+        var text = rawValue
+        return text.withUTF8(Self.isValid)  // the bytes in place: no array per check (every call's path)
+    }
+
+    private static func isValid(_ u: UnsafeBufferPointer<UInt8>) -> Bool {
         guard u.first == UInt8(ascii: "/") else { return false }
         if u.count == 1 { return true }
         guard u.last != UInt8(ascii: "/") else { return false }

@@ -45,6 +45,11 @@ import Testing
         #expect(throws: DBusError.self) { try DBusValue.objectPath("/a/").validate() }
         #expect(throws: DBusError.self) { try DBusValue.objectPath("a").validate() }
         #expect(throws: DBusError.self) { try DBusValue.objectPath("/a-b").validate() }
+        #expect(throws: DBusError.self) { try DBusValue.objectPath("").validate() }
+        #expect(throws: DBusError.self) { try DBusValue.objectPath("//").validate() }
+        #expect(throws: DBusError.self) { try DBusValue.objectPath("/a/é").validate() }
+        #expect(throws: DBusError.self) { try DBusValue.string("NUL at the end\0").validate() }
+        #expect(throws: Never.self) { try DBusValue.string("").validate() }
         #expect(throws: DBusError.self) { try DBusValue.struct([]).validate() }
         #expect(throws: DBusError.self) { try DBusValue.signature("a{").validate() }
         #expect(throws: DBusError.self) {
