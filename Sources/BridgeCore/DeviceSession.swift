@@ -200,7 +200,7 @@ actor DeviceSession {
     /// handled without a suspension point, so the session's loop takes an event, handles it and
     /// takes the next without leaving its executor (each `await` of an async call costs task
     /// switches, an async frame and a look-up of the task's executor under a lock: 3 events per
-    /// command, ~12k instructions; docs/benchmarks.md).
+    /// command, ~10k instructions; docs/benchmarks.md, "session 7").
     enum Wait {
         /// A link that came up after the device was lost to another node: closed.
         case disconnect(any BLELink)

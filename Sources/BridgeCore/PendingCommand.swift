@@ -20,46 +20,30 @@ struct PendingCommand: Sendable {
     }
     /// ``Origin`` held by reference: a command is copied a dozen times on its way (admission,
     /// the queue, the dispatch, the answer), and each copy of these fields inline cost a copy and
-    /// a retain of each (its payload alone: ~50 retains per command). Set only through the
-    /// properties below, which replace the box.
+    /// a retain of each (its payload alone: ~50 retains per command). Read-only, but for the
+    /// payload (a raw write read back from the outbox), whose setter replaces the box.
     private final class Box: Sendable {
         let origin: Origin
         init(_ origin: Origin) { self.origin = origin }
     }
     private var box: Box
-    private mutating func change(_ body: (inout Origin) -> Void) {
-        var o = box.origin
-        body(&o)
-        box = Box(o)
-    }
 
     var payload: Payload {
         get { box.origin.payload }
-        set { change { $0.payload = newValue } }
+        set {
+            var o = box.origin
+            o.payload = newValue
+            box = Box(o)
+        }
     }
-    var transaction: JSONValue? {
-        get { box.origin.transaction }
-        set { change { $0.transaction = newValue } }
-    }
-    var responseTopic: String? {
-        get { box.origin.responseTopic }
-        set { change { $0.responseTopic = newValue } }
-    }
-    var correlationData: [UInt8]? {
-        get { box.origin.correlationData }
-        set { change { $0.correlationData = newValue } }
-    }
+    var transaction: JSONValue? { box.origin.transaction }
+    var responseTopic: String? { box.origin.responseTopic }
+    var correlationData: [UInt8]? { box.origin.correlationData }
     /// When it expires unsent (`expired`), on the bridge's clock; nil: never (internal requests).
-    var deadline: BridgeInstant? {
-        get { box.origin.deadline }
-        set { change { $0.deadline = newValue } }
-    }
+    var deadline: BridgeInstant? { box.origin.deadline }
     /// When it came in over MQTT, on the bridge's clock (nil: resumed from the outbox, or
     /// internal), for its latency.
-    var received: BridgeInstant? {
-        get { box.origin.received }
-        set { change { $0.received = newValue } }
-    }
+    var received: BridgeInstant? { box.origin.received }
 
     var outboxID: Int64?
     var attribute: String?

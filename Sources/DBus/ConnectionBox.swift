@@ -106,7 +106,7 @@ final class ConnectionBox: @unchecked Sendable {
             raw = dbus_bus_get_private(bus == .system ? DBUS_BUS_SYSTEM : DBUS_BUS_SESSION, &err)
             if raw == nil { return .failure(LibDBus.take(&err)) }
         case let .address(address):
-            guard !address.utf8.contains(0) else { return .failure(.invalidArgument("address contains NUL")) }
+            guard !address.containsNUL else { return .failure(.invalidArgument("address contains NUL")) }
             raw = address.withCString { dbus_connection_open_private($0, &err) }
             if raw == nil { return .failure(LibDBus.take(&err)) }
         }

@@ -75,7 +75,7 @@ public struct DBusMatchRule: Hashable, Sendable, CustomStringConvertible {
             throw .invalidArgument("match rule argument index \(n) is outside 0…63")
         }
         for v in Array(arguments.values) + Array(argumentPaths.values) + [arg0Namespace ?? ""]
-        where v.utf8.contains(0) {
+        where v.containsNUL {
             throw .invalidArgument("match rule value contains NUL")
         }
     }
