@@ -53,6 +53,7 @@ public struct BlueZBridgeService: Service {
                 let selfCheck = BluetoothSelfCheck(busAddress: busAddress, adapter: configuration.bluetooth.adapter, loop: loop)
                 let ready = await cancelWhenGracefulShutdown { await selfCheck.waitUntilReady(logger: logger) }
                 guard let (client, adapter) = ready else { return }
+                CodePages.releaseMappedPages()  // the self-check's code (the phase is over)
                 defer { client.close() }
                 try await BridgeService(configuration: configuration, central: central(client, adapter), mqtt: mqtt,
                                         logger: logger, loop: loop, control: control, frontend: frontend).run()
@@ -61,6 +62,7 @@ public struct BlueZBridgeService: Service {
             let selfCheck = BluetoothSelfCheck(busAddress: busAddress, adapters: configuration.bluetooth.adapters, loop: loop)
             let found = await cancelWhenGracefulShutdown { await selfCheck.waitUntilAdaptersReady(logger: logger) }
             guard let found else { return }
+            CodePages.releaseMappedPages()  // the self-check's code (the phase is over)
             defer { found.client.close() }
             try await BridgeService(configuration: configuration, central: adapterSet(found, loop: loop), mqtt: mqtt,
                                     logger: logger, loop: loop, control: control, frontend: frontend).run()

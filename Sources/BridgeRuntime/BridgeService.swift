@@ -65,6 +65,7 @@ public struct BridgeService: Service {
     private func runBridge() async throws {
         let store: BridgeStore
         do { store = try BridgeStore(path: databasePath) } catch { throw StartupError("\(error)") }
+        CodePages.releaseMappedPages()  // opening and migrating the store is over
         let client = mqtt.client
         let port = mqtt.port
         // Wall-clock nanoseconds; a clock set before 1970 (or absurdly late) reads 0, not a trap.
@@ -109,6 +110,7 @@ public struct BridgeService: Service {
         defer { LogTap.shared.setMQTT(nil) }
         // Bluetooth answered before this service started (BlueZBridgeService's self-check) and the
         // broker accepted us: ready for systemd (`Type=notify`, config/gatt2mqtt.service).
+        CodePages.releaseMappedPages()  // the bridge's set-up and the broker's connect are over
         SystemdNotify.send("READY=1\nSTATUS=connected to \(configuration.mqtt.host):\(configuration.mqtt.port)")
         // `WatchdogSec=`: WATCHDOG=1 from the event loop's own timer, so a loop that no longer
         // turns stops the pings and systemd restarts the bridge.

@@ -1,5 +1,6 @@
 import CEpoll
 import Glibc
+import Synchronization
 
 /// The process' code and data mapped page by page as they are touched, not 64 KiB at a time
 /// (docs/benchmarks.md, "Memory against the floor (issue 24 §3)").
@@ -33,10 +34,40 @@ public enum CodePages {
         for mapping in fileMappings() where register(start: mapping.start, length: mapping.length) == 0 {
             mappings += 1
             bytes += mapping.length
-            if mapping.readOnly && mapping.anonymousKiB == 0 { dropPages(start: mapping.start, length: mapping.length) }
+            if mapping.droppable { dropPages(start: mapping.start, length: mapping.length) }
         }
+        applied.store(true, ordering: .releasing)
         return .applied(mappings: mappings, bytes: bytes)
     }()
+
+    /// Gives back the code and constants mapped so far: the pages of every read-only file mapping
+    /// without private copies are unmapped, as ``mapOnDemand()`` does at its start; those that run
+    /// again come back one by one. Call it where a phase of start-up ends (the configuration read,
+    /// Bluetooth found, the store opened, the broker connected): what only that phase ran — the
+    /// YAML parser, the migrations, the self-check — then no longer adds to what the next phase
+    /// maps, and the process' peak is the largest phase plus what stays, not their sum
+    /// (docs/benchmarks.md, "Start-up's pages given back"). The pages stay in the page cache (a
+    /// fault brings one back without reading the disk). Does nothing unless ``mapOnDemand()``
+    /// applied (debug builds, older kernels: their pages would come back 64 KiB at a time).
+    /// Returns the bytes of the mappings whose pages were dropped.
+    @discardableResult
+    public static func releaseMappedPages() -> Int {
+        guard applied.load(ordering: .acquiring) else { return 0 }
+        return dropPages(of: fileMappings())
+    }
+
+    /// Drops the pages of the `droppable` ones of `mappings`; the bytes of those mappings.
+    static func dropPages(of mappings: [Mapping]) -> Int {
+        var bytes = 0
+        for mapping in mappings where mapping.droppable {
+            dropPages(start: mapping.start, length: mapping.length)
+            bytes += mapping.length
+        }
+        return bytes
+    }
+
+    /// Whether ``mapOnDemand()`` registered the process' mappings.
+    private static let applied = Atomic<Bool>(false)
 
     /// Unmaps the pages of a read-only mapping (code, constants) that were mapped before the
     /// registration (the dynamic loader's, the libraries' and the runtime's start-up, with
@@ -66,6 +97,10 @@ public enum CodePages {
         var readOnly = false
         /// Its pages that are private copies (smaps' `Anonymous:`), -1 when not given.
         var anonymousKiB = -1
+
+        /// Read-only and known to hold no private copy: its pages can be unmapped and read again
+        /// from the file (``dropPages(start:length:)``).
+        var droppable: Bool { readOnly && anonymousKiB == 0 }
     }
 
     /// The readable private mappings of files (the executable's code, read-only data and data;

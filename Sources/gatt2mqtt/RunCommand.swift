@@ -2,6 +2,7 @@ import ArgumentParser
 import BridgeRuntime
 import Foundation
 import Logging
+import Reactor
 import BridgeConfig
 import BridgeCore
 
@@ -21,6 +22,9 @@ struct RunCommand: AsyncParsableCommand {
 
     func run() async throws {
         let configuration = try loadConfiguration(config)
+        // Each phase of start-up gives back the code it ran (docs/benchmarks.md, "Start-up's pages
+        // given back"): here the argument parser's and the YAML reader's.
+        CodePages.releaseMappedPages()
         // Test only (the crash-loop end-to-end tests): die while handling a message on this topic.
         Bridge.crashOnTopicForTests.withLock { $0 = ProcessInfo.processInfo.environment["TEST_GATT2MQTT_CRASH_ON_TOPIC"] }
         let name = logLevel ?? configuration.logLevel.rawValue

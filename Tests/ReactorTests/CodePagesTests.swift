@@ -85,6 +85,34 @@ struct CodePagesTests {
         }
     }
 
+    @Test("releasing pages: a read-only mapping without private copies loses its pages, one with copies or a writable one keeps them")
+    func releasesOnlyDroppableMappings() throws {
+        let size = 64 << 10
+        try Self.withFileMapping(size: size) { (start: UInt, base: UnsafeMutableRawPointer) throws in
+            #expect(CodePages.register(start: start, length: size) == 0)
+            func touchAll() { for offset in stride(from: 0, to: size, by: 4096) { #expect(base.load(fromByteOffset: offset, as: UInt8.self) == 0x5A) } }
+            touchAll()
+            #expect(try Self.smapsEntry(startingAt: start).rssKiB == size / 1024)
+            // Not droppable: private copies (or unknown), writable.
+            let kept: [CodePages.Mapping] = [
+                .init(start: start, length: size, path: "/x", readOnly: true, anonymousKiB: 4),
+                .init(start: start, length: size, path: "/x", readOnly: true, anonymousKiB: -1),
+                .init(start: start, length: size, path: "/x", readOnly: false, anonymousKiB: 0),
+            ]
+            #expect(CodePages.dropPages(of: kept) == 0)
+            #expect(try Self.smapsEntry(startingAt: start).rssKiB == size / 1024)
+            // This process never called mapOnDemand: releasing does nothing.
+            #expect(CodePages.releaseMappedPages() == 0)
+            #expect(try Self.smapsEntry(startingAt: start).rssKiB == size / 1024)
+            let droppable = CodePages.Mapping(start: start, length: size, path: "/x", readOnly: true, anonymousKiB: 0)
+            #expect(CodePages.dropPages(of: kept + [droppable]) == size)
+            #expect(try Self.smapsEntry(startingAt: start).rssKiB == 0)
+            // What is read again comes back page by page, with the file's content.
+            touchAll()
+            #expect(try Self.smapsEntry(startingAt: start).rssKiB == size / 1024)
+        }
+    }
+
     // mapOnDemand itself is not called in this process: it registers every file mapping of the
     // process and drops their pages under the other tests running in parallel (two fresh-clone
     // runs stalled for seconds). CodePagesCLITests checks it in a `gatt2mqtt` process.
