@@ -32,11 +32,12 @@ extension Bridge {
     /// Handles one inbound MQTT message (any thread; returns at once).
     public func handle(_ message: InboundMessage) {
         // Too large, a retained request, a clear: dealt with before anything is parsed (Bridge+Inbound).
-        guard admit(message) else { return }
-        guard let mark = beginHandling(message) else { return }  // the message that crashed the last run, again
+        let route = topics.route(message.topic)  // routed once, here
+        guard admit(message, route) else { return }
+        guard let mark = beginHandling(message, route) else { return }  // the message that crashed the last run, again
         defer { mark.end() }
         for e in extensions.all where e.handle(message) { return }
-        guard let route = topics.route(message.topic) else { return }
+        guard let route else { return }
         if alreadyHandled(message, route) { return }
         switch route {
         case let .set(device):

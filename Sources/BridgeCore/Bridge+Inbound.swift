@@ -35,9 +35,9 @@ extension Bridge {
     static let readOnlyActions: Set<String> = ["info", "devices", "health_check"]
 
     /// Whether `message` goes on to be routed; false when it was dealt with here: refused as too
-    /// large, a retained request (answered `retained_request` and cleared), or a clear.
-    func admit(_ m: InboundMessage) -> Bool {
-        let route = topics.route(m.topic)
+    /// large, a retained request (answered `retained_request` and cleared), or a clear. `route`:
+    /// its topic's (``Topics/route(_:)``).
+    func admit(_ m: InboundMessage, _ route: Topics.Route?) -> Bool {
         if case let .bridgeRequest(action)? = route {
             // An empty payload that is a clear (a retained one, or the echo of the bridge's own)
             // is no request.

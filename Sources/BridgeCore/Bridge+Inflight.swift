@@ -17,7 +17,7 @@ struct AfterCrash: Sendable {
     var since: BridgeInstant?
 }
 
-/// What ``Bridge/beginHandling(_:)`` decided for one message.
+/// What ``Bridge/beginHandling(_:_:)`` decided for one message.
 struct HandlingMark {
     let bridge: Bridge
     let topic: String
@@ -40,8 +40,8 @@ extension Bridge {
 
     /// Before handling `message`: nil when it is the message the previous run died handling,
     /// delivered again (then it is dropped); otherwise its marker, to ``HandlingMark/end()``.
-    func beginHandling(_ message: InboundMessage) -> HandlingMark? {
-        guard let route = topics.route(message.topic) else { return HandlingMark(bridge: self, topic: message.topic, digest: nil, untilReply: false) }
+    func beginHandling(_ message: InboundMessage, _ route: Topics.Route?) -> HandlingMark? {
+        guard let route else { return HandlingMark(bridge: self, topic: message.topic, digest: nil, untilReply: false) }
         // The marker (its digest computed once, here) before the check that compares with it.
         let marker = InflightMessage(topic: message.topic, payload: message.payload, packetID: message.packetID,
                                      responseTopic: message.responseTopic, correlationData: message.correlationData, at: Date())

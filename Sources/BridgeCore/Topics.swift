@@ -52,20 +52,51 @@ public struct Topics: Sendable, Equatable {
 
     /// Where the levels of `topic` after `prefix` and a `/` lie (MQTT's level separator is that
     /// byte, whatever follows it); nil when the topic does not start so, or a level is empty. On
-    /// the UTF-8 bytes: every inbound message is routed, several times.
-    static func levels(_ topic: UnsafeBufferPointer<UInt8>, after prefix: String) -> [Range<Int>]? {
+    /// the UTF-8 bytes, without an array: every inbound message is routed, several times.
+    static func levels(_ topic: UnsafeBufferPointer<UInt8>, after prefix: String) -> Levels? {
         let slash = UInt8(ascii: "/")
         var prefix = prefix
         let start = prefix.withUTF8 { p in topic.count > p.count + 1 && topic.starts(with: p) && topic[p.count] == slash ? p.count + 1 : nil }
         guard var from = start else { return nil }
-        var parts: [Range<Int>] = []
-        parts.reserveCapacity(4)
+        var levels = Levels()
         while true {
             let end = topic[from...].firstIndex(of: slash) ?? topic.count
             guard end > from else { return nil }  // an empty level
-            parts.append(from..<end)
-            if end == topic.count { return parts }
+            levels.append(from..<end)
+            if end == topic.count { return levels }
             from = end + 1
+        }
+    }
+
+    /// The levels of a topic after a prefix (``levels(_:after:)``): how many there are, and where
+    /// the first ``capacity`` lie — all routing looks at (the bridge API's operation is the rest
+    /// of the topic from its third level).
+    struct Levels {
+        static let capacity = 4
+        /// How many levels the topic has (more than ``capacity`` are counted, not kept).
+        private(set) var count = 0
+        private var first: (Range<Int>, Range<Int>, Range<Int>, Range<Int>) = (0..<0, 0..<0, 0..<0, 0..<0)
+
+        mutating func append(_ level: Range<Int>) {
+            switch count {
+            case 0: first.0 = level
+            case 1: first.1 = level
+            case 2: first.2 = level
+            case 3: first.3 = level
+            default: break
+            }
+            count += 1
+        }
+
+        /// Level `i` (from 0); `i` must be below both `count` and ``capacity``.
+        subscript(_ i: Int) -> Range<Int> {
+            precondition(i >= 0 && i < min(count, Self.capacity), "level \(i) of \(count) (\(Self.capacity) kept)")
+            switch i {
+            case 0: return first.0
+            case 1: return first.1
+            case 2: return first.2
+            default: return first.3
+            }
         }
     }
 
@@ -105,8 +136,9 @@ public struct Topics: Sendable, Equatable {
 
     public func clusterRoute(_ topic: String) -> ClusterRoute? {
         var topic = topic
-        let parts = topic.withUTF8 { t in
-            Self.levels(t, after: base + "/bridge")?.map { String(decoding: UnsafeBufferPointer(rebasing: t[$0]), as: UTF8.self) }
+        let parts = topic.withUTF8 { t -> [String]? in
+            guard let levels = Self.levels(t, after: base + "/bridge"), levels.count <= 3 else { return nil }
+            return (0..<levels.count).map { String(decoding: UnsafeBufferPointer(rebasing: t[levels[$0]]), as: UTF8.self) }
         }
         guard let parts else { return nil }
         switch (parts.count, parts.first) {

@@ -39,20 +39,49 @@ public enum MQTTTopic {
         !filter.utf8.contains(UInt8(ascii: "+")) && !filter.utf8.contains(UInt8(ascii: "#")) && !filter.hasPrefix("$share/")
     }
 
-    /// Whether `topic` matches `filter` (MQTT 5 §4.7), via `mosquitto_topic_matches_sub`
-    /// (libmosquitto 2.0's `…_sub2` ignores its length arguments, so NUL-terminated strings
-    /// are passed). A shared subscription `$share/<group>/<filter>` matches as `<filter>`.
+    /// Whether `topic` matches `filter` (MQTT 5 §4.7.1–4.7.2): `+` is one level (an empty one
+    /// too), `#` the level it stands at and every one below, including none ("a/#" matches "a"),
+    /// a filter that starts with a wildcard does not match a topic that starts with `$`. A shared
+    /// subscription `$share/<group>/<filter>` matches as `<filter>`. `filter` is one
+    /// ``validateFilter(_:)`` accepted (every subscription's is). On the UTF-8 bytes of both, in
+    /// place: every inbound message is matched against every subscription.
     public static func matches(filter: String, topic: String) -> Bool {
-        var filter = filter
-        if filter.hasPrefix("$share/") {
-            let rest = filter.dropFirst(7)
-            guard let slash = rest.firstIndex(of: "/") else { return false }
-            filter = String(rest[rest.index(after: slash)...])
+        var filter = filter, topic = topic
+        return filter.withUTF8 { f in topic.withUTF8 { t in matches(filter: f, topic: t) } }
+    }
+
+    static func matches(filter: UnsafeBufferPointer<UInt8>, topic t: UnsafeBufferPointer<UInt8>) -> Bool {
+        let slash = UInt8(ascii: "/"), plus = UInt8(ascii: "+"), hash = UInt8(ascii: "#")
+        let f = filter
+        var fi = 0, ti = 0
+        let fn = f.count, tn = t.count
+        if f.starts(with: "$share/".utf8) {
+            fi = 7
+            while fi < fn && f[fi] != slash { fi += 1 }  // the group
+            guard fi < fn else { return false }
+            fi += 1
         }
-        var result = false
-        let rc = filter.withCString { f in
-            topic.withCString { t in mosquitto_topic_matches_sub(f, t, &result) }
+        if tn > 0, t[0] == UInt8(ascii: "$"), fi < fn, f[fi] == plus || f[fi] == hash { return false }
+        // Level by level; fi and ti at the start of a level of each.
+        while true {
+            if fi < fn, f[fi] == hash, fi + 1 == fn { return true }
+            if fi < fn, f[fi] == plus, fi + 1 == fn || f[fi + 1] == slash {
+                fi += 1
+                while ti < tn && t[ti] != slash { ti += 1 }
+            } else {
+                while fi < fn && f[fi] != slash {
+                    guard ti < tn, t[ti] == f[fi] else { return false }
+                    fi += 1
+                    ti += 1
+                }
+                if ti < tn && t[ti] != slash { return false }
+            }
+            // Both at the end of a level.
+            if fi == fn { return ti == tn }
+            fi += 1
+            // The topic has no level left: only a last `#` matches (its parent level did).
+            if ti == tn { return fi + 1 == fn && f[fi] == hash }
+            ti += 1
         }
-        return rc == 0 && result
     }
 }

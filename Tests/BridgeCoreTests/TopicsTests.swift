@@ -39,6 +39,20 @@ import Testing
         }
     }
 
+    @Test("topics with more levels than routing keeps: counted, the first four where they lie, an empty level anywhere refused")
+    func routesTopicsWithManyLevels() throws {
+        #expect(t.route("gatt2mqtt/bridge/request/a/b/c/d") == .bridgeRequest(operation: "a/b/c/d"))
+        #expect(t.route("gatt2mqtt/bridge/request/a/b/c//d") == nil)
+        for topic in ["gatt2mqtt/a/set/b/c", "gatt2mqtt/a/b/c/d/e/f", "gatt2mqtt/a/b/write/d/e", "gatt2mqtt/cam/set/x/"] {
+            #expect(t.route(topic) == nil, "\(topic)")
+        }
+        #expect(t.clusterRoute("gatt2mqtt/bridge/nodes/a/state/x/y") == nil)
+        var topic = "base/l0/l1/l2/l3/l4/l5"
+        let levels = try #require(topic.withUTF8 { Topics.levels($0, after: "base") })
+        #expect(levels.count == 6)
+        #expect((0..<4).map { levels[$0] } == [5..<7, 8..<10, 11..<13, 14..<16])
+    }
+
     @Test func subscriptionsCoverEveryRoute() {
         #expect(t.subscriptions == ["gatt2mqtt/+/set", "gatt2mqtt/+/set/+", "gatt2mqtt/+/get", "gatt2mqtt/+/+/write",
                                     "gatt2mqtt/bridge/request/#"])

@@ -1,3 +1,4 @@
+import CMosquitto
 @testable import Mosquitto
 import Reactor
 import TestSupport
@@ -73,6 +74,36 @@ import Glibc
         #expect(!MQTTTopic.matches(filter: "#", topic: "$SYS/x"))
         #expect(!MQTTTopic.matches(filter: "a/b", topic: "a/bc"))
         #expect(!MQTTTopic.matches(filter: "$share/g", topic: "g"))
+    }
+
+    @Test("matching agrees with libmosquitto's mosquitto_topic_matches_sub on every valid filter and topic of up to four levels")
+    func matchingAgreesWithLibmosquitto() {
+        // Every filter of 1–3 levels of these words and wildcards that the broker would accept,
+        // every topic of 1–4 levels of these words: `$` topics, empty levels, near misses.
+        let filterLevels = ["a", "b", "ab", "", "+", "#", "$SYS"], topicLevels = ["a", "ab", "", "$SYS"]
+        func combinations(_ words: [String], upTo n: Int) -> [String] {
+            var all: [[String]] = words.map { [$0] }, last = all
+            for _ in 1..<n {
+                last = last.flatMap { p in words.map { p + [$0] } }
+                all += last
+            }
+            return all.map { $0.joined(separator: "/") }
+        }
+        let filters = combinations(filterLevels, upTo: 3).filter { (try? MQTTTopic.validateFilter($0)) != nil }
+        let topics = combinations(topicLevels, upTo: 4).filter { (try? MQTTTopic.validateTopic($0)) != nil }
+        #expect(filters.count > 200 && topics.count > 300, "\(filters.count) filters, \(topics.count) topics")
+        var compared = 0, matched = 0
+        for filter in filters {
+            for topic in topics {
+                var reference = false
+                guard mosquitto_topic_matches_sub(filter, topic, &reference) == 0 else { continue }
+                compared += 1
+                if reference { matched += 1 }
+                #expect(MQTTTopic.matches(filter: filter, topic: topic) == reference, "filter \(filter), topic \(topic): libmosquitto \(reference)")
+                #expect(MQTTTopic.matches(filter: "$share/g/" + filter, topic: topic) == reference, "$share/g/\(filter), topic \(topic)")
+            }
+        }
+        #expect(compared == filters.count * topics.count && matched > 100 && matched < compared, "\(compared) compared, \(matched) matches")
     }
 
     @Test func unusableOptionsAreTypedErrors() {
