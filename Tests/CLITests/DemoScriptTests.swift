@@ -228,7 +228,7 @@ import Glibc
 
         // The bridge stopped first: its offline state reached the broker.
         let offline = await collectUntil(states, timeout: .seconds(30)) { $0.payloadString == #"{"state":"offline"}"# }
-        #expect(offline.last?.payloadString == #"{"state":"offline"}"#, "\(offline.map(\.payloadString))")
+        #expect(offline.last?.payloadString == #"{"state":"offline"}"#, "\(offline.map(\.payloadString))\n\(script.output)")
         if let ownBroker {
             #expect(acceptsConnections(port: ownBroker.port), "the script stopped a broker it did not start")
         }

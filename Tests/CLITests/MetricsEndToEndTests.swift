@@ -102,7 +102,7 @@ import Testing
         #expect(bridge.terminationStatus == 0, "\(env.bridgeLog())")
         #expect(!acceptsConnections(port: port))
         let state = await collect(try await hub.subscribe("gatt2mqtt/bridge/state"), count: 1)
-        #expect(state.first?.payloadString == #"{"state":"offline"}"#)
+        #expect(state.first?.payloadString == #"{"state":"offline"}"#, "\(env.bridgeLog())")
         await hub.disconnect()
     }
 
