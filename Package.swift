@@ -121,7 +121,7 @@ let package = Package(
             dependencies: ["AdvertisementCodec", "BlueZSimulator", "DBus", "Reactor", "GoProCodec", "CapsCodec", "BinaryCoding",
                            .product(name: "SwiftProtobuf", package: "swift-protobuf")]
         ),
-        .target(name: "BridgeStore", dependencies: ["BinaryCoding", .product(name: "GRDB", package: "GRDB.swift")]),
+        .target(name: "BridgeStore", dependencies: ["BinaryCoding", .product(name: "GRDB", package: "GRDB.swift"), .product(name: "GRDBSQLite", package: "GRDB.swift")]),
         // The models served to a radio front-end (scripts/vm/radio.py) over a Unix socket.
         .target(name: "PeripheralServer", dependencies: ["BinaryCoding", "BlueZSimulator", "DeviceSimulators", "Reactor"]),
 

@@ -15,7 +15,7 @@ extension DeviceSession {
         if case let .command(body) = cmd.payload {
             do throws(CommandError) {
                 let request: DeviceRequest
-                if let l = link.link, queue.isIdle, !driver.isBusy {
+                if let l = link.link, queue.isIdle, !driverIsBusy {
                     request = try driver.encode(body, mtu: l.mtu)
                     cmd.encoded = request
                 } else {
@@ -29,7 +29,7 @@ extension DeviceSession {
                 return
             }
         }
-        switch queue.admission(of: cmd, linkUp: link.isUp, busy: driver.isBusy, policy: config.offlinePolicy, device: id,
+        switch queue.admission(of: cmd, linkUp: link.isUp, busy: driverIsBusy, policy: config.offlinePolicy, device: id,
                                limit: output.maxQueued) {
         case let .reject(error):
             finish(cmd, .error, error: error)
@@ -99,7 +99,7 @@ extension DeviceSession {
     func dispatch() {
         while let l = link.link {
             var cmd: PendingCommand
-            switch queue.next(busy: driver.isBusy) {
+            switch queue.next(busy: driverIsBusy) {
             case .underWay: return
             case .blocked:
                 queue.announceWaiting { output.respond($0, device: id, .queued) }

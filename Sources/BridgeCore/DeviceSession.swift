@@ -50,6 +50,11 @@ actor DeviceSession {
     nonisolated let linkDriver: LinkDriver
 
     var driver: any DeviceDriver
+    /// Whether the driver holds commands back, read in place: a getter called on the stored
+    /// existential copies the whole driver first (every reference in it retained, then released:
+    /// ~400 instructions for the GoPro's), one called through `inout` does not.
+    var driverIsBusy: Bool { Self.isBusy(&driver) }
+    private static func isBusy(_ driver: inout any DeviceDriver) -> Bool { driver.isBusy }
     /// The link: down, connecting, up (and whether available), handed over, stopped; and who
     /// waits for it (``LinkStateMachine``, no I/O).
     var link: LinkStateMachine<CheckedContinuation<LinkWait, Never>>

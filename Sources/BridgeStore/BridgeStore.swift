@@ -540,18 +540,25 @@ public struct BridgeStore: Sendable {
             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
             """
         let id = outboxIDs.take()
-        let arguments: StatementArguments = [id, entry.deviceID, entry.transaction, entry.command, entry.attribute, entry.status.rawValue,
-                                             entry.createdAt.timeIntervalSince1970, entry.deadline.timeIntervalSince1970,
-                                             entry.responseTopic, entry.correlationData]
+        func bind(_ s: inout DirectStatement) {
+            s.bind(id)
+            s.bind(entry.deviceID)
+            s.bind(entry.transaction)
+            s.bind(entry.command)
+            s.bind(entry.attribute)
+            s.bind(entry.status.rawValue)
+            s.bind(entry.createdAt.timeIntervalSince1970)
+            s.bind(entry.deadline.timeIntervalSince1970)
+            s.bind(entry.responseTopic)
+            s.bind(entry.correlationData)
+        }
+        var e = entry
+        e.id = id
         if !replacingSameAttribute || entry.attribute == nil {
             // The common case, once per command: one statement, no transaction around it.
             do {
-                return try writer.writeWithoutTransaction { db in
-                    try db.cachedStatement(sql: insert).execute(arguments: arguments)
-                    var e = entry
-                    e.id = id
-                    return (e, [])
-                }
+                try writer.writeWithoutTransaction { db in try DirectStatement.run(insert, in: db, bind) }
+                return (e, [])
             } catch {
                 throw .operationFailed(reason: "\(error)")
             }
@@ -563,15 +570,22 @@ public struct BridgeStore: Sendable {
                 replaced = try request.fetchAll(db)
                 try request.deleteAll(db)
             }
-            try db.cachedStatement(sql: insert).execute(arguments: arguments)
-            var e = entry
-            e.id = id
+            try DirectStatement.run(insert, in: db, bind)
             return (e, replaced)
         }
     }
 
     public func setStatus(_ status: OutboxEntry.Status, for id: Int64) throws(StoreError) {
-        try writeStatement("UPDATE outbox SET status = ? WHERE id = ?", [status.rawValue, id])
+        do {
+            try writer.writeWithoutTransaction { db in
+                try DirectStatement.run("UPDATE outbox SET status = ? WHERE id = ?", in: db) { s in
+                    s.bind(status.rawValue)
+                    s.bind(id)
+                }
+            }
+        } catch {
+            throw .operationFailed(reason: "\(error)")
+        }
     }
 
     static let removeCommandSQL = "DELETE FROM outbox WHERE id = ?"
@@ -651,11 +665,19 @@ public struct BridgeStore: Sendable {
     private static func execute(_ write: Write, in db: Database) throws {
         switch write {
         case let .removeCommand(id):
-            try db.cachedStatement(sql: removeCommandSQL).execute(arguments: [id])
+            try DirectStatement.run(removeCommandSQL, in: db) { $0.bind(id) }
         case let .saveState(deviceID, json, at):
-            try db.cachedStatement(sql: saveStateSQL).execute(arguments: [deviceID, json, at])
+            try DirectStatement.run(saveStateSQL, in: db) { s in
+                s.bind(deviceID)
+                s.bind(json)
+                s.bind(at)
+            }
         case let .saveCounter(deviceID, counter, keyCheck):
-            try db.cachedStatement(sql: saveCounterSQL).execute(arguments: [deviceID, Int64(counter), keyCheck])
+            try DirectStatement.run(saveCounterSQL, in: db) { s in
+                s.bind(deviceID)
+                s.bind(Int64(counter))
+                s.bind(keyCheck)
+            }
         }
     }
 

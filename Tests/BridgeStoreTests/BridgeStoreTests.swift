@@ -455,4 +455,74 @@ import Testing
         #expect(InflightMessage.digest([]) != InflightMessage.digest([0]))
         #expect(InflightMessage.digest(Array("x".utf8)) == InflightMessage.digest(Array("x".utf8)))
     }
+
+}
+
+/// The writes every command makes, bound through SQLite's C API (`DirectStatement`), on a real
+/// SQLite file in a fresh temporary directory.
+@Suite final class DirectStatementTests {
+    let dir: URL
+    var path: String { dir.appendingPathComponent("state.sqlite").path }
+
+    init() throws {
+        dir = FileManager.default.temporaryDirectory.appendingPathComponent("gatt2mqtt-direct-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+    }
+
+    deinit { try? FileManager.default.removeItem(at: dir) }
+
+    /// The outbox row written through SQLite's C API (`DirectStatement`) reads back through GRDB
+    /// exactly as it was given: empty and non-ASCII text, absent and empty values, dates.
+    @Test func directlyBoundOutboxRowsReadBackAsGiven() throws {
+        let store = try BridgeStore(path: path)
+        let t0 = Date(timeIntervalSince1970: 1_700_000_000.25)
+        let entries = [
+            OutboxEntry(deviceID: "camera", transaction: "", command: #"{"command":"set_shutter","value":true}"#, status: .sent,
+                        createdAt: t0, deadline: t0.addingTimeInterval(30), responseTopic: "reply/ü/ß", correlationData: Data([0, 1, 255])),
+            OutboxEntry(deviceID: "glasses – 眼鏡", transaction: nil, command: "", attribute: nil, createdAt: t0, deadline: t0,
+                        responseTopic: nil, correlationData: Data()),
+            OutboxEntry(deviceID: "x", transaction: "t\t1", command: String(repeating: "é", count: 5000), createdAt: t0, deadline: t0),
+        ]
+        var stored: [OutboxEntry] = []
+        for e in entries { stored.append(try store.enqueue(e).entry) }
+        #expect(stored.map { $0.id != nil } == [true, true, true])
+        let back = try store.pendingCommands()
+        #expect(back == stored)
+        #expect(back[1].correlationData == Data())
+        #expect(back[1].transaction == nil)
+        try store.setStatus(.sent, for: try #require(stored[2].id))
+        #expect(try store.pendingCommands().map(\.status) == [OutboxEntry.Status.sent, .queued, .sent])
+        try store.apply([.removeCommand(try #require(stored[0].id)), .saveState(deviceID: "camera", json: #"{"a":1}"#, at: 5)])
+        #expect(try store.pendingCommands().map(\.deviceID) == ["glasses – 眼鏡", "x"])
+        #expect(try store.states()["camera"] == ["a": 1])
+    }
+
+    /// A directly bound statement that fails says why (SQLite's message), leaves nothing written,
+    /// and the same cached statement works at the next call; binding the wrong number of values
+    /// is refused before the step.
+    @Test func directStatementErrorsAreReportedAndTheStatementIsReusable() throws {
+        let store = try BridgeStore(path: path)
+        try store.writer.write { db in try db.execute(sql: "CREATE TABLE t (k TEXT NOT NULL UNIQUE, v INTEGER)") }
+        let insert = "INSERT INTO t (k, v) VALUES (?, ?)"
+        try store.writer.writeWithoutTransaction { db in try DirectStatement.run(insert, in: db) { $0.bind("a"); $0.bind(Int64(1)) } }
+        #expect {
+            try store.writer.writeWithoutTransaction { db in try DirectStatement.run(insert, in: db) { $0.bind("a"); $0.bind(Int64(2)) } }
+        } throws: { error in
+            let e = error as? DatabaseError
+            return e?.resultCode == .SQLITE_CONSTRAINT && (e?.message ?? "").contains("UNIQUE")
+        }
+        #expect {
+            try store.writer.writeWithoutTransaction { db in try DirectStatement.run(insert, in: db) { $0.bind(nil as String?); $0.bind(Int64(3)) } }
+        } throws: { error in (error as? DatabaseError)?.resultCode == .SQLITE_CONSTRAINT }
+        #expect {
+            try store.writer.writeWithoutTransaction { db in try DirectStatement.run(insert, in: db) { $0.bind("c") } }
+        } throws: { error in
+            let e = error as? DatabaseError
+            return e?.resultCode == .SQLITE_RANGE && (e?.message ?? "").contains("1 values bound, the statement has 2")
+        }
+        try store.writer.writeWithoutTransaction { db in try DirectStatement.run(insert, in: db) { $0.bind("b"); $0.bind(Int64(4)) } }
+        let rows = try store.writer.read { db in try Row.fetchAll(db, sql: "SELECT k, v FROM t ORDER BY k") }
+        #expect(rows.map { $0["k"] as String } == ["a", "b"])
+        #expect(rows.map { $0["v"] as Int64 } == [1, 4])
+    }
 }
