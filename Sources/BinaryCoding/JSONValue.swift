@@ -393,11 +393,14 @@ struct JSONParser {
 extension JSONValue {
     /// Compact JSON text. Non-finite doubles (which JSON cannot carry) are written as `null`;
     /// codecs that must keep them map them to strings first.
-    public var jsonText: String {
+    public var jsonText: String { String(decoding: jsonBytes, as: UTF8.self) }
+
+    /// The same text as its UTF-8 bytes (an MQTT payload), without going through a `String`.
+    public var jsonBytes: [UInt8] {
         var out = [UInt8]()
         out.reserveCapacity(256)
         write(to: &out, pretty: false, indent: 0)
-        return String(decoding: out, as: UTF8.self)
+        return out
     }
 
     /// Indented JSON text (two spaces), for people.

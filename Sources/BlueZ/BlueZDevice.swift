@@ -39,6 +39,12 @@ public enum WriteType: String, Sendable {
     case request
     /// ATT Write Command: unacknowledged; at most MTU − 3 bytes per command (behaviour 7).
     case command
+
+    /// `WriteValue`'s options (`{"type": <raw value>}`), built once: a dictionary literal per
+    /// write hashed, sorted and boxed its one entry every time.
+    var options: DBusValue { self == .request ? Self.requestOptions : Self.commandOptions }
+    private static let requestOptions = DBusValue.properties(["type": .string(WriteType.request.rawValue)])
+    private static let commandOptions = DBusValue.properties(["type": .string(WriteType.command.rawValue)])
 }
 
 extension BlueZClient {
@@ -303,13 +309,13 @@ extension BlueZClient {
             while offset < value.count {
                 let part = Array(value[offset..<min(value.count, offset + chunk)])
                 try await call(characteristic.path, Self.char1, "WriteValue",
-                               [.bytes(part), .properties(["type": .string("command")])], timeout: timeout)
+                               [.bytes(part), WriteType.command.options], timeout: timeout)
                 offset += chunk
             }
             return
         }
         try await call(characteristic.path, Self.char1, "WriteValue",
-                       [.bytes(value), .properties(["type": .string(type.rawValue)])], timeout: timeout)
+                       [.bytes(value), type.options], timeout: timeout)
     }
 
     /// ``write(_:to:type:split:timeout:)`` with its outcome handed to `completion` (once, on the
@@ -333,7 +339,7 @@ extension BlueZClient {
                             completion: @escaping @Sendable (Result<Void, BlueZError>) -> Void)
     {
         guard let part = parts.first else { return completion(.success(())) }
-        call(path, Self.char1, "WriteValue", [.bytes(part), .properties(["type": .string(type.rawValue)])], timeout: timeout) { result in
+        call(path, Self.char1, "WriteValue", [.bytes(part), type.options], timeout: timeout) { result in
             switch result {
             case .success: self.writeParts(parts.dropFirst(), to: path, type: type, timeout: timeout, completion: completion)
             case let .failure(error): completion(.failure(error))

@@ -22,7 +22,7 @@ public struct OutboundMessage: Sendable, Equatable {
     }
 
     public init(topic: String, json: JSONValue, qos: Int, retain: Bool, correlationData: [UInt8]? = nil) {
-        self.init(topic: topic, payload: Array(json.jsonText.utf8), qos: qos, retain: retain, correlationData: correlationData)
+        self.init(topic: topic, payload: json.jsonBytes, qos: qos, retain: retain, correlationData: correlationData)
     }
 
     public var text: String { String(decoding: payload, as: UTF8.self) }

@@ -43,8 +43,9 @@ struct DirectStatement {
         } else {
             message = String(cString: sqlite3_errmsg(db.sqliteConnection))
         }
+        // Every parameter is bound again at the next run: no `sqlite3_clear_bindings` (1.5k
+        // instructions per command, measured).
         sqlite3_reset(s.statement)
-        sqlite3_clear_bindings(s.statement)
         guard code == SQLITE_DONE else {
             throw DatabaseError(resultCode: ResultCode(rawValue: code == SQLITE_ROW ? SQLITE_MISUSE : code),
                                 message: code == SQLITE_ROW ? "a write statement returned rows" : message, sql: sql)
