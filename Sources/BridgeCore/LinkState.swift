@@ -36,7 +36,7 @@ struct LinkStateMachine<Waiter: Sendable>: Sendable {
 
     /// The link, while it is up.
     var link: (any BLELink)? { if case let .up(l, _) = state { l } else { nil } }
-    var isUp: Bool { link != nil }
+    var isUp: Bool { if case .up = state { true } else { false } }
     /// What the availability topic says: online only while the link is up and the device heard.
     @inline(__always) var available: Bool { if case .up(_, true) = state { true } else { false } }
     /// This node runs the device (not handed over, not stopped).

@@ -121,8 +121,9 @@ extension BLECentral {
     }
 }
 
-/// One connected device.
-public protocol BLELink: Sendable {
+/// One connected device: an object (the session holds it while the link is up and reads it
+/// after every event; a class existential is copied with one retain).
+public protocol BLELink: AnyObject, Sendable {
     /// Notifications of the subscribed characteristics, in arrival order; finishes on link loss.
     var notifications: AsyncStream<GATTNotification> { get }
     /// The ATT MTU negotiated for this link (payload per write is MTU − 3).

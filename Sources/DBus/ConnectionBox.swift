@@ -327,7 +327,10 @@ final class ConnectionBox: @unchecked Sendable {
 /// timeout, the connection's end or cancellation, whichever comes first.
 final class PendingBox: Sendable {
     let id: UInt64
-    let method: String
+    private let interface: String?
+    private let member: String
+    /// `interface.member`, for the timeout's error (composed only then: two allocations a call).
+    var method: String { (interface.map { $0 + "." } ?? "") + member }
     let timeoutMs: Int
     weak let connection: ConnectionBox?
     /// Takes the outcome instead of a continuation (``DBusConnection/call(destination:path:interface:method:arguments:timeout:completion:)``).
@@ -345,10 +348,11 @@ final class PendingBox: Sendable {
     }
     private let state = Mutex(State())
 
-    init(id: UInt64, method: String, timeoutMs: Int, connection: ConnectionBox,
+    init(id: UInt64, interface: String?, member: String, timeoutMs: Int, connection: ConnectionBox,
          callback: (@Sendable (Result<DBusMessage, DBusError>) -> Void)? = nil) {
         self.id = id
-        self.method = method
+        self.interface = interface
+        self.member = member
         self.timeoutMs = timeoutMs
         self.connection = connection
         self.callback = callback

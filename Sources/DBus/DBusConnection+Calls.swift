@@ -154,11 +154,10 @@ extension ConnectionBox {
             }
         }
         let ms = Int(max(1, min(timeout.milliseconds, Int64(Int32.max - 1))))
-        let name = (interface.map { $0 + "." } ?? "") + method
         let b = self
         let pending = b.state.withLock { s -> PendingBox? in
             guard !s.closed else { return nil }
-            let p = PendingBox(id: s.makeID(), method: name, timeoutMs: ms, connection: b, callback: callback)
+            let p = PendingBox(id: s.makeID(), interface: interface, member: method, timeoutMs: ms, connection: b, callback: callback)
             s.pendingBoxes[p.id] = p
             return p
         }

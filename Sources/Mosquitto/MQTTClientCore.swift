@@ -89,16 +89,18 @@ final class MQTTClientCore: @unchecked Sendable {
         case idle, connecting, connected, reconnecting, stopping, stopped
     }
 
-    struct Route {
-        var id: UInt64
-        var filter: String
+    /// A class, not a struct: every inbound message walks the routes, and copying a struct out of
+    /// the array retained its filter, continuation and handler each time.
+    final class Route: Sendable {
+        let id: UInt64
+        let filter: String
         /// No wildcard and not shared: matches by string equality.
-        var exactMatch: Bool
-        var qos: MQTTQoS
-        var options: MQTTSubscribeOptions
-        var continuation: AsyncStream<MQTTMessage>.Continuation
+        let exactMatch: Bool
+        let qos: MQTTQoS
+        let options: MQTTSubscribeOptions
+        let continuation: AsyncStream<MQTTMessage>.Continuation
         /// When set, messages go to this handler on the loop thread instead of the stream.
-        var handler: (@Sendable (MQTTMessage) -> Void)?
+        let handler: (@Sendable (MQTTMessage) -> Void)?
 
         init(id: UInt64, filter: String, qos: MQTTQoS, options: MQTTSubscribeOptions,
              continuation: AsyncStream<MQTTMessage>.Continuation, handler: (@Sendable (MQTTMessage) -> Void)? = nil) {

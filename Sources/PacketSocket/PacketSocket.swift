@@ -98,8 +98,9 @@ public final class PacketSocket: Sendable {
         // Registered on the loop thread, so the handler cannot run before it knows its watch.
         let register: @Sendable () -> Void = { [self] in
             let slot = Mutex<EventLoop.Watch?>(nil)
+            let buffer = ReceiveBuffer()
             let watch = loop.watch(fd, for: .readable) { [self] _ in
-                guard readAvailable(onPacket) else { return }
+                guard readAvailable(into: buffer, onPacket) else { return }
                 slot.withLock { $0 }?.cancel()
                 closeAsReader()
                 onClose()
@@ -113,21 +114,30 @@ public final class PacketSocket: Sendable {
     /// queued is reported by its next `epoll_wait`, which it makes anyway before sleeping; reading
     /// on until `EAGAIN` would cost a system call per notification for nothing, as a device's
     /// notifications come one at a time); true at EOF or on an error that ends the socket.
-    private func readAvailable(_ onPacket: @Sendable ([UInt8]) -> Void) -> Bool {
-        withUnsafeTemporaryAllocation(byteCount: 65536, alignment: 1) { buffer -> Bool in
-            var packets = 0
-            while packets < 1 {
-                let n = recv(fd, buffer.baseAddress, buffer.count, Int32(MSG_DONTWAIT))
-                if n > 0 {
-                    packets += 1
-                    onPacket(Array(UnsafeRawBufferPointer(rebasing: buffer[..<n])))
-                    continue
-                }
-                if n < 0, errno == EINTR { continue }
-                if n < 0, errno == EAGAIN || errno == EWOULDBLOCK { return false }
-                return true  // 0: the peer closed (or we shut down); or a socket error
+    private func readAvailable(into receive: ReceiveBuffer, _ onPacket: @Sendable ([UInt8]) -> Void) -> Bool {
+        let buffer = receive.bytes
+        var packets = 0
+        while packets < 1 {
+            let n = recv(fd, buffer.baseAddress, buffer.count, Int32(MSG_DONTWAIT))
+            if n > 0 {
+                packets += 1
+                onPacket(Array(UnsafeRawBufferPointer(rebasing: buffer[..<n])))
+                continue
             }
-            return false
+            if n < 0, errno == EINTR { continue }
+            if n < 0, errno == EAGAIN || errno == EWOULDBLOCK { return false }
+            return true  // 0: the peer closed (or we shut down); or a socket error
         }
+        return false
     }
+}
+
+/// The reader's receive buffer: 64 KiB (the largest packet a `SOCK_SEQPACKET` pair carries here
+/// whole; a GATT value is at most 512 bytes), allocated once when reading starts and used only on
+/// the loop thread, by the socket's one watch. (A temporary allocation per read put 64 KiB on the
+/// heap and took it back for every notification: too big for the stack.) The pages the kernel
+/// never writes to are never touched, so it costs the packets' size in memory, not 64 KiB.
+private final class ReceiveBuffer: @unchecked Sendable {
+    let bytes = UnsafeMutableRawBufferPointer.allocate(byteCount: 65536, alignment: 16)
+    deinit { bytes.deallocate() }
 }

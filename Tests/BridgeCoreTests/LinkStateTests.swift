@@ -6,7 +6,7 @@ import Testing
     let t0 = BridgeInstant.now
 
     /// A link that is never used: the machine only holds it.
-    struct StubLink: BLELink {
+    final class StubLink: BLELink {
         var notifications: AsyncStream<GATTNotification> { AsyncStream { $0.finish() } }
         var mtu: Int { 23 }
         func write(_ value: [UInt8], to characteristic: CharacteristicID, withResponse: Bool) async throws(BLEError) {}

@@ -169,14 +169,14 @@ import Testing
             // lock, then goes to the completion once (a CI run trapped on "Recursive call to lock
             // Mutex" when that completion made the next call from inside the lock).
             let calls = Mutex<[Result<DBusMessage, DBusError>]>([])
-            let early = PendingBox(id: .max, method: "x", timeoutMs: 1, connection: client.box) { r in calls.withLock { $0.append(r) } }
+            let early = PendingBox(id: .max, interface: nil, member: "x", timeoutMs: 1, connection: client.box) { r in calls.withLock { $0.append(r) } }
             early.resolve(.failure(.disconnected))
             #expect(calls.withLock { $0.isEmpty })
             early.arm()
             early.resolve(.failure(.outOfMemory))
             #expect(calls.withLock { $0.count } == 1)
             #expect(calls.withLock { $0.first.map { if case .failure(.disconnected) = $0 { true } else { false } } } == true)
-            let armedFirst = PendingBox(id: .max - 1, method: "x", timeoutMs: 1, connection: client.box) { r in calls.withLock { $0.append(r) } }
+            let armedFirst = PendingBox(id: .max - 1, interface: nil, member: "x", timeoutMs: 1, connection: client.box) { r in calls.withLock { $0.append(r) } }
             armedFirst.arm()
             #expect(calls.withLock { $0.count } == 1)
             armedFirst.resolve(.failure(.outOfMemory))
