@@ -171,8 +171,9 @@ actor DeviceSession {
                     stopQueued(error)
                     break
                 }
+                let settling: CheckedContinuation<Void, Never>? = if case let .settle(c) = event { c } else { nil }
                 if let wait = take(event) { await perform(wait) }
-                afterEvent(event)
+                afterEvent(settling: settling)
                 if Task.isCancelled { break }
             }
             linkDriver.finishWrites()
@@ -213,9 +214,9 @@ actor DeviceSession {
         case ownership(Bool, error: CommandError?, done: CheckedContinuation<Void, Never>?)
     }
 
-    /// Handles `event` up to what it must wait for (``perform(_:)``); ``afterEvent(_:)`` then does
-    /// what follows every event.
-    func take(_ event: Event) -> Wait? {
+    /// Handles `event` up to what it must wait for (``perform(_:)``); ``afterEvent(settling:)``
+    /// then does what follows every event. The event is handed over, not copied.
+    func take(_ event: consuming Event) -> Wait? {
         switch event {
         case let .command(cmd):
             backlog.subtract(1, ordering: .relaxed)
@@ -263,15 +264,15 @@ actor DeviceSession {
 
     /// After every event: the next command started, the next deadline posted, the answers'
     /// writes committed (or left to the turn's end).
-    func afterEvent(_ event: Event) {
+    func afterEvent(settling: CheckedContinuation<Void, Never>?) {
         dispatch()
         postDeadline()
         metrics.queueDepth.record(queue.count)
         // The answers' writes: committed now, or by the event loop's hook once the turn's other
         // events are in (``AnswerBatch``). A settle waiter sees them stored and published.
-        if case let .settle(c) = event {
+        if let settling {
             output.batch.commit()
-            c.resume()
+            settling.resume()
         } else if !output.batch.deferred {
             output.batch.commit()
         }
