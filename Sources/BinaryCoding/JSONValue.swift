@@ -50,6 +50,13 @@ public struct JSONObject: Sendable, Equatable, Sequence, ExpressibleByDictionary
     public var isEmpty: Bool { storage.isEmpty }
     public var keys: [String] { Array(storage.keys) }
 
+    /// Calls `body` with each member in order, borrowed from the storage (iterating `members`
+    /// copies each key and value out, a retain and a release each).
+    func forEachMember(_ body: (borrowing String, borrowing JSONValue) -> Void) {
+        let keys = storage.keys.elements, values = storage.values.elements
+        for i in keys.indices { body(keys[i], values[i]) }
+    }
+
     /// Reads a member; setting `nil` removes it; setting an existing key replaces it in place.
     public subscript(key: String) -> JSONValue? {
         get { storage[key] }
@@ -439,13 +446,15 @@ extension JSONValue {
             out.append(UInt8(ascii: "]"))
         case let .object(o):
             out.append(UInt8(ascii: "{"))
-            for (n, m) in o.members.enumerated() {
-                if n > 0 { out.append(UInt8(ascii: ",")) }
+            var first = true
+            o.forEachMember { key, value in
+                if !first { out.append(UInt8(ascii: ",")) }
+                first = false
                 if pretty { JSONValue.newline(&out, indent + 1) }
-                JSONValue.writeString(m.key, to: &out)
+                JSONValue.writeString(key, to: &out)
                 out.append(UInt8(ascii: ":"))
                 if pretty { out.append(UInt8(ascii: " ")) }
-                m.value.write(to: &out, pretty: pretty, indent: indent + 1)
+                value.write(to: &out, pretty: pretty, indent: indent + 1)
             }
             if pretty, !o.isEmpty { JSONValue.newline(&out, indent) }
             out.append(UInt8(ascii: "}"))
@@ -472,31 +481,37 @@ extension JSONValue {
     }
 
     /// `s` as a JSON string: the runs that need no escape copied whole, the rest escaped.
-    static func writeString(_ s: String, to out: inout [UInt8]) {
+    static func writeString(_ s: borrowing String, to out: inout [UInt8]) {
         out.append(0x22)
-        var s = s
-        s.withUTF8 { bytes in
-            var run = 0  // the start of the run not copied yet
-            for i in bytes.indices {
-                let c = bytes[i]
-                guard c < 0x20 || c == 0x22 || c == 0x5C else { continue }
-                out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[run..<i]))
-                run = i + 1
-                switch c {
-                case 0x22: out.append(contentsOf: [0x5C, 0x22])
-                case 0x5C: out.append(contentsOf: [0x5C, 0x5C])
-                case 0x0A: out.append(contentsOf: [0x5C, UInt8(ascii: "n")])
-                case 0x0D: out.append(contentsOf: [0x5C, UInt8(ascii: "r")])
-                case 0x09: out.append(contentsOf: [0x5C, UInt8(ascii: "t")])
-                default:
-                    out.append(contentsOf: [0x5C, UInt8(ascii: "u"), 0x30, 0x30])
-                    out.append(hexDigits[Int(c >> 4)])
-                    out.append(hexDigits[Int(c & 0xF)])
-                }
-            }
-            out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[run...]))
+        // Native strings are contiguous UTF-8 (small ones too): no copy of `s` to make it so.
+        if s.utf8.withContiguousStorageIfAvailable({ writeEscaped($0, to: &out) }) == nil {
+            var s = copy s
+            s.withUTF8 { writeEscaped($0, to: &out) }
         }
         out.append(0x22)
+    }
+
+    /// `bytes` (UTF-8) with the characters JSON must escape escaped.
+    static func writeEscaped(_ bytes: UnsafeBufferPointer<UInt8>, to out: inout [UInt8]) {
+        var run = 0  // the start of the run not copied yet
+        for i in bytes.indices {
+            let c = bytes[i]
+            guard c < 0x20 || c == 0x22 || c == 0x5C else { continue }
+            out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[run..<i]))
+            run = i + 1
+            switch c {
+            case 0x22: out.append(contentsOf: [0x5C, 0x22])
+            case 0x5C: out.append(contentsOf: [0x5C, 0x5C])
+            case 0x0A: out.append(contentsOf: [0x5C, UInt8(ascii: "n")])
+            case 0x0D: out.append(contentsOf: [0x5C, UInt8(ascii: "r")])
+            case 0x09: out.append(contentsOf: [0x5C, UInt8(ascii: "t")])
+            default:
+                out.append(contentsOf: [0x5C, UInt8(ascii: "u"), 0x30, 0x30])
+                out.append(hexDigits[Int(c >> 4)])
+                out.append(hexDigits[Int(c & 0xF)])
+            }
+        }
+        out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[run...]))
     }
 }
 

@@ -50,11 +50,18 @@ public struct BridgeControl: Sendable {
 public final class Bridge: Sendable {
     public typealias DriverFactory = @Sendable (DeviceConfig) throws -> any DeviceDriver
 
-    /// One device the bridge runs.
-    struct Registered: Sendable {
-        var config: DeviceConfig
-        var source: DeviceSource
-        var session: DeviceSession
+    /// One device the bridge runs: a class, so a look-up copies one reference, not the whole
+    /// configuration (every command looks its session up).
+    final class Registered: Sendable {
+        let config: DeviceConfig
+        let source: DeviceSource
+        let session: DeviceSession
+
+        init(config: DeviceConfig, source: DeviceSource, session: DeviceSession) {
+            self.config = config
+            self.source = source
+            self.session = session
+        }
     }
 
     /// The configuration file as last loaded (at start or by `config/reload`).
