@@ -6,9 +6,9 @@ import GRDBSQLite
 /// device's state saved), bound and stepped through SQLite's C API on GRDB's cached statement.
 ///
 /// GRDB's `execute(arguments:)` costs about as much again as SQLite's own work for these small
-/// statements (docs/benchmarks.md, "The store's statements"): an array of `DatabaseValue`s built
-/// from existentials, its count checked, nested closures binding one value each, then the
-/// observation bookkeeping before and after the step. These statements need none of that: the store
+/// statements (docs/benchmarks.md, "Instructions per command, session 9"): an array of
+/// `DatabaseValue`s built from existentials, its count checked, nested closures binding one value
+/// each, then the observation bookkeeping before and after the step. These statements need none of that: the store
 /// registers no transaction observers and no value observations, they never change the schema, and
 /// the store does not mix them with GRDB's own execution of the same statement object. The
 /// statement stays in GRDB's cache (finalized when the connection closes); anything else — the
