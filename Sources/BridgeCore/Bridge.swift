@@ -314,6 +314,11 @@ public final class Bridge: Sendable {
         }
         for e in extensions.all.reversed() { await e.stop() }
         try? store.clearAllInflight()  // a clean stop: nothing is being handled
+        // What the last turn staged is committed and its publishes handed over now, not at the
+        // loop's next commit: `offline` below would wait behind them and could leave after the
+        // MQTT client (stopped next) had disconnected cleanly — no Will, the retained state left
+        // `online` (BridgeTests "a stop publishes offline even with writes staged").
+        batch.commit()
         // With several bridges, the bridge is offline when the last of them stops.
         if !extensions.all.contains(where: \.keepsBridgeOnline) {
             mqtt.send(OutboundMessage(topic: topics.bridgeState, json: ["state": "offline"], qos: 1, retain: true))

@@ -88,6 +88,32 @@ import Testing
         #expect(h.mqtt.messages("gatt2mqtt/bridge/state").last?.text == #"{"state":"offline"}"#)
     }
 
+    /// With commits batched per event-loop turn (as `gatt2mqtt run` does), a graceful stop hands
+    /// `offline` to the MQTT port before `run()` returns, even with answers' writes staged. Held
+    /// behind them, it went out only at the loop's next commit — which could come after the MQTT
+    /// client had disconnected cleanly (so no Will either): the retained state stayed `online`.
+    /// Here no loop commits, so a held `offline` is never sent at all.
+    @Test func aStopPublishesOfflineEvenWithWritesStaged() async throws {
+        let mqtt = FakeMQTT()
+        var config = Configuration()
+        var d = DeviceConfig(id: "dev", profile: .custom)
+        d.address = "C0:FF:EE:00:00:09"
+        config.devices = [d]
+        let store = try BridgeStore.inMemory()
+        let bridge = try Bridge(configuration: config, store: store, mqtt: mqtt, central: FakeCentral(["C0:FF:EE:00:00:09": FakeDevice()]),
+                                drivers: { _ in TestDriver() }, tick: .milliseconds(10), batchCommits: true)
+        try await bridge.running {
+            _ = try await mqtt.wait(for: "gatt2mqtt/bridge/state")
+            bridge.batch.stage([.saveState(deviceID: "dev", json: #"{"a":1}"#, at: 1)])
+            bridge.batch.send(OutboundMessage(topic: "gatt2mqtt/dev", payload: Array(#"{"a":1}"#.utf8), qos: 1, retain: true))
+        }
+        let topics = mqtt.sent.map(\.topic)
+        #expect(mqtt.messages("gatt2mqtt/bridge/state").last?.text == #"{"state":"offline"}"#)
+        #expect(try store.states()["dev"] == ["a": 1], "the staged write committed")
+        let held = try #require(topics.lastIndex(of: "gatt2mqtt/dev")), offline = try #require(topics.lastIndex(of: "gatt2mqtt/bridge/state"))
+        #expect(held < offline, "what was held went out first, in order")
+    }
+
     /// Both ways a link takes an operation's writes: awaited by the session's writer task, or
     /// started with a completion (`BLELink.startWrites`, as BlueZ's links do).
     @Test(arguments: [false, true]) func commandToReadyDeviceAnswersOkOnly(startsWrites: Bool) async throws {
