@@ -518,3 +518,59 @@ extension JSONValue {
 extension JSONValue: CustomStringConvertible {
     public var description: String { jsonText }
 }
+
+/// One JSON object written member by member straight to bytes: the text
+/// `JSONValue.object(o).jsonBytes` gives for the object `o` with the same members in the same order,
+/// without building `o` first (for the messages every command sends, whose members are known).
+/// Keys are not checked for repeats: the caller writes each once.
+public struct JSONObjectWriter {
+    private var out: [UInt8]
+    private var empty = true
+
+    public init(capacity: Int = 256) {
+        out = []
+        out.reserveCapacity(capacity)
+        out.append(UInt8(ascii: "{"))
+    }
+
+    private mutating func key(_ key: String) {
+        if !empty { out.append(UInt8(ascii: ",")) }
+        empty = false
+        JSONValue.writeString(key, to: &out)
+        out.append(UInt8(ascii: ":"))
+    }
+
+    /// A member whose value is any JSON value.
+    public mutating func member(_ key: String, _ value: JSONValue) {
+        self.key(key)
+        value.write(to: &out, pretty: false, indent: 0)
+    }
+
+    /// A member whose value is a string.
+    public mutating func member(_ key: String, string: String) {
+        self.key(key)
+        JSONValue.writeString(string, to: &out)
+    }
+
+    /// A member whose value is an object written by `body`.
+    public mutating func member(_ key: String, object body: (inout JSONObjectWriter) -> Void) {
+        self.key(key)
+        var inner = JSONObjectWriter(continuing: &out)
+        body(&inner)
+        inner.out.append(UInt8(ascii: "}"))
+        swap(&inner.out, &out)  // the bytes back, not copied
+    }
+
+    /// A nested object written on into `out`'s bytes, which it takes (not copied).
+    private init(continuing out: inout [UInt8]) {
+        self.out = []
+        swap(&self.out, &out)
+        self.out.append(UInt8(ascii: "{"))
+    }
+
+    /// The object's text.
+    public consuming func finish() -> [UInt8] {
+        out.append(UInt8(ascii: "}"))
+        return out
+    }
+}

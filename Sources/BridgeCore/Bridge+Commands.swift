@@ -121,11 +121,11 @@ extension Bridge {
         counters.rejected(device: device, error)
         var response = CommandResponse(transaction: transaction, status: .error, error: error)
         response.node = output.node
-        let body = response.json
+        let body = response.jsonBytes
         if let rt = m.responseTopic {
-            mqtt.send(OutboundMessage(topic: rt, json: body, qos: 1, retain: false, correlationData: m.correlationData))
+            mqtt.send(OutboundMessage(topic: rt, payload: body, qos: 1, retain: false, correlationData: m.correlationData))
         } else if let device {
-            mqtt.send(OutboundMessage(topic: topics.response(device), json: body, qos: 1, retain: false))
+            mqtt.send(OutboundMessage(topic: topics.response(device), payload: body, qos: 1, retain: false))
         }
         mqtt.send(OutboundMessage(topic: topics.bridgeEvent, json: BridgeEvent.json("command_rejected", ["topic": .string(m.topic),
                                                                       "error": .string(error.description)]), qos: 0, retain: false))

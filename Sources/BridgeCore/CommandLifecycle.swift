@@ -95,6 +95,24 @@ public struct CommandResponse: Sendable, Equatable {
         if let node { o["node"] = .string(node) }
         return .object(o)
     }
+
+    /// `json`'s text, written member by member without building the object (every command's
+    /// response).
+    public var jsonBytes: [UInt8] {
+        var w = JSONObjectWriter()
+        if let transaction { w.member("transaction", transaction) }
+        w.member("status", string: status.rawValue)
+        if let command { w.member("command", command) }
+        if let data { w.member("data", data) }
+        if let error {
+            w.member("error") { e in
+                e.member("code", string: error.code.rawValue)
+                e.member("message", string: error.message)
+            }
+        }
+        if let node { w.member("node", string: node) }
+        return w.finish()
+    }
 }
 
 /// A command as received on `/set` (one element of an object-or-array payload).

@@ -135,6 +135,24 @@ import Testing
 }
 
 @Suite struct JSONObjectTests {
+    /// The writer's text is the object's: empty, flat, nested (twice, then members after), escaped.
+    @Test func theWriterWritesWhatTheObjectWould() {
+        #expect(JSONObjectWriter().finish() == Array("{}".utf8))
+        var w = JSONObjectWriter(capacity: 0)
+        w.member("a", 1)
+        w.member("s", string: "x\"y\n")
+        w.member("o") { o in
+            o.member("p") { p in p.member("q", .null) }
+            o.member("e") { _ in }
+            o.member("r", ["z": [true, false]])
+        }
+        w.member("after", 2.5)
+        let expected: JSONValue = ["a": 1, "s": "x\"y\n", "o": ["p": ["q": .null], "e": [:], "r": ["z": [true, false]]], "after": 2.5]
+        let text = w.finish()
+        #expect(text == expected.jsonBytes)
+        #expect(String(decoding: text, as: UTF8.self) == #"{"a":1,"s":"x\"y\n","o":{"p":{"q":null},"e":{},"r":{"z":[true,false]}},"after":2.5}"#)
+    }
+
     @Test func indexStaysRightThroughReplaceAndRemove() {
         var o: JSONObject = ["a": 1, "b": 2, "c": 3]
         o["b"] = nil

@@ -94,4 +94,24 @@ import Testing
         #expect(CommandResponse(transaction: nil, status: .ok).json.jsonText == #"{"status":"ok"}"#)
         #expect(CommandStatus.expired.isTerminal && !CommandStatus.sent.isTerminal)
     }
+
+    /// The response written member by member (`jsonBytes`, what is published) is the text of the
+    /// object `json` builds, byte for byte, with every combination of members and text to escape.
+    @Test func responseBytesAreTheObjectsText() {
+        let transactions: [JSONValue?] = [nil, "t-1", 42, "quote \" back\\slash\nnewline \u{01} ü"]
+        let commands: [JSONValue?] = [nil, ["command": "set_shutter", "value": true], ["a": ["b": [1, 2.5, nil]]], [:]]
+        let data: [JSONValue?] = [nil, ["status": 0], .array([]), "plain"]
+        let errors: [CommandError?] = [nil, CommandError(.invalidValue, "value: \"x\" is not one of {\"a\"}\t…")]
+        let nodes: [String?] = [nil, "pi-kitchen", ""]
+        var checked = 0
+        for t in transactions { for c in commands { for d in data { for e in errors { for n in nodes {
+            for status in [CommandStatus.ok, .error, .queued] {
+                var r = CommandResponse(transaction: t, status: status, command: c, data: d, error: e)
+                r.node = n
+                #expect(r.jsonBytes == Array(r.json.jsonText.utf8), "\(r)")
+                checked += 1
+            }
+        } } } } }
+        #expect(checked == 4 * 4 * 4 * 2 * 3 * 3)
+    }
 }
