@@ -63,6 +63,9 @@ public struct JSONObject: Sendable, Equatable, Sequence, ExpressibleByDictionary
         set { storage[key] = newValue }
     }
 
+    /// Removes `key`'s member and returns it (nil when absent).
+    public mutating func removeValue(forKey key: String) -> JSONValue? { storage.removeValue(forKey: key) }
+
     /// Adds or replaces every member of `other` (later wins).
     public mutating func merge(_ other: JSONObject) {
         for m in other.storage { storage[m.key] = m.value }
@@ -108,6 +111,16 @@ extension JSONValue {
         return nil
     }
     public var objectValue: JSONObject? { if case let .object(o) = self { return o }; return nil }
+
+    /// Removes `key`'s member from this object in place and returns it (nil when absent, or when
+    /// this is not an object). The object's storage is not copied when this value holds it alone.
+    public mutating func removeMember(_ key: String) -> JSONValue? {
+        guard case var .object(o) = self else { return nil }
+        self = .null  // `o` now holds the storage alone
+        let removed = o.removeValue(forKey: key)
+        self = .object(o)
+        return removed
+    }
     public var arrayValue: [JSONValue]? { if case let .array(a) = self { return a }; return nil }
     public var stringValue: String? { if case let .string(s) = self { return s }; return nil }
     public var boolValue: Bool? { if case let .bool(b) = self { return b }; return nil }

@@ -127,31 +127,32 @@ public struct InboundCommand: Sendable, Equatable {
 /// there is none at the top of an array, so each carries its own).
 /// An array of more than `maxCommands` elements is refused whole (`too_many_commands`).
 public func parseSetPayload(_ payload: [UInt8], maxCommands: Int = .max) throws(CommandError) -> [InboundCommand] {
-    let value: JSONValue
+    var value: JSONValue
     do { value = try JSONValue(parsing: payload) } catch {
         throw CommandError(.invalidJSON, "\(error)")
     }
-    func one(_ v: JSONValue, _ where_: String) throws(CommandError) -> InboundCommand {
-        guard var o = v.objectValue else {
+    // The `transaction` member is taken out of each object in place: the parsed value is the
+    // object's only holder, so its storage is not copied for the removal.
+    func one(_ v: inout JSONValue, _ where_: String) throws(CommandError) -> InboundCommand {
+        guard case .object = v else {
             throw CommandError(.invalidValue, "\(where_) must be a JSON object, not \(v.typeName)")
         }
-        let t = o["transaction"]
-        o["transaction"] = nil
-        if o.isEmpty { throw CommandError(.unknownCommand, "\(where_) has no command") }
+        let t = v.removeMember("transaction")
+        guard case let .object(o) = v, !o.isEmpty else { throw CommandError(.unknownCommand, "\(where_) has no command") }
         return InboundCommand(body: o, transaction: t)
     }
-    switch value {
-    case .array(let items):
+    if case var .array(items) = value {
+        value = .null  // `items` holds the elements alone
         if items.isEmpty { throw CommandError(.invalidValue, "empty command array") }
         if items.count > maxCommands {
             throw CommandError(.tooManyCommands, "\(items.count) commands in one message (limits.max_commands is \(maxCommands)); none was run")
         }
         var out: [InboundCommand] = []
-        for (i, item) in items.enumerated() { out.append(try one(item, "element \(i)")) }
+        out.reserveCapacity(items.count)
+        for i in items.indices { out.append(try one(&items[i], "element \(i)")) }
         return out
-    default:
-        return [try one(value, "the payload")]
     }
+    return [try one(&value, "the payload")]
 }
 
 /// The plain value of a `/set/<attribute>` shortcut: JSON if it parses (numbers, true/false,
