@@ -98,9 +98,9 @@ public final class PacketSocket: Sendable {
         // Registered on the loop thread, so the handler cannot run before it knows its watch.
         let register: @Sendable () -> Void = { [self] in
             let slot = Mutex<EventLoop.Watch?>(nil)
-            let buffer = ReceiveBuffer()
-            let watch = loop.watch(fd, for: .readable) { [self] _ in
-                guard readAvailable(into: buffer, onPacket) else { return }
+            // `unowned`: the loop holds this handler (through the watch) and runs it only while it lives.
+            let watch = loop.watch(fd, for: .readable) { [self, unowned loop] _ in
+                guard loop.withReceiveBuffer({ readAvailable(into: $0, onPacket) }) else { return }
                 slot.withLock { $0 }?.cancel()
                 closeAsReader()
                 onClose()
@@ -114,8 +114,7 @@ public final class PacketSocket: Sendable {
     /// queued is reported by its next `epoll_wait`, which it makes anyway before sleeping; reading
     /// on until `EAGAIN` would cost a system call per notification for nothing, as a device's
     /// notifications come one at a time); true at EOF or on an error that ends the socket.
-    private func readAvailable(into receive: ReceiveBuffer, _ onPacket: @Sendable ([UInt8]) -> Void) -> Bool {
-        let buffer = receive.bytes
+    private func readAvailable(into buffer: UnsafeMutableRawBufferPointer, _ onPacket: @Sendable ([UInt8]) -> Void) -> Bool {
         var packets = 0
         while packets < 1 {
             let n = recv(fd, buffer.baseAddress, buffer.count, Int32(MSG_DONTWAIT))
@@ -130,14 +129,4 @@ public final class PacketSocket: Sendable {
         }
         return false
     }
-}
-
-/// The reader's receive buffer: 64 KiB (the largest packet a `SOCK_SEQPACKET` pair carries here
-/// whole; a GATT value is at most 512 bytes), allocated once when reading starts and used only on
-/// the loop thread, by the socket's one watch. (A temporary allocation per read put 64 KiB on the
-/// heap and took it back for every notification: too big for the stack.) The pages the kernel
-/// never writes to are never touched, so it costs the packets' size in memory, not 64 KiB.
-private final class ReceiveBuffer: @unchecked Sendable {
-    let bytes = UnsafeMutableRawBufferPointer.allocate(byteCount: 65536, alignment: 16)
-    deinit { bytes.deallocate() }
 }

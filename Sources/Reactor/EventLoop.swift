@@ -137,6 +137,8 @@ public final class EventLoop: @unchecked Sendable {
     private var nextID = 0
     private var readyEvents = [UInt32](repeating: 0, count: 64)
     private var readyData = [UInt64](repeating: 0, count: 64)
+    /// ``withReceiveBuffer(_:)``'s buffer (loop thread only; allocated at first use).
+    private var receiveBuffer: UnsafeMutableRawBufferPointer?
 
     /// Starts the loop's thread.
     public init(name: String = "event-loop") {
@@ -166,6 +168,20 @@ public final class EventLoop: @unchecked Sendable {
         close(epollFD)
         close(wakeFD)
         close(wakeWriteFD)
+        receiveBuffer?.deallocate()
+    }
+
+    /// Lends the loop's receive buffer (64 KiB) to a read made on the loop thread — a packet
+    /// socket's next packet — so a read needs neither 64 KiB on the heap each time (too big for
+    /// the stack) nor a buffer per descriptor: one per loop, allocated at first use, its pages
+    /// touched only as far as reads reach. What `body` leaves there is overwritten by the next
+    /// read: copy it out before handing it on.
+    public func withReceiveBuffer<R>(_ body: (UnsafeMutableRawBufferPointer) throws -> R) rethrows -> R {
+        precondition(inLoop, "EventLoop.withReceiveBuffer called off the loop thread")
+        if let buffer = receiveBuffer { return try body(buffer) }
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 65536, alignment: 16)
+        receiveBuffer = buffer
+        return try body(buffer)
     }
 
     /// True on the loop's own thread.

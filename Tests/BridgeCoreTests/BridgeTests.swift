@@ -104,13 +104,14 @@ import Testing
                                 drivers: { _ in TestDriver() }, tick: .milliseconds(10), batchCommits: true)
         try await bridge.running {
             _ = try await mqtt.wait(for: "gatt2mqtt/bridge/state")
-            bridge.batch.stage([.saveState(deviceID: "dev", json: #"{"a":1}"#, at: 1)])
-            bridge.batch.send(OutboundMessage(topic: "gatt2mqtt/dev", payload: Array(#"{"a":1}"#.utf8), qos: 1, retain: true))
+            // Another device's row, which the running session's own writes cannot replace.
+            bridge.batch.stage([.saveState(deviceID: "held", json: #"{"a":1}"#, at: 1)])
+            bridge.batch.send(OutboundMessage(topic: "gatt2mqtt/held", payload: Array(#"{"a":1}"#.utf8), qos: 1, retain: true))
         }
         let topics = mqtt.sent.map(\.topic)
         #expect(mqtt.messages("gatt2mqtt/bridge/state").last?.text == #"{"state":"offline"}"#)
-        #expect(try store.states()["dev"] == ["a": 1], "the staged write committed")
-        let held = try #require(topics.lastIndex(of: "gatt2mqtt/dev")), offline = try #require(topics.lastIndex(of: "gatt2mqtt/bridge/state"))
+        #expect(try store.states()["held"] == ["a": 1], "the staged write committed")
+        let held = try #require(topics.lastIndex(of: "gatt2mqtt/held")), offline = try #require(topics.lastIndex(of: "gatt2mqtt/bridge/state"))
         #expect(held < offline, "what was held went out first, in order")
     }
 

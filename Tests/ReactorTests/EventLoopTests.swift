@@ -12,6 +12,28 @@ actor Probe {
 
 @Suite("EventLoop")
 struct EventLoopTests {
+    @Test("the receive buffer is one per loop: 64 KiB, the same at every use, writable")
+    func receiveBufferIsTheLoops() async {
+        let loop = EventLoop(name: "t-recv"), other = EventLoop(name: "t-recv2")
+        defer { loop.shutdown(); other.shutdown() }
+        func lend(_ l: EventLoop, write byte: UInt8) async -> (address: Int, count: Int, first: UInt8) {
+            await withCheckedContinuation { c in
+                l.execute {
+                    c.resume(returning: l.withReceiveBuffer { b -> (Int, Int, UInt8) in
+                        let before = b[0]
+                        b[0] = byte
+                        b[b.count - 1] = byte
+                        return (Int(bitPattern: b.baseAddress), b.count, before)
+                    })
+                }
+            }
+        }
+        let first = await lend(loop, write: 7), again = await lend(loop, write: 8), elsewhere = await lend(other, write: 9)
+        #expect(first.count == 65536 && again.count == 65536)
+        #expect(first.address == again.address && again.first == 7, "the same buffer, lent again")
+        #expect(elsewhere.address != first.address, "each loop has its own")
+    }
+
     @Test("execute runs closures on the loop thread, in submission order")
     func executeOrder() async {
         let loop = EventLoop(name: "t-exec")
