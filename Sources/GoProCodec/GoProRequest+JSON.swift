@@ -11,16 +11,15 @@ extension GoProRequest {
             throw .invalidField(field: "request", reason: "expected a JSON object, got \(json.typeName)")
         }
         let fields = JSONFields(object)
-        let kinds = ["command", "setting", "query"].filter { object[$0] != nil }
-        guard kinds.count == 1 else {
+        switch (object["command"] != nil, object["setting"] != nil, object["query"] != nil) {
+        case (true, false, false): self = try Self.command(json: fields)
+        case (false, true, false): self = try Self.setting(json: fields)
+        case (false, false, true): self = try Self.query(json: fields)
+        default:
+            let kinds = ["command", "setting", "query"].filter { object[$0] != nil }
             throw .invalidField(field: "request", reason: kinds.isEmpty
                 ? "needs one of \"command\", \"setting\" or \"query\""
                 : "has both \(kinds.map { "\"\($0)\"" }.joined(separator: " and "))")
-        }
-        switch kinds[0] {
-        case "command": self = try Self.command(json: fields)
-        case "setting": self = try Self.setting(json: fields)
-        default: self = try Self.query(json: fields)
         }
     }
 

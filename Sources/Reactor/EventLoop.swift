@@ -351,19 +351,19 @@ public final class EventLoop: @unchecked Sendable {
         nameThread()
         while true {
             runLocalWork()
-            let (incoming, stopping) = shared.withLock { s -> ([Work], Bool) in
-                let w = s.work
-                s.work.removeAll(keepingCapacity: true)
-                return (w, s.stopping)
+            // The work other threads queued becomes the local queue; `local` is empty here
+            // (runLocalWork ran it), so the two arrays trade buffers and nothing is copied.
+            let (incoming, stopping) = shared.withLock { s -> (Bool, Bool) in
+                guard !s.work.isEmpty else { return (false, s.stopping) }
+                if local.isEmpty { swap(&s.work, &local) } else { local.append(contentsOf: s.work); s.work.removeAll(keepingCapacity: true) }
+                return (true, s.stopping)
             }
-            if !incoming.isEmpty {
-                local.append(contentsOf: incoming)
-                continue
-            }
+            if incoming { continue }
             if stopping { break }
             if fireTimers() { continue }
             if !hooks.isEmpty {
-                for body in Array(hooks.values) { body() }
+                // A hook that adds or removes hooks changes a copy: this turn runs the ones it began with.
+                for body in hooks.values { body() }
                 if !local.isEmpty { continue }
             }
             waitForEvents()

@@ -163,13 +163,15 @@ public struct GoProDriver: DeviceDriver {
         }
         sequence += 1
         let key = "gopro:\(sequence)"
+        let name = body["command"], setting = body["setting"]
         let isQuery = body["query"] != nil
-        let shutterOff = body["command"] == "set_shutter" && (body["value"] == false || body["value"] == "off")
+        let isShutter = name == "set_shutter"
+        let shutterOff = isShutter && (body["value"] == false || body["value"] == "off")
         // HiLight tags a moment of the recording: only meaningful while encoding (spec gopro.md §5,
         // 0x18 "only while encoding"), so it passes the busy gate like shutter-off and queries.
-        let hilight = body["command"] == "hilight_moment"
+        let hilight = name == "hilight_moment"
         var r = Self.deviceRequest(request, key: key, bypass: isQuery || shutterOff || hilight)
-        r.attribute = body["setting"].map { "setting:\($0.jsonText)" } ?? (body["command"] == "set_shutter" ? "shutter" : nil)
+        r.attribute = setting.map { "setting:\($0.jsonText)" } ?? (isShutter ? "shutter" : nil)
         pendingCandidates[key] = request.expectedResponse
         return r
     }
@@ -221,7 +223,9 @@ public struct GoProDriver: DeviceDriver {
         if response.identifier == .protobuf(feature: 0x03, action: 0x81) { pairingFinishDue = false }
         // The core runs one request at a time: the answer belongs to a candidate it matches.
         if let (key, _) = pendingCandidates.first(where: { $0.value.isAnswered(by: response.identifier) }) {
-            pendingCandidates = pendingCandidates.filter { !$0.value.isAnswered(by: response.identifier) }
+            // Every candidate this answer matches is done with (removed in place: no copy of the table).
+            pendingCandidates[key] = nil
+            while let other = pendingCandidates.first(where: { $0.value.isAnswered(by: response.identifier) })?.key { pendingCandidates[other] = nil }
             switch response.outcome {
             case .success?, nil:
                 var data = response.json
