@@ -58,6 +58,11 @@ final class ConnectionBox: @unchecked Sendable {
         var subscriptions: [UInt64: Subscription] = [:]
         var nextID: UInt64 = 1
         var registry = ObjectRegistry()
+        /// The one loop timer that expires calls (``armExpiry(by:)``): when it fires, which
+        /// arming it was, and the timer.
+        var expiryAt: ContinuousClock.Instant?
+        var expiryGeneration: UInt64 = 0
+        var expiryTimer: EventLoop.Timer?
 
         mutating func makeID() -> UInt64 {
             defer { nextID += 1 }
@@ -73,10 +78,10 @@ final class ConnectionBox: @unchecked Sendable {
         }
     }
 
-    /// A call sent and not yet answered: its box, and the loop's timer for its timeout.
+    /// A call sent and not yet answered: its box, and when it times out.
     struct Call {
         let box: PendingBox
-        var timer: EventLoop.Timer?
+        let deadline: ContinuousClock.Instant
     }
 
     private init(raw: OpaquePointer, loop: EventLoop) {
@@ -204,8 +209,8 @@ final class ConnectionBox: @unchecked Sendable {
     // matched here (the filter sees them), as `floor_bridge.c` does: `dbus_connection_send_with_reply`
     // made a libdbus pending call, a timeout, and built in advance the `NoReply` error it would
     // deliver on that timeout, ~25k instructions per call (docs/benchmarks.md, "Instructions per
-    // command, session 6"). The timeout is the loop's timer; a lost connection fails every call
-    // in `closeAndRelease`, after the last replies received were dispatched.
+    // command, session 6"). The timeouts share one loop timer (`armExpiry`); a lost connection
+    // fails every call in `closeAndRelease`, after the last replies received were dispatched.
     func execute(_ command: Command) {
         switch command {
         case let .send(handle):
@@ -216,11 +221,12 @@ final class ConnectionBox: @unchecked Sendable {
         case let .call(handle, timeoutMs, box):
             let msg = handle.pointer
             enum Registration { case sent(UInt32), cancelled, closed }
+            let deadline = ContinuousClock.now.advanced(by: .milliseconds(Int64(timeoutMs)))
             let registration = state.withLock { s -> Registration in
                 guard s.pendingBoxes[box.id] != nil else { return .cancelled }
                 guard !s.closed else { return .closed }
                 let serial = s.takeSerial()
-                s.calls[serial] = Call(box: box, timer: nil)
+                s.calls[serial] = Call(box: box, deadline: deadline)
                 s.serials[box.id] = serial
                 return .sent(serial)
             }
@@ -236,21 +242,62 @@ final class ConnectionBox: @unchecked Sendable {
                 if takeCall(serial) != nil { finish(box, .failure(.outOfMemory)) }
                 return
             }
-            let timer = loop.schedule(after: .milliseconds(Int64(timeoutMs))) { [weak self] in self?.expire(serial) }
-            let kept = state.withLock { s -> Bool in
-                guard s.calls[serial] != nil else { return false }  // answered meanwhile
-                s.calls[serial]?.timer = timer
-                return true
-            }
-            if !kept { timer.cancel() }
+            armExpiry(by: deadline)
         case let .cancel(id):
-            let call = state.withLock { s -> Call? in
+            state.withLock { s in
                 s.pendingBoxes.removeValue(forKey: id)
-                guard let serial = s.serials.removeValue(forKey: id) else { return nil }
-                return s.calls.removeValue(forKey: serial)
+                guard let serial = s.serials.removeValue(forKey: id) else { return }
+                s.calls.removeValue(forKey: serial)
             }
-            call?.timer?.cancel()
         }
+    }
+
+    /// Makes sure the expiry timer fires by `deadline`. One loop timer serves every pending call,
+    /// armed for the earliest deadline; calls share their timeout, so a new call's deadline is
+    /// almost always later than the armed one and costs nothing here, and an answered call
+    /// leaves the timer alone (it finds nothing due when it fires, and is not armed again).
+    private func armExpiry(by deadline: ContinuousClock.Instant) {
+        let arming = state.withLock { s -> (generation: UInt64, replaced: EventLoop.Timer?)? in
+            if let at = s.expiryAt, at <= deadline { return nil }
+            s.expiryAt = deadline
+            s.expiryGeneration &+= 1
+            defer { s.expiryTimer = nil }
+            return (s.expiryGeneration, s.expiryTimer)
+        }
+        guard let arming else { return }
+        let timer = loop.schedule(after: ContinuousClock.now.duration(to: deadline)) { [weak self] in
+            self?.expireCalls(arming: arming.generation)
+        }
+        arming.replaced?.cancel()
+        let current = state.withLock { s -> Bool in
+            guard s.expiryGeneration == arming.generation else { return false }  // armed earlier meanwhile
+            s.expiryTimer = timer
+            return true
+        }
+        if !current { timer.cancel() }
+    }
+
+    /// The expiry timer fired (loop thread): fails every call whose deadline passed with
+    /// `.timeout` and arms the timer again for the earliest call left.
+    private func expireCalls(arming generation: UInt64) {
+        let now = ContinuousClock.now
+        let (due, next) = state.withLock { s -> ([Call], ContinuousClock.Instant?) in
+            if s.expiryGeneration == generation { s.expiryAt = nil; s.expiryTimer = nil }
+            var due: [Call] = []
+            var next: ContinuousClock.Instant?
+            for (serial, call) in s.calls {
+                if call.deadline <= now {
+                    due.append(call)
+                    s.calls.removeValue(forKey: serial)
+                    s.serials.removeValue(forKey: call.box.id)
+                } else if next.map({ call.deadline < $0 }) ?? true {
+                    next = call.deadline
+                }
+            }
+            return (due, next)
+        }
+        for call in due { finish(call.box, .failure(.timeout(method: call.box.method, milliseconds: call.box.timeoutMs))) }
+        if let next { armExpiry(by: next) }
     }
 
     /// Takes the unanswered call with this serial out (nil: answered, timed out or cancelled).
@@ -266,7 +313,6 @@ final class ConnectionBox: @unchecked Sendable {
     /// ours. One that did not (a reply to what libdbus sent itself) is left to libdbus.
     func answer(_ reply: OpaquePointer) -> Bool {
         guard let call = takeCall(dbus_message_get_reply_serial(reply)) else { return false }
-        call.timer?.cancel()
         let result: Result<DBusMessage, DBusError>
         do {
             let msg = try DBusMessage(copying: reply)
@@ -276,12 +322,6 @@ final class ConnectionBox: @unchecked Sendable {
         }
         finish(call.box, result)
         return true
-    }
-
-    /// A call's timeout passed (loop thread) before its reply came.
-    private func expire(_ serial: UInt32) {
-        guard let call = takeCall(serial) else { return }
-        finish(call.box, .failure(.timeout(method: call.box.method, milliseconds: call.box.timeoutMs)))
     }
 
     private func finish(_ box: PendingBox, _ result: Result<DBusMessage, DBusError>) {
@@ -305,15 +345,18 @@ final class ConnectionBox: @unchecked Sendable {
     func closeAndRelease() {
         dbus_connection_close(raw)
         while dbus_connection_dispatch(raw) == DBUS_DISPATCH_DATA_REMAINS {}
-        let (boxes, calls) = state.withLock { s in
-            let r = (Array(s.pendingBoxes.values), Array(s.calls.values))
+        let (boxes, expiry) = state.withLock { s in
+            let r = (Array(s.pendingBoxes.values), s.expiryTimer)
             s.pendingBoxes = [:]
             s.calls = [:]
             s.serials = [:]
             s.registry = ObjectRegistry()
+            s.expiryAt = nil
+            s.expiryTimer = nil
+            s.expiryGeneration &+= 1
             return r
         }
-        for c in calls { c.timer?.cancel() }
+        expiry?.cancel()
         for b in boxes { b.resolve(.failure(.disconnected)) }
         dbus_connection_set_watch_functions(raw, nil, nil, nil, nil, nil)
         dbus_connection_set_timeout_functions(raw, nil, nil, nil, nil, nil)

@@ -255,7 +255,7 @@ extension String {
     /// `memchr` over the UTF-8 in place, not the generic `utf8.contains(0)` (a few thousand
     /// instructions per D-Bus call, for the names and strings of each message).
     var containsNUL: Bool {
-        var s = self
-        return s.withUTF8 { $0.count > 0 && memchr($0.baseAddress!, 0, $0.count) != nil }
+        utf8.withContiguousStorageIfAvailable { $0.count > 0 && memchr($0.baseAddress!, 0, $0.count) != nil }
+            ?? utf8.contains(0)
     }
 }

@@ -90,6 +90,33 @@ import Testing
         }
     }
 
+    /// One loop timer expires every call (armed for the earliest deadline): a call with a short
+    /// timeout sent while a long one is pending still times out at its own deadline, the long one
+    /// is kept (and answered), and with nothing pending the timer is not armed again.
+    @Test func callsShareOneExpiryTimerArmedForTheEarliestDeadline() async throws {
+        try await withBus { bus, loop in
+            let server = try await EchoServer.start(bus, loop: loop)
+            defer { server.close() }
+            let client = try await bus.connect(loop: loop)
+            defer { client.close() }
+            async let long = client.echo("Sleep", [.uint32(600)], timeout: .milliseconds(2500))
+            #expect(await eventuallyAsync { client.box.state.withLock { $0.calls.count == 1 } })
+            let start = ContinuousClock.now
+            await #expect(throws: DBusError.timeout(method: "org.example.Echo.Sleep", milliseconds: 150)) {
+                try await client.echo("Sleep", [.uint32(5000)], timeout: .milliseconds(150))
+            }
+            #expect(ContinuousClock.now - start < .milliseconds(2000), "the short call's 150 ms, not the long call's 2.5 s")
+            _ = try await long
+            #expect(client.box.state.withLock { $0.calls.isEmpty && $0.serials.isEmpty })
+            // Armed again for the long call's deadline, the timer fires, finds nothing due and
+            // nothing pending, and is not armed again.
+            #expect(client.box.state.withLock { $0.expiryTimer != nil })
+            #expect(await eventuallyAsync(timeout: .seconds(20)) { client.box.state.withLock { $0.expiryTimer == nil && $0.expiryAt == nil } })
+            _ = try await client.echo("Sleep", [.uint32(1)])  // and a new call arms it again
+            #expect(client.box.state.withLock { $0.expiryAt != nil })
+        }
+    }
+
     /// Replies are matched to calls by the serial the connection gave each call: a reply that
     /// comes after its call timed out is dropped, and calls in flight together, a slow one among
     /// them, each get their own reply, once.
