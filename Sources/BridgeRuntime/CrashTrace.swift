@@ -86,14 +86,14 @@ public enum CrashTrace {
             messageLength.store(0, ordering: .sequentiallyConsistent)
             var line = LineWriter(base: prepared.message, capacity: messageCapacity)
             line.append("gatt2mqtt: the last MQTT message received: topic ")
-            var topic = topic
-            topic.withUTF8 { line.append(UnsafeBufferPointer(rebasing: $0.prefix(200))) }
+            if topic.utf8.withContiguousStorageIfAvailable({ line.append(UnsafeBufferPointer(rebasing: $0.prefix(200))) }) == nil {
+                var topic = topic
+                topic.withUTF8 { line.append(UnsafeBufferPointer(rebasing: $0.prefix(200))) }
+            }
             line.append(", ")
             line.append(decimal: payload.count)
             line.append(" byte(s): ")
-            payload.withUnsafeBufferPointer { bytes in
-                for b in bytes.prefix(160) { line.append(byte: b >= 0x20 && b < 0x7F ? b : UInt8(ascii: ".")) }
-            }
+            payload.withUnsafeBufferPointer { line.append(printable: UnsafeBufferPointer(rebasing: $0.prefix(160))) }
             if payload.count > 160 { line.append("…") }
             line.append(byte: UInt8(ascii: "\n"))
             messageLength.store(line.count, ordering: .sequentiallyConsistent)
@@ -118,7 +118,17 @@ public enum CrashTrace {
         }
 
         mutating func append(_ bytes: UnsafeBufferPointer<UInt8>) {
-            for b in bytes { append(byte: b) }
+            let n = min(bytes.count, capacity - count)
+            guard n > 0 else { return }
+            (base + count).update(from: bytes.baseAddress!, count: n)
+            count += n
+        }
+
+        /// `bytes` with every byte outside printable ASCII written as `.`.
+        mutating func append(printable bytes: UnsafeBufferPointer<UInt8>) {
+            let start = count
+            append(bytes)
+            for i in start..<count where base[i] < 0x20 || base[i] >= 0x7F { base[i] = UInt8(ascii: ".") }
         }
 
         mutating func append(_ text: StaticString) {

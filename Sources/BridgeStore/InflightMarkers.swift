@@ -70,8 +70,8 @@ final class InflightMarkers: @unchecked Sendable {
     /// Keeps `m` (replacing a marker of the same topic and digest); false when it does not fit a
     /// slot or every slot is taken. Written straight into the slot: no allocation but the key's.
     func mark(_ m: InflightMessage) -> Bool {
-        let lengths = [m.topic.utf8.count, m.responseTopic?.utf8.count ?? 0, m.correlationData?.count ?? 0, m.payload.count]
-        guard Self.fixedBody + lengths.reduce(0, +) <= Self.slotSize - Self.slotHeader else { return false }
+        let length = m.topic.utf8.count + (m.responseTopic?.utf8.count ?? 0) + (m.correlationData?.count ?? 0) + m.payload.count
+        guard Self.fixedBody + length <= Self.slotSize - Self.slotHeader else { return false }
         let key = Key(topic: m.topic, digest: m.digest)
         return state.withLock { state in
             let i: Int

@@ -46,6 +46,10 @@ public enum MQTTTopic {
     /// ``validateFilter(_:)`` accepted (every subscription's is). On the UTF-8 bytes of both, in
     /// place: every inbound message is matched against every subscription.
     public static func matches(filter: String, topic: String) -> Bool {
+        // Native strings (small ones too) are contiguous UTF-8: matched in place, no copies.
+        if let r = filter.utf8.withContiguousStorageIfAvailable({ f in
+            topic.utf8.withContiguousStorageIfAvailable { t in matches(filter: f, topic: t) }
+        }), let r { return r }
         var filter = filter, topic = topic
         return filter.withUTF8 { f in topic.withUTF8 { t in matches(filter: f, topic: t) } }
     }
@@ -55,7 +59,7 @@ public enum MQTTTopic {
         let f = filter
         var fi = 0, ti = 0
         let fn = f.count, tn = t.count
-        if f.starts(with: "$share/".utf8) {
+        if fn > 7, f[0] == UInt8(ascii: "$"), f.starts(with: "$share/".utf8) {
             fi = 7
             while fi < fn && f[fi] != slash { fi += 1 }  // the group
             guard fi < fn else { return false }

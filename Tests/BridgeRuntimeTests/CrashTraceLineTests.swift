@@ -34,5 +34,17 @@ import Testing
         #expect(Self.written(capacity: 5) { $0.append("0123456789") } == "01234")
         #expect(Self.written(capacity: 3) { $0.append("ab"); $0.append(decimal: 12345) } == "ab1")
         #expect(Self.written(capacity: 0) { $0.append(byte: 1) } == "")
+        #expect(Self.written(capacity: 4) { line in Array("ab".utf8).withUnsafeBufferPointer { line.append($0); line.append($0); line.append($0) } } == "abab")
+    }
+
+    @Test("a payload's bytes outside printable ASCII are written as dots, only the payload's")
+    func printable() {
+        let payload: [UInt8] = [0x7B, 0x00, 0x0A, 0x1F, 0x20, 0x7E, 0x7F, 0xC3, 0xA9, 0x7D]
+        let line = Self.written(capacity: 64) { line in
+            line.append("\n: ")
+            payload.withUnsafeBufferPointer { line.append(printable: $0) }
+        }
+        #expect(line == "\n: {... ~...}")
+        #expect(Self.written(capacity: 3) { line in payload.withUnsafeBufferPointer { line.append(printable: $0) } } == "{..")
     }
 }
