@@ -119,19 +119,20 @@ extension DeviceSession {
                 continue
             }
             // At most once: the outbox says `sent` before the device gets the first byte.
+            let now = output.clock.now()
             if let oid = cmd.outboxID {
                 try? output.metrics.commit { try output.store.setStatus(.sent, for: oid) }
             } else if !cmd.isInternal {
-                let entry = cmd.outboxEntry(device: id, .sent, now: output.clock.now(), wallNow: Date())
+                let entry = cmd.outboxEntry(device: id, .sent, now: now, wallNow: Date())
                 do throws(StoreError) {
                     cmd.outboxID = try output.metrics.commit { () throws(StoreError) in try output.store.enqueue(entry) }.entry.id
                 } catch {
                     output.logger.error("outbox write failed", metadata: ["device": "\(id)", "error": "\(error)"])
                 }
             }
-            if cmd.announced { output.respond(cmd, device: id, .sent) }
+            if cmd.announced { output.respond(cmd, device: id, topic: responseTopic, .sent) }
             cmd.encoded = nil
-            switch queue.start(cmd, request, commandTimeout: config.commandTimeout, now: output.clock.now()) {
+            switch queue.start(cmd, request, commandTimeout: config.commandTimeout, now: now) {
             case .done: finish(cmd, .ok)
             case .awaiting: break
             case let .write(sequence):
@@ -229,6 +230,6 @@ extension DeviceSession {
     /// - Parameter removed: the outbox entry was already removed (with the answer's state).
     func finish(_ cmd: PendingCommand, _ status: CommandStatus, data: JSONValue? = nil, error: CommandError? = nil, removed: Bool = false) {
         if !removed, let oid = cmd.outboxID { try? output.metrics.commit { try output.store.removeCommand(oid) } }
-        output.respond(cmd, device: id, status, data: data, error: error)
+        output.respond(cmd, device: id, topic: responseTopic, status, data: data, error: error)
     }
 }

@@ -74,7 +74,7 @@ extension DeviceSession {
     /// timeout, the availability silence, the polls and the keep-alive (nil: nothing until
     /// another event). Each is the first instant at which its check fires.
     var nextDeadline: BridgeInstant? {
-        if passive != nil { return link.isOwned ? passive?.tracker.nextDue : nil }
+        if isPassive { return link.isOwned ? passive?.tracker.nextDue : nil }
         // Asked after every event: the parts are read where they are stored, and a part's getter
         // is called only when it has something to say (a getter of `queue`, `link` or `schedule`
         // may copy that struct out of the session first, the command under way with it; most of

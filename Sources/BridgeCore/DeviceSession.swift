@@ -76,6 +76,8 @@ actor DeviceSession {
     nonisolated let heardSlot = Mutex<Advertisement?>(nil)
     /// Never connected: read from advertisements (``passive``).
     nonisolated let isPassive: Bool
+    /// `<base>/<device>/response`, made once (every command's answer goes there).
+    nonisolated let responseTopic: String
     /// The next deadline last posted to the bridge's timer (``postDeadline()``); `.none`: none
     /// posted since the timer took the last one.
     var postedDeadline: BridgeInstant?? = .none
@@ -93,6 +95,7 @@ actor DeviceSession {
         link = LinkStateMachine(owned: owned)
         schedule = LinkSchedule(now: output.clock.now())
         metrics = output.metrics.device(config.id)
+        responseTopic = output.topics.response(config.id)
         linkDriver = LinkDriver(address: config.address ?? "", notify: driver.notifyCharacteristics, pair: driver.requiresPairing,
                                 central: central, output: output, metrics: metrics, reconnect: reconnect,
                                 connectAttempt: connectAttempt, owned: owned, events: sink)
@@ -160,7 +163,7 @@ actor DeviceSession {
     /// the session posts after each event (``postDeadline()``), not from a timer per session.
     func run() async {
         await withDiscardingTaskGroup { group in
-            if passive == nil {  // a passive device is never connected
+            if !isPassive {  // a passive device is never connected
                 group.addTask { await self.linkDriver.maintainLink() }
                 group.addTask { await self.linkDriver.runWrites() }
             }
@@ -246,7 +249,7 @@ actor DeviceSession {
         case .advertised: advertised()
         case .tick:
             postedDeadline = .none  // the timer took it: post the next one whatever it is
-            if passive != nil { passiveTimers() } else { checkTimers() }
+            if isPassive { passiveTimers() } else { checkTimers() }
         case let .written(sequence, result): written(sequence, result)
         }
         return nil

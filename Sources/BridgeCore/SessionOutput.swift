@@ -42,12 +42,14 @@ struct SessionOutput: Sendable {
                                maxCount: history.maxEvents, maxAge: history.maxAge)
     }
 
-    func respond(_ cmd: PendingCommand, device: String, _ status: CommandStatus, data: JSONValue? = nil, error: CommandError? = nil) {
+    /// - Parameter topic: the device's response topic when the caller keeps it (else made here).
+    func respond(_ cmd: PendingCommand, device: String, topic: String? = nil, _ status: CommandStatus, data: JSONValue? = nil,
+                 error: CommandError? = nil) {
         guard !cmd.isInternal else { return }
         counters.ended(cmd, device: device, status, error: error, at: clock.now())
         var body = CommandResponse(transaction: cmd.transaction, status: status, command: cmd.commandJSON, data: data, error: error)
         body.node = node
-        let topic = cmd.responseTopic ?? topics.response(device)
+        let topic = cmd.responseTopic ?? topic ?? topics.response(device)
         mqtt.send(OutboundMessage(topic: topic, payload: body.jsonBytes, qos: 1, retain: false, correlationData: cmd.correlationData))
     }
 }

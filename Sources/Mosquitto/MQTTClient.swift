@@ -226,9 +226,12 @@ public final class MQTTClient: MQTTTransport {
                 return
             }
             var mid: Int32 = 0
-            let rc = payload.withUnsafeBytes { bytes in
-                mosquitto_publish_v5(core.mosq, &mid, topic, Int32(bytes.count), bytes.baseAddress, Int32(qos.rawValue), retain,
-                                     propertyList?.pointer)
+            // The topic's own NUL-terminated storage (an implicit conversion inside the closure copied it).
+            let rc = topic.withCString { t in
+                payload.withUnsafeBytes { bytes in
+                    mosquitto_publish_v5(core.mosq, &mid, t, Int32(bytes.count), bytes.baseAddress, Int32(qos.rawValue), retain,
+                                         propertyList?.pointer)
+                }
             }
             guard rc == 0 else {
                 done(.failure(MosquittoCode(code: rc) == .noConnection ? .notConnected : .library(MosquittoCode(code: rc), operation: "mosquitto_publish_v5")))

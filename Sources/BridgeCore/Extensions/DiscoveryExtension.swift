@@ -16,10 +16,13 @@ import BridgeStore
 final class DiscoveryExtension: BridgeExtension {
     unowned let bridge: Bridge
     let discovery: HomeAssistantDiscovery
+    /// Home Assistant's status topic (every inbound message is compared with it).
+    let statusTopic: String
 
     init(bridge: Bridge, discovery: HomeAssistantDiscovery) {
         self.bridge = bridge
         self.discovery = discovery
+        statusTopic = discovery.statusTopic
     }
 
     /// What a session calls when its state learnt a device's model, firmware or serial: the
@@ -30,11 +33,11 @@ final class DiscoveryExtension: BridgeExtension {
         }
     }
 
-    var subscriptions: [String] { [discovery.statusTopic] }
+    var subscriptions: [String] { [statusTopic] }
 
     /// Home Assistant (re)started: everything again.
     func handle(_ message: InboundMessage) -> Bool {
-        guard message.topic == discovery.statusTopic else { return false }
+        guard message.topic == statusTopic else { return false }
         if String(decoding: message.payload, as: UTF8.self) == "online" { publishAll() }
         return true
     }
