@@ -54,7 +54,7 @@ public struct DBusMessage: Sendable, CustomStringConvertible {
         replySerial = dbus_message_get_reply_serial(msg)
         sender = dbus_message_get_sender(msg).map { String(cString: $0) }
         destination = dbus_message_get_destination(msg).map { String(cString: $0) }
-        path = dbus_message_get_path(msg).map { DBusObjectPath(String(cString: $0)) }
+        path = dbus_message_get_path(msg).map { DBusObjectPath(received: String(cString: $0)) }
         interface = dbus_message_get_interface(msg).map { String(cString: $0) }
         member = dbus_message_get_member(msg).map { String(cString: $0) }
         errorName = dbus_message_get_error_name(msg).map { String(cString: $0) }
@@ -89,7 +89,7 @@ enum Names {
     static func busName(_ s: String) throws(DBusError) { try check(s, "bus name", dbus_validate_bus_name) }
     static func errorName(_ s: String) throws(DBusError) { try check(s, "error name", dbus_validate_error_name) }
     static func path(_ p: DBusObjectPath) throws(DBusError) {
-        guard p.isValid else { throw .invalidArgument("object path \"\(p.rawValue)\" is not valid") }
+        guard p.isKnownValid else { throw .invalidArgument("object path \"\(p.rawValue)\" is not valid") }
     }
 }
 

@@ -171,7 +171,7 @@ enum Marshal {
         case TypeCode.uint64: return .uint64(basic(&iter, UInt64(0)))
         case TypeCode.double: return .double(basic(&iter, Double(0)))
         case TypeCode.string: return .string(string(&iter))
-        case TypeCode.objectPath: return .objectPath(DBusObjectPath(string(&iter)))
+        case TypeCode.objectPath: return .objectPath(DBusObjectPath(received: string(&iter)))
         case TypeCode.signature: return .signature(string(&iter))
         case TypeCode.unixFD:
             // libdbus hands out a new descriptor that the caller owns.

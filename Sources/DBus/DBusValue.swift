@@ -74,7 +74,7 @@ public enum DBusValue: Hashable, Sendable, CustomStringConvertible {
         case let .string(s):
             guard !s.containsNUL else { throw .invalidArgument("string contains NUL") }
         case let .objectPath(p):
-            guard p.isValid else { throw .invalidArgument("object path \"\(p.rawValue)\" is not valid") }
+            guard p.isKnownValid else { throw .invalidArgument("object path \"\(p.rawValue)\" is not valid") }
         case let .signature(s):
             guard !s.containsNUL else { throw .invalidArgument("signature contains NUL") }
             _ = try DBusType.parse(signature: s)
@@ -150,21 +150,41 @@ public struct DBusDictEntry: Hashable, Sendable {
 
 /// An object path (D-Bus Specification, "Valid Object Paths"): `/` or `/a/b_2`, elements of
 /// `[A-Za-z0-9_]`, no empty elements, no trailing slash. Validity is checked when marshalled
-/// (``isValid``), or up front with ``init(validating:)``.
+/// (``isValid``), or up front with ``init(validating:)``. A path checked once (that way, or read
+/// from a message, which libdbus validated) is not checked again each time it is marshalled.
 public struct DBusObjectPath: Hashable, Comparable, Sendable, ExpressibleByStringLiteral,
     CustomStringConvertible
 {
     public let rawValue: String
+    /// Known to be valid (``init(validating:)``, ``init(received:)``): not checked again.
+    let isChecked: Bool
 
     /// Wraps `rawValue` without checking it (see ``isValid``).
-    public init(_ rawValue: String) { self.rawValue = rawValue }
-    public init(stringLiteral value: String) { self.rawValue = value }
+    public init(_ rawValue: String) { self.init(rawValue, checked: false) }
+    public init(stringLiteral value: String) { self.init(value, checked: false) }
+
+    private init(_ rawValue: String, checked: Bool) {
+        self.rawValue = rawValue
+        isChecked = checked
+    }
 
     /// Wraps `rawValue`, throwing ``DBusError/invalidArgument(_:)`` when it is not a valid path.
     public init(validating rawValue: String) throws(DBusError) {
-        self.rawValue = rawValue
-        guard isValid else { throw .invalidArgument("object path \"\(rawValue)\" is not valid") }
+        guard DBusObjectPath(rawValue, checked: false).isValid else {
+            throw .invalidArgument("object path \"\(rawValue)\" is not valid")
+        }
+        self.init(rawValue, checked: true)
     }
+
+    /// A path read from a message (an `o` value, a message's path): libdbus validated it.
+    init(received rawValue: String) { self.init(rawValue, checked: true) }
+
+    /// Two paths are equal when their text is (whether either was checked does not matter).
+    public static func == (a: DBusObjectPath, b: DBusObjectPath) -> Bool { a.rawValue == b.rawValue }
+    public func hash(into hasher: inout Hasher) { hasher.combine(rawValue) }
+
+    /// Valid: checked before, or now.
+    var isKnownValid: Bool { isChecked || isValid }
 
     public static let root = DBusObjectPath("/")
 

@@ -1,3 +1,4 @@
+import CDBus
 import Testing
 @testable import DBus
 
@@ -124,5 +125,34 @@ import Testing
         m.path = "/org/bluezz"
         #expect(!ns.matches(m, senderOwner: nil))
         #expect(DBusMatchRule(pathNamespace: "/").matches(m, senderOwner: nil))
+    }
+}
+
+/// A path checked once (`init(validating:)`, or read from a message) is not checked again when
+/// marshalled; one wrapped unchecked still is. Whether it was checked is not part of its value.
+@Suite struct ObjectPathCheckTests {
+    @Test func checkedPathsAreKnownValidAndCompareByText() throws {
+        let unchecked = DBusObjectPath("/org/bluez/hci0")
+        let validated = try DBusObjectPath(validating: "/org/bluez/hci0")
+        let received = DBusObjectPath(received: "/org/bluez/hci0")
+        #expect(!unchecked.isChecked && validated.isChecked && received.isChecked)
+        #expect(unchecked == validated && validated == received)
+        #expect(Set([unchecked, validated, received]).count == 1)
+        #expect(unchecked.isKnownValid, "an unchecked valid path passes its check")
+        for bad in ["", "org", "/a//b", "/a/", "/a-b", "/é"] {
+            #expect(!DBusObjectPath(bad).isKnownValid, "\(bad)")
+            #expect(throws: DBusError.self) { try DBusObjectPath(validating: bad) }
+        }
+    }
+
+    @Test func pathsReadFromAMessageComeBackChecked() throws {
+        let value = DBusValue.array(element: .objectPath, [.objectPath("/a/b"), .objectPath("/")])
+        let msg = try MessageBuilder.methodCall(destination: nil, path: "/x", interface: nil, member: "M", arguments: [value])
+        defer { dbus_message_unref(msg) }
+        let decoded = try DBusMessage(copying: msg)
+        #expect(decoded.path?.isChecked == true)
+        guard case let .array(_, items)? = decoded.body.first else { Issue.record("no array"); return }
+        #expect(items.allSatisfy { if case let .objectPath(p) = $0 { p.isChecked } else { false } })
+        #expect(items == [.objectPath("/a/b"), .objectPath("/")])
     }
 }
