@@ -11,7 +11,9 @@ one build, as per-command.py takes them:
     INSTRUCTIONS_KEEP=/tmp/cg Benchmarks/Bridge/instructions.sh
     Benchmarks/Bridge/attribute.py /tmp/cg/bridge-200.cg /tmp/cg/bridge-1000.cg 3280 [TOP]
 
-prints the total per module, then the TOP functions (40 unless told)."""
+prints the calls per command into the runtime's allocation, reference counting and task
+switching (the issue's "a small fixed number" of allocations is read here), the total per module,
+then the TOP functions (40 unless told)."""
 import collections
 import re
 import sys
@@ -19,6 +21,8 @@ import sys
 OURS = set("BridgeCore BridgeRuntime BridgeStore BinaryCoding DBus Mosquitto Reactor BlueZ BlueZPort GoProCodec "
            "DeviceProfiles PacketSocket CapsCodec GattLayout BridgeConfig Frontend AdvertisementCodec".split())
 LIBRARIES = ("libdbus", "libsqlite", "libmosquitto")
+COUNTED = ("malloc", "swift_allocObject", "swift_retain", "swift_release", "swift_bridgeObjectRetain",
+           "swift_bridgeObjectRelease", "swift_beginAccess", "swift_task_switch", "swift_continuation_resume")
 REENTRY = ("task_switch", "job_run", "runJob", "dispatch_", "withTaskCancellationHandler", "continuation",
            "ProcessOutOfLineJob", "objectdestroy", "swift_task_", "TaskGroup")
 
@@ -40,9 +44,10 @@ def comes_back(name):
 def load(path):
     """Per function: (own cost, cost of the counted calls)."""
     names, objects = {}, {}
-    own, calls = collections.Counter(), collections.Counter()
+    own, calls, counts = collections.Counter(), collections.Counter(), collections.Counter()
     fn = ob = cob = cfn = None
     pending = False
+    ncalls = 0
 
     def name(text, table):
         m = re.match(r"\((\d+)\)(?: (.*))?", text)
@@ -64,6 +69,7 @@ def load(path):
             cfn = name(line[4:], names)
         elif line.startswith("calls="):
             pending = True
+            ncalls = int(line[6:].split()[0])
         elif line and (line[0].isdigit() or line[0] in "+-*"):
             parts = line.split()
             if len(parts) < 2:
@@ -71,21 +77,25 @@ def load(path):
             cost = int(parts[1])
             if pending:
                 pending = False
+                callee = (cfn or "").split("'")[0]  # callgrind marks recursion levels with 'N
+                if callee in COUNTED and (fn or "").split("'")[0] != callee:
+                    counts[callee] += ncalls
                 target = cob or ob or ""
                 if not any(lib in target for lib in LIBRARIES) and module(cfn) not in OURS and not comes_back(cfn):
                     calls[fn] += cost
                 cob = None
             else:
                 own[fn] += cost
-    return own, calls
+    return own, calls, counts
 
 
 def main():
     if len(sys.argv) not in (4, 5):
         sys.exit(__doc__)
-    (a_own, a_calls), (b_own, b_calls) = load(sys.argv[1]), load(sys.argv[2])
+    (a_own, a_calls, a_counts), (b_own, b_calls, b_counts) = load(sys.argv[1]), load(sys.argv[2])
     commands = float(sys.argv[3])
     top = int(sys.argv[4]) if len(sys.argv) == 5 else 40
+    print("calls per command: " + ", ".join(f"{c} {(b_counts[c] - a_counts[c]) / commands:.1f}" for c in COUNTED) + "\n")
     per_function, per_module = collections.Counter(), collections.Counter()
     for f in set(a_own) | set(b_own) | set(a_calls) | set(b_calls):
         if module(f) not in OURS:
