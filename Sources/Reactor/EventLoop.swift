@@ -351,8 +351,9 @@ public final class EventLoop: @unchecked Sendable {
         nameThread()
         while true {
             runLocalWork()
-            // The work other threads queued becomes the local queue; `local` is empty here
-            // (runLocalWork ran it), so the two arrays trade buffers and nothing is copied.
+            // The work other threads queued becomes the local queue: when `local` is empty (it is,
+            // unless runLocalWork stopped at its round limit) the two arrays trade buffers and
+            // nothing is copied or allocated.
             let (incoming, stopping) = shared.withLock { s -> (Bool, Bool) in
                 guard !s.work.isEmpty else { return (false, s.stopping) }
                 if local.isEmpty { swap(&s.work, &local) } else { local.append(contentsOf: s.work); s.work.removeAll(keepingCapacity: true) }
