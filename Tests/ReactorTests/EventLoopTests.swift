@@ -267,6 +267,29 @@ struct EventLoopTests {
         #expect(entries.starts(with: ["a", "b", "hook"]))
     }
 
+    @Test("a hook may remove itself and add another while the hooks run")
+    func hooksChangedByAHook() async throws {
+        let loop = EventLoop(name: "t-hook-edit")
+        defer { loop.shutdown() }
+        let runs = Mutex<[String]>([])
+        let first = Mutex<Int?>(nil)
+        let id = loop.addHook {
+            runs.withLock { $0.append("first") }
+            // On the loop thread: the table changes while the loop iterates it.
+            if let me = first.withLock({ $0.take() }) {
+                loop.removeHook(me)
+                loop.addHook { runs.withLock { if $0.last != "second" { $0.append("second") } } }
+            }
+        }
+        first.withLock { $0 = id }
+        loop.execute {}  // a turn, so the hooks run: the first removes itself, adds the second
+        #expect(await eventually { first.withLock { $0 == nil } })
+        loop.execute {}  // the next turn runs the second
+        #expect(await eventually { runs.withLock { $0.contains("second") } })
+        #expect(await loop.registrations().hooks == 1, "the first removed, the second kept")
+        #expect(runs.withLock { $0.filter { $0 == "first" }.count } == 1, "the removed hook did not run again")
+    }
+
     @Test("registrations counts watches, pending timers and hooks, and drops what was cancelled or fired")
     func registrations() async throws {
         let loop = EventLoop(name: "t-regs")
