@@ -177,7 +177,7 @@ let package = Package(
         .testTarget(name: "BridgeConfigTests", dependencies: ["BridgeConfig", "BinaryCoding"]),
         .testTarget(
             name: "BridgeCoreTests",
-            dependencies: ["AdvertisementCodec", "BridgeCore", "BridgeConfig", "BridgeStore", "BinaryCoding", "DeviceProfiles", "GattLayout", "GoProCodec", "TestSupport",
+            dependencies: ["AdvertisementCodec", "BridgeCore", "BridgeConfig", "BridgeStore", "BinaryCoding", "DeviceProfiles", "GattLayout", "GoProCodec", "Reactor", "TestSupport",
                            .product(name: "MetricsTestKit", package: "swift-metrics")]
         ),
         .testTarget(name: "DeviceProfilesTests", dependencies: ["DeviceProfiles", "BridgeCore", "BridgeConfig", "CapsCodec", "GoProCodec", "BinaryCoding", "TestSupport"]),

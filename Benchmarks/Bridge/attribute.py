@@ -24,7 +24,7 @@ LIBRARIES = ("libdbus", "libsqlite", "libmosquitto")
 COUNTED = ("malloc", "swift_allocObject", "swift_retain", "swift_release", "swift_bridgeObjectRetain",
            "swift_bridgeObjectRelease", "swift_beginAccess", "swift_task_switch", "swift_continuation_resume")
 REENTRY = ("task_switch", "job_run", "runJob", "dispatch_", "withTaskCancellationHandler", "continuation",
-           "ProcessOutOfLineJob", "objectdestroy", "swift_task_", "TaskGroup")
+           "ProcessOutOfLineJob", "objectdestroy", "swift_task_", "TaskGroup", "assumeIsolated")
 
 
 def module(name):
@@ -38,7 +38,7 @@ def module(name):
 def comes_back(name):
     name = name or ""
     return (name.startswith(("$sI", "$sScT", "$sScG", "$ss27withTaskCancellation")) or module(name) in ("GRDB", "Dispatch")
-            or any(x in name for x in REENTRY))
+            or any(x in name for x in REENTRY) or re.search(r"TR(TA)?$", name) is not None)  # reabstraction thunks
 
 
 def load(path):

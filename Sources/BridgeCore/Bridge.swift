@@ -144,11 +144,15 @@ public final class Bridge: Sendable {
     /// - Parameter batchCommits: the caller runs ``commitBatch()`` once per event-loop turn
     ///   (before the loop sleeps), so the answers of one turn are committed together
     ///   (``AnswerBatch``); false: each session commits at the end of each event it handles.
+    /// - Parameter loop: the event loop every device session runs on (the runtime's), whose
+    ///   callbacks then hand a session its events in their own turn (``SessionEvents``); nil:
+    ///   each session on a serial queue of its own.
     public init(configuration: Configuration, store: BridgeStore, mqtt: any MQTTPort, central: any BLECentral,
                 profiles: ProfileCatalog, version: String = "0.1.0", logger: Logger = Logger(label: "gatt2mqtt.bridge"),
                 tick: Duration = BridgeDefaults.tick, healthInterval: Duration = BridgeDefaults.healthInterval,
                 connectAttempt: Duration = Bridge.defaultConnectAttempt, sleep: Sleep = .task, clock: BridgeClock? = nil,
-                control: BridgeControl = BridgeControl(), batchCommits: Bool = false) throws {
+                control: BridgeControl = BridgeControl(), batchCommits: Bool = false,
+                loop: SessionLoop? = nil) throws {
         // The options set over MQTT earlier (bridge/request/options), over the file's settings.
         var configuration = configuration
         let fileLevel = configuration.logLevel
@@ -185,6 +189,7 @@ public final class Bridge: Sendable {
                                    retainState: configuration.mqtt.retainState, logger: logger, counters: counters,
                                    clock: self.clock)
         if configuration.cluster.enabled { output.node = configuration.nodeID }
+        output.loop = loop
         output.maxQueued = configuration.limits.maxQueued
         if let discovery {
             // A device's `device` block follows what its state learnt (a GoPro's model, firmware, serial).

@@ -37,7 +37,7 @@ extension DeviceSession {
             switch outbox {
             case .atDispatch, .unchanged: break
             case .queuedNow: store(&cmd)
-            case .queuedAtEndOfTurn: output.batch.atEndOfTurn { [sink] in sink.yield(.deferredRowsDue) }
+            case .queuedAtEndOfTurn: output.batch.atEndOfTurn { [sink] in sink.yield(.deferredRowsDue, inline: true) }
             }
             if announce {
                 cmd.announced = true
@@ -140,7 +140,7 @@ extension DeviceSession {
                 // (the writer task stays for a link that cannot, and for reads).
                 let events = sink
                 let started = request.read == nil && l.startWrites(request.writes) { result in
-                    events.yield(.written(sequence: sequence, result.map { nil }))
+                    events.yield(.written(sequence: sequence, result.map { nil }), inline: true)
                 }
                 if !started { linkDriver.write(.init(sequence: sequence, link: l, request: request)) }
             }

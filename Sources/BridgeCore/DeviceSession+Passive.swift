@@ -33,7 +33,7 @@ extension DeviceSession {
             defer { slot = ad }
             return slot == nil
         }
-        if wasEmpty { sink.yield(.advertised) }
+        if wasEmpty { sink.yield(.advertised, inline: true) }
     }
 
     /// The advertisement waiting in the slot: decoded, judged, published.

@@ -43,6 +43,11 @@ actor DeviceSession {
 
     let config: DeviceConfig
     let output: SessionOutput
+    /// Where the session runs: the bridge's event loop (``SessionOutput/loop``), whose
+    /// callbacks may then hand it an event in their own turn (``SessionEvents``); else a serial
+    /// queue of its own, as a default actor's.
+    nonisolated let executor: any SerialExecutor
+    nonisolated let unownedExecutor: UnownedSerialExecutor
     /// The events, in order, from any thread (``SessionEvents``).
     nonisolated let sink = SessionEvents()
     nonisolated let metrics: DeviceMetrics
@@ -89,6 +94,8 @@ actor DeviceSession {
         self.config = config
         self.driver = driver
         self.output = output
+        executor = output.loop?.executor ?? QueueExecutor(label: "gatt2mqtt.session.\(config.id)")
+        unownedExecutor = executor.asUnownedSerialExecutor()
         self.state = DeviceState(initialState)
         passive = decoder.map { Passive(decoder: $0, config: config, state: initialState, lastCounter: lastCounter) }
         isPassive = decoder != nil
@@ -119,7 +126,7 @@ actor DeviceSession {
             return
         }
         backlog.add(1, ordering: .relaxed)
-        sink.yield(.command(command))
+        sink.yield(.command(command), inline: true)
     }
 
     /// The bridge's timer, at the session's deadline (``nextDeadline``): deadlines, timeouts,
@@ -148,7 +155,7 @@ actor DeviceSession {
     /// published with `last_seen`) the first time and whenever it moved by at least
     /// ``BridgeDefaults/rssiStep`` dBm since the published value, so a stream of adverts costs no publish or
     /// store write while the signal holds steady.
-    nonisolated func observed(rssi: Int) { sink.yield(.observed(rssi: rssi)) }
+    nonisolated func observed(rssi: Int) { sink.yield(.observed(rssi: rssi), inline: true) }
 
     /// This node gained (`true`) or lost the device; returns once the session took it in (on a
     /// loss: the waiting commands ended with `error`, or, when `error` is nil, dropped with their
@@ -162,6 +169,9 @@ actor DeviceSession {
     /// Ticks come from the bridge's one timer (``tick()``) at the session's next deadline, which
     /// the session posts after each event (``postDeadline()``), not from a timer per session.
     func run() async {
+        if let loop = output.loop {
+            sink.allowInline(SessionEvents.Inline(loop: loop) { event in self.handleNowOnExecutor(event) })
+        }
         await withDiscardingTaskGroup { group in
             if !isPassive {  // a passive device is never connected
                 group.addTask { await self.linkDriver.maintainLink() }
@@ -253,6 +263,24 @@ actor DeviceSession {
         case let .written(sequence, result): written(sequence, result)
         }
         return nil
+    }
+
+    /// Handles an event that waits for nothing (``take(_:)`` returns no ``Wait``: a command, a
+    /// write's outcome, a notification, a tick) as the run loop would, in the turn of whoever
+    /// posted it (``SessionEvents/yield(_:inline:)``).
+    func handleNow(_ event: consuming Event) {
+        let wait = take(event)
+        assert(wait == nil, "an event handled inline asked to wait")
+        afterEvent(settling: nil)
+    }
+
+    /// ``handleNow(_:)`` from the loop's callback that ``SessionEvents`` found on the session's
+    /// executor (its thread, outside any task): what `assumeIsolated` does once that is checked,
+    /// without checking again through the runtime (two executor look-ups and two closure
+    /// contexts per event).
+    nonisolated func handleNowOnExecutor(_ event: Event) {
+        let body: (isolated DeviceSession, Event) -> Void = { session, event in session.handleNow(event) }
+        unsafeBitCast(body, to: ((DeviceSession, Event) -> Void).self)(self, event)
     }
 
     func perform(_ wait: Wait) async {

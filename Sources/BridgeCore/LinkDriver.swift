@@ -93,7 +93,7 @@ struct LinkDriver: Sendable {
                 }
                 backoff.reset()
                 events.yield(.linkUp(link))
-                await link.deliverNotifications { [events] n in events.yield(.notification(n)) }
+                await link.deliverNotifications { [events] n in events.yield(.notification(n), inline: true) }
                 events.yield(.linkDown("link lost"))
             } catch {
                 metrics.connectFailures.increment()

@@ -31,6 +31,8 @@ struct SessionOutput: Sendable {
     var node: String?
     /// The most commands that may wait per device (`limits.max_queued`).
     var maxQueued = Int.max
+    /// The event loop the sessions run on (``DeviceSession/executor``); nil: each its own queue.
+    var loop: SessionLoop?
 
     /// Publishes a bridge event and keeps it in the bounded history.
     func event(_ kind: String, device: String, _ extra: JSONObject = [:]) {

@@ -75,7 +75,7 @@ public struct BridgeService: Service {
                                 central: central,
                                 profiles: DeviceProfiles.catalog(context: DriverContext(now: clock)), logger: logger,
                                 clock: .eventLoop(loop), control: control,
-                                batchCommits: true)
+                                batchCommits: true, loop: SessionLoop(executor: loop, inCallback: { loop.inCallback }))
         // The answers handled in one loop turn are committed together before the loop sleeps,
         // then their responses and states published (AnswerBatch). Publishing from a hook queues
         // packets after the MQTT client's flush hook may have run: an empty job makes the loop

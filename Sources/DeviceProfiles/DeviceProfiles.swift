@@ -26,10 +26,10 @@ extension Bridge {
                             drivers: @escaping DriverFactory, version: String = "0.1.0", logger: Logger = Logger(label: "gatt2mqtt.bridge"),
                             tick: Duration = BridgeDefaults.tick, healthInterval: Duration = BridgeDefaults.healthInterval,
                             connectAttempt: Duration = Bridge.defaultConnectAttempt, sleep: Sleep = .task, clock: BridgeClock? = nil,
-                            control: BridgeControl = BridgeControl(), batchCommits: Bool = false) throws {
+                            control: BridgeControl = BridgeControl(), batchCommits: Bool = false, loop: SessionLoop? = nil) throws {
         try self.init(configuration: configuration, store: store, mqtt: mqtt, central: central,
                       profiles: DeviceProfiles.catalog().replacingDrivers(drivers), version: version, logger: logger, tick: tick,
                       healthInterval: healthInterval, connectAttempt: connectAttempt, sleep: sleep, clock: clock, control: control,
-                      batchCommits: batchCommits)
+                      batchCommits: batchCommits, loop: loop)
     }
 }

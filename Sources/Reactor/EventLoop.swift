@@ -123,6 +123,8 @@ public final class EventLoop: @unchecked Sendable {
     /// The round of ``local`` being run, swapped with it: emptying a copy of `local` (kept
     /// capacity) allocated a new buffer every round, ~11 per command.
     private var running: [Work] = []
+    /// A task's job is running (``inCallback``).
+    private var inJob = false
     fileprivate var watches: [Int: Watch] = [:]
     /// The live watches of each descriptor (libdbus watches one socket twice: read and write).
     fileprivate var byFD: [Int32: [Watch]] = [:]
@@ -188,6 +190,11 @@ public final class EventLoop: @unchecked Sendable {
     public var inLoop: Bool {
         loopThread.load(ordering: .relaxed) == UInt(pthread_self())
     }
+
+    /// True in one of the loop's callbacks (an I/O handler, a timer, a closure it runs), on its
+    /// thread outside any task's job: no code isolated to the loop runs now, so an actor whose
+    /// executor is the loop may be entered at once.
+    public var inCallback: Bool { inLoop && !inJob }
 
     // MARK: Submitting work
 
@@ -395,6 +402,8 @@ public final class EventLoop: @unchecked Sendable {
     private func run(_ work: Work) {
         switch work {
         case let .job(job):
+            inJob = true
+            defer { inJob = false }
             job.runSynchronously(isolatedTo: asUnownedSerialExecutor(), taskExecutor: asUnownedTaskExecutor())
         case let .closure(body):
             body()
@@ -526,6 +535,7 @@ extension EventLoop: SerialExecutor, TaskExecutor {
     public func checkIsolated() {
         precondition(inLoop, "not on the event loop \(name)")
     }
+
 }
 
 /// A timer in the loop's heap: its deadline, then its id (ids grow, so timers due at the same

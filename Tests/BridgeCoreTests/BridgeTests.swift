@@ -19,6 +19,7 @@ import Testing
 
         init(policy: OfflinePolicy = .queue, deadline: Duration = .seconds(60), timeout: Duration = .seconds(5),
              present: Bool = true, startsWrites: Bool = false, store: BridgeStore? = nil, clock: ManualClock? = nil,
+             loop: SessionLoop? = nil,
              mappings: [CharacteristicMapping] = [CharacteristicMapping(uuid: "FFF2", codec: .raw, directions: [.notify], topic: "reading")]) throws {
             var config = Configuration()
             config.mqtt.reconnectMin = .milliseconds(20)
@@ -36,7 +37,7 @@ import Testing
             self.clock = clock
             bridge = try Bridge(configuration: config, store: self.store, mqtt: mqtt,
                                 central: FakeCentral(["C0:FF:EE:00:00:09": device]),
-                                drivers: { _ in TestDriver() }, tick: Self.tick, clock: clock?.bridgeClock)
+                                drivers: { _ in TestDriver() }, tick: Self.tick, clock: clock?.bridgeClock, loop: loop)
         }
 
         static let tick: Duration = .milliseconds(10)

@@ -79,6 +79,24 @@ struct EventLoopTests {
         #expect(seen.withLock { $0 } == ["a0", "a1", "a2", "b0", "b1", "b2", "c0", "c1", "c2"])
     }
 
+    @Test("inCallback: true in what the loop runs outside tasks (closures, timers), false in a task's job on it and off it")
+    func inCallbackIsTheLoopsOwnCallbacksOnly() async throws {
+        let loop = EventLoop(name: "t-callback")
+        defer { loop.shutdown() }
+        #expect(!loop.inCallback)
+        let inClosure = await withCheckedContinuation { c in loop.execute { c.resume(returning: loop.inCallback) } }
+        #expect(inClosure)
+        let inTimer = await withCheckedContinuation { c in
+            _ = loop.schedule(after: .milliseconds(1)) { c.resume(returning: loop.inCallback) }
+        }
+        #expect(inTimer)
+        let inJob = await Task(executorPreference: loop) { (loop.inLoop, loop.inCallback) }.value
+        #expect(inJob == (true, false))
+        // A closure the loop runs after a job: a callback again.
+        let after = await withCheckedContinuation { c in loop.execute { c.resume(returning: loop.inCallback) } }
+        #expect(after)
+    }
+
     @Test("tasks preferring the loop, and the default actors they call, run on the loop thread")
     func taskExecutorPreference() async {
         let loop = EventLoop(name: "t-tasks")
