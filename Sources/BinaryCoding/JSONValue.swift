@@ -535,7 +535,8 @@ extension JSONValue: CustomStringConvertible {
 /// One JSON object written member by member straight to bytes: the text
 /// `JSONValue.object(o).jsonBytes` gives for the object `o` with the same members in the same order,
 /// without building `o` first (for the messages every command sends, whose members are known).
-/// Keys are not checked for repeats: the caller writes each once.
+/// Keys are not checked for repeats: the caller writes each once. They are literals that need no
+/// escaping (written as they are).
 public struct JSONObjectWriter {
     private var out: [UInt8]
     private var empty = true
@@ -546,27 +547,40 @@ public struct JSONObjectWriter {
         out.append(UInt8(ascii: "{"))
     }
 
-    private mutating func key(_ key: String) {
+    private mutating func key(_ key: StaticString) {
         if !empty { out.append(UInt8(ascii: ",")) }
         empty = false
-        JSONValue.writeString(key, to: &out)
+        out.append(0x22)
+        key.withUTF8Buffer { bytes in
+            assert(!bytes.contains { $0 < 0x20 || $0 == 0x22 || $0 == 0x5C }, "a key that needs escaping")
+            out.append(contentsOf: bytes)
+        }
+        out.append(0x22)
         out.append(UInt8(ascii: ":"))
     }
 
     /// A member whose value is any JSON value.
-    public mutating func member(_ key: String, _ value: JSONValue) {
+    public mutating func member(_ key: StaticString, _ value: JSONValue) {
         self.key(key)
         value.write(to: &out, pretty: false, indent: 0)
     }
 
     /// A member whose value is a string.
-    public mutating func member(_ key: String, string: String) {
+    public mutating func member(_ key: StaticString, string: String) {
         self.key(key)
         JSONValue.writeString(string, to: &out)
     }
 
+    /// A member whose value is `json`, the text of a JSON value written before (``JSONValue/jsonText``
+    /// of the same value), copied as it is.
+    public mutating func member(_ key: StaticString, json: String) {
+        self.key(key)
+        var json = json
+        json.withUTF8 { out.append(contentsOf: $0) }
+    }
+
     /// A member whose value is an object written by `body`.
-    public mutating func member(_ key: String, object body: (inout JSONObjectWriter) -> Void) {
+    public mutating func member(_ key: StaticString, object body: (inout JSONObjectWriter) -> Void) {
         self.key(key)
         var inner = JSONObjectWriter(continuing: &out)
         body(&inner)

@@ -98,11 +98,15 @@ public struct CommandResponse: Sendable, Equatable {
 
     /// `json`'s text, written member by member without building the object (every command's
     /// response).
-    public var jsonBytes: [UInt8] {
+    public var jsonBytes: [UInt8] { jsonBytes(texts: nil) }
+
+    /// ``jsonBytes`` with `transaction` and `command` copied from their JSON texts when the caller
+    /// has them (``PendingCommand/texts``, made once for the outbox), not written again.
+    func jsonBytes(texts: PendingCommand.Texts?) -> [UInt8] {
         var w = JSONObjectWriter()
-        if let transaction { w.member("transaction", transaction) }
+        if let transaction = texts?.transaction { w.member("transaction", json: transaction) } else if let transaction { w.member("transaction", transaction) }
         w.member("status", string: status.rawValue)
-        if let command { w.member("command", command) }
+        if let command = texts?.command { w.member("command", json: command) } else if let command { w.member("command", command) }
         if let data { w.member("data", data) }
         if let error {
             w.member("error") { e in

@@ -24,9 +24,21 @@ struct PendingCommand: Sendable {
     /// payload (a raw write read back from the outbox), whose setter replaces the box.
     private final class Box: Sendable {
         let origin: Origin
-        init(_ origin: Origin) { self.origin = origin }
+        let texts: Texts
+        init(_ origin: Origin) {
+            self.origin = origin
+            texts = Texts(transaction: origin.transaction?.jsonText, command: PendingCommand.commandJSON(of: origin.payload)?.jsonText)
+        }
     }
     private var box: Box
+
+    /// The JSON texts of ``transaction`` and ``commandJSON``, made once: the outbox stores them and
+    /// every response carries them (``CommandResponse/jsonBytes(texts:)``).
+    struct Texts: Sendable {
+        var transaction: String?
+        var command: String?
+    }
+    var texts: Texts { box.texts }
 
     var payload: Payload {
         get { box.origin.payload }
@@ -84,7 +96,7 @@ struct PendingCommand: Sendable {
     /// the bridge's clock, where it is `now`, to the wall clock; none: due at once).
     func outboxEntry(device: String, _ status: OutboxEntry.Status, now: BridgeInstant, wallNow: Date) -> OutboxEntry {
         let deadline = deadline.map { BridgeClock.date(of: $0, now: now, wallNow: wallNow) } ?? wallNow
-        return OutboxEntry(deviceID: device, transaction: transaction?.jsonText, command: commandJSON?.jsonText ?? "{}",
+        return OutboxEntry(deviceID: device, transaction: texts.transaction, command: texts.command ?? "{}",
                            attribute: attribute, status: status, createdAt: wallNow, deadline: deadline,
                            responseTopic: responseTopic, correlationData: correlationData.map { Data($0) })
     }
@@ -92,7 +104,9 @@ struct PendingCommand: Sendable {
     var isInternal: Bool { if case .internal = payload { return true }; return false }
     /// What the response's `command` says and the outbox stores (a raw write as
     /// `{"write": topic, "payload": text}`; nil for an internal request).
-    var commandJSON: JSONValue? {
+    var commandJSON: JSONValue? { Self.commandJSON(of: payload) }
+
+    private static func commandJSON(of payload: Payload) -> JSONValue? {
         switch payload {
         case let .command(o): return .object(o)
         case let .write(topic, payload): return ["write": .string(topic), "payload": .string(String(decoding: payload, as: UTF8.self))]

@@ -52,6 +52,7 @@ struct SessionOutput: Sendable {
         var body = CommandResponse(transaction: cmd.transaction, status: status, command: cmd.commandJSON, data: data, error: error)
         body.node = node
         let topic = cmd.responseTopic ?? topic ?? topics.response(device)
-        mqtt.send(OutboundMessage(topic: topic, payload: body.jsonBytes, qos: 1, retain: false, correlationData: cmd.correlationData))
+        mqtt.send(OutboundMessage(topic: topic, payload: body.jsonBytes(texts: cmd.texts), qos: 1, retain: false,
+                                  correlationData: cmd.correlationData))
     }
 }

@@ -147,10 +147,12 @@ import Testing
             o.member("r", ["z": [true, false]])
         }
         w.member("after", 2.5)
-        let expected: JSONValue = ["a": 1, "s": "x\"y\n", "o": ["p": ["q": .null], "e": [:], "r": ["z": [true, false]]], "after": 2.5]
+        w.member("raw", json: #"{"k":["v\"",1]}"#)  // a value's text made before, copied as it is
+        let expected: JSONValue = ["a": 1, "s": "x\"y\n", "o": ["p": ["q": .null], "e": [:], "r": ["z": [true, false]]], "after": 2.5,
+                                   "raw": ["k": ["v\"", 1]]]
         let text = w.finish()
         #expect(text == expected.jsonBytes)
-        #expect(String(decoding: text, as: UTF8.self) == #"{"a":1,"s":"x\"y\n","o":{"p":{"q":null},"e":{},"r":{"z":[true,false]}},"after":2.5}"#)
+        #expect(String(decoding: text, as: UTF8.self) == #"{"a":1,"s":"x\"y\n","o":{"p":{"q":null},"e":{},"r":{"z":[true,false]}},"after":2.5,"raw":{"k":["v\"",1]}}"#)
     }
 
     @Test func indexStaysRightThroughReplaceAndRemove() {

@@ -1,4 +1,5 @@
 import BinaryCoding
+import Foundation
 import Testing
 @testable import BridgeCore
 
@@ -109,9 +110,29 @@ import Testing
                 var r = CommandResponse(transaction: t, status: status, command: c, data: d, error: e)
                 r.node = n
                 #expect(r.jsonBytes == Array(r.json.jsonText.utf8), "\(r)")
+                // With the transaction's and command's texts made before (a command's, for the outbox).
+                let texts = PendingCommand.Texts(transaction: t?.jsonText, command: c?.jsonText)
+                #expect(r.jsonBytes(texts: texts) == r.jsonBytes, "\(r)")
                 checked += 1
             }
         } } } } }
         #expect(checked == 4 * 4 * 4 * 2 * 3 * 3)
+    }
+
+    /// A command's texts are made once, from what it came with; its outbox entry stores them and
+    /// its responses carry the same bytes.
+    @Test func aCommandsTextsAreItsTransactionAndCommandAsJSON() {
+        let cmd = PendingCommand(payload: .command(["command": "set_shutter", "value": true]), transaction: ["id": "quote \" x"],
+                                 deadline: nil)
+        #expect(cmd.texts.command == #"{"command":"set_shutter","value":true}"#)
+        #expect(cmd.texts.transaction == #"{"id":"quote \" x"}"#)
+        let entry = cmd.outboxEntry(device: "cam", .sent, now: BridgeInstant(sinceOrigin: .zero), wallNow: Date())
+        #expect(entry.command == cmd.texts.command && entry.transaction == cmd.texts.transaction)
+        var write = PendingCommand(payload: .write(topic: "raw", payload: Array("a\"b".utf8)), deadline: nil)
+        #expect(write.texts.command == #"{"write":"raw","payload":"a\"b"}"#)
+        #expect(write.texts.transaction == nil)
+        write.payload = .write(topic: "other", payload: [0x31])  // a new payload, new texts
+        #expect(write.texts.command == #"{"write":"other","payload":"1"}"#)
+        #expect(PendingCommand(payload: .internal(DeviceRequest(writes: [])), deadline: nil).texts.command == nil)
     }
 }
