@@ -18,12 +18,18 @@ import Synchronization
 /// other event is being handled that way. Order holds: an event posted meanwhile, from this
 /// thread or another, goes the usual way and the run loop takes it once the loop is free again.
 final class SessionEvents: Sendable {
-    /// Who may handle an event in the caller's turn, and how.
-    struct Inline: Sendable {
-        /// The session's executor: the caller must be one of its callbacks (``SessionLoop/inCallback``).
-        let loop: SessionLoop
+    /// Who may handle an event in the caller's turn, and how (a class: taken under the lock at
+    /// every post, one reference, not its three).
+    final class Inline: Sendable {
+        /// Whether the caller is one of the session's loop's callbacks (``SessionLoop/inCallback``).
+        let inCallback: @Sendable () -> Bool
         /// Handles one event, isolated to the session (``DeviceSession/handleNow(_:)``).
         let handle: @Sendable (DeviceSession.Event) -> Void
+
+        init(loop: SessionLoop, handle: @escaping @Sendable (DeviceSession.Event) -> Void) {
+            inCallback = loop.inCallback
+            self.handle = handle
+        }
     }
 
     private struct State: ~Copyable {
@@ -69,7 +75,7 @@ final class SessionEvents: Sendable {
         let action = state.withLock { s -> Action in
             guard !s.finished else { return .none }
             if let w = s.waiter {
-                if inline, let handler = s.inline, !s.handlingInline, handler.loop.inCallback() {
+                if inline, let handler = s.inline, !s.handlingInline, handler.inCallback() {
                     s.handlingInline = true  // the run loop stays waiting
                     return .handle(handler.handle)
                 }
