@@ -265,9 +265,10 @@ actor DeviceSession {
         return nil
     }
 
-    /// Handles an event that waits for nothing (``take(_:)`` returns no ``Wait``: a command, a
-    /// write's outcome, a notification, a tick) as the run loop would, in the turn of whoever
-    /// posted it (``SessionEvents/yield(_:inline:)``).
+    /// Handles an event that waits for nothing (``take(_:)`` returns no ``Wait``; those posted
+    /// with `inline`: a command, a write's outcome, a notification, an advertisement, a sighting,
+    /// the deferred rows) as the run loop would, in the turn of whoever posted it
+    /// (``SessionEvents/yield(_:inline:)``).
     func handleNow(_ event: consuming Event) {
         let wait = take(event)
         assert(wait == nil, "an event handled inline asked to wait")

@@ -49,7 +49,9 @@ struct SessionOutput: Sendable {
                  error: CommandError? = nil) {
         guard !cmd.isInternal else { return }
         counters.ended(cmd, device: device, status, error: error, at: clock.now())
-        var body = CommandResponse(transaction: cmd.transaction, status: status, command: cmd.commandJSON, data: data, error: error)
+        // The transaction and the command go in as their texts, made once (``PendingCommand/texts``):
+        // not built again as values only to be written over.
+        var body = CommandResponse(transaction: nil, status: status, data: data, error: error)
         body.node = node
         let topic = cmd.responseTopic ?? topic ?? topics.response(device)
         mqtt.send(OutboundMessage(topic: topic, payload: body.jsonBytes(texts: cmd.texts), qos: 1, retain: false,

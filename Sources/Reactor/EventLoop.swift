@@ -535,7 +535,6 @@ extension EventLoop: SerialExecutor, TaskExecutor {
     public func checkIsolated() {
         precondition(inLoop, "not on the event loop \(name)")
     }
-
 }
 
 /// A timer in the loop's heap: its deadline, then its id (ids grow, so timers due at the same

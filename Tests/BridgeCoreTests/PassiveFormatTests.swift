@@ -93,6 +93,20 @@ import Testing
 
     static func yaml(key: [UInt8]) -> String {
         "devices:\n  - {id: porch, address: \"\(address)\", profile: advertisement, format: bthome, bindkey: \(Hex.encode(key))}\n"
+            + "  - {id: shed, address: \"\(shedAddress)\", profile: advertisement, format: bthome}\n"
+    }
+
+    /// A second sensor, unencrypted: what it publishes shows how far the scan was delivered.
+    static let shedAddress = "A4:C1:38:00:00:52"
+
+    /// Returns once the `porch` session handled every advertisement sent before this call: the
+    /// bridge hands the scan's advertisements to the sessions in order, so once `shed`'s (sent
+    /// after them) is published, porch's were posted to its session, and `settled` waits for them.
+    static func delivered(_ h: Harness, shedTemperature: Int) async throws {
+        let data = try BTHome.encode([(0x02, .number(Double(shedTemperature)))])
+        try await h.advertise(Advertisement(address: shedAddress, rssi: -60, serviceData: [AdvertisementPacket.uuid(0xFCD2): data]))
+        _ = try await h.mqtt.wait(for: "gatt2mqtt/shed") { $0.contains { $0.text.contains(#""temperature":\#(shedTemperature)"#) } }
+        await h.bridge.session("porch")!.settled()
     }
 
     static func decodeErrors(_ m: TestMetrics) -> Int64 {
@@ -123,13 +137,12 @@ import Testing
                 // The advertisement accepted before the restart, heard again: a repeat (the
                 // sensor sends each several times), not published, not an error.
                 try await h.advertise(first)
-                let session = try #require(h.bridge.session("porch"))
-                await session.settled()
+                try await Self.delivered(h, shedTemperature: 10)
                 #expect(Self.decodeErrors(m) == 0)
                 #expect(h.mqtt.messages("gatt2mqtt/porch").isEmpty)
                 // An older one recorded earlier: a replay, refused and counted.
                 try await h.advertise(try Self.encrypted(counter: 999, temperature: 30))
-                await session.settled()
+                try await Self.delivered(h, shedTemperature: 11)
                 #expect(Self.decodeErrors(m) == 1, "the replay is refused and counted")
                 try await h.advertise(try Self.encrypted(counter: 1001, temperature: 22))
                 let state = try await h.mqtt.wait(for: "gatt2mqtt/porch")
